@@ -1,0 +1,432 @@
+"""``embedtext.Client`` and ``embedtext.AsyncClient``: embeddings from an embedtext server.
+
+Both split large inputs into sub-batches kept in flight concurrently (the GIL is released
+while waiting), spread them over several endpoints by rows in flight, and retry a
+sub-batch once on another endpoint when a server is UNAVAILABLE, within the deadline.
+Failures raise the typed exceptions of :mod:`embedtext.protocol.errors`.
+
+Example (needs a running ``embedtext serve``)::
+
+    >>> import embedtext
+    >>> with embedtext.Client("127.0.0.1:50051") as client:   # doctest: +SKIP
+    ...     vectors = client.embed(["a cat", "a kitten"])
+    ...     vectors.shape
+    (2, 384)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+import numpy as np
+import pyarrow as pa
+
+from embedtext.connectors.endpoints import (
+    DEFAULT_MAX_MESSAGE_BYTES,
+    Endpoint,
+    EndpointSet,
+    channel_options,
+    normalize_targets,
+)
+from embedtext.connectors.requests import (
+    RequestOptions,
+    SubBatch,
+    plan_text_requests,
+    plan_token_requests,
+    reply_to_arrow,
+    reply_to_ndarray,
+    stack_arrow,
+    stack_ndarrays,
+)
+from embedtext.protocol import embedding_pb2 as pb
+from embedtext.protocol import embedding_pb2_grpc as pb_grpc
+from embedtext.protocol.errors import DeadlineExceededError, EmbedTextError, ModelNotFoundError, from_rpc_error
+
+DEFAULT_TIMEOUT_S = 300.0
+DEFAULT_BATCH_ROWS = 2048
+DEFAULT_IN_FLIGHT = 8
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    aliases: tuple[str, ...]
+    dim: int
+    max_tokens: int
+    matryoshka_dimensions: tuple[int, ...]
+    normalize_default: bool
+    pooling: str
+    replicas: int
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    protocol_version: str
+    server_version: str
+    default_model: str
+    models: tuple[ModelInfo, ...]
+    max_batch_rows: int
+    max_message_bytes: int
+
+    def model(self, name: str | None = None) -> ModelInfo:
+        """The served model called ``name`` (or an alias of it); the default model for None."""
+        wanted = name or self.default_model
+        for m in self.models:
+            if wanted == m.name or wanted in m.aliases:
+                return m
+        served = ", ".join(m.name for m in self.models)
+        raise ModelNotFoundError(f"model {wanted!r} is not served; served models: {served}")
+
+    @classmethod
+    def from_proto(cls, r: pb.InfoResponse) -> ServerInfo:
+        return cls(
+            protocol_version=r.protocol_version,
+            server_version=r.server_version,
+            default_model=r.default_model,
+            models=tuple(
+                ModelInfo(
+                    name=m.name,
+                    aliases=tuple(m.aliases),
+                    dim=m.dim,
+                    max_tokens=m.max_tokens,
+                    matryoshka_dimensions=tuple(m.matryoshka_dimensions),
+                    normalize_default=m.normalize_default,
+                    pooling=m.pooling,
+                    replicas=m.replicas,
+                )
+                for m in r.models
+            ),
+            max_batch_rows=r.max_batch_rows,
+            max_message_bytes=r.max_message_bytes,
+        )
+
+
+class _ClientBase:
+    def __init__(
+        self,
+        target: str | Sequence[str] | None,
+        *,
+        timeout: float | None,
+        max_batch_rows: int,
+        max_in_flight: int,
+        max_message_bytes: int,
+    ) -> None:
+        if max_batch_rows < 1 or max_in_flight < 1:
+            raise ValueError("max_batch_rows and max_in_flight must be at least 1")
+        self.targets = normalize_targets(target)
+        self.timeout = timeout
+        self.max_batch_rows = max_batch_rows
+        self.max_in_flight = max_in_flight
+        self._options = channel_options(max_message_bytes)
+        self._info: ServerInfo | None = None
+
+    def _deadline(self, timeout: float | None) -> float | None:
+        t = self.timeout if timeout is None else timeout
+        return time.monotonic() + t if t is not None else None
+
+    @staticmethod
+    def _remaining(deadline: float | None, target: str) -> float | None:
+        if deadline is None:
+            return None
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise DeadlineExceededError("the client deadline passed before all sub-batches were answered", target=target)
+        return left
+
+    def _empty_dim(self, info: ServerInfo, options: RequestOptions) -> int:
+        return options.dimensions or info.model(options.model).dim
+
+
+class Client(_ClientBase):
+    """Blocking client. Thread-safe; one instance can serve a whole program.
+
+    Args:
+        target: ``host:port``, ``unix:PATH``, or a list of them (spread by load).
+        timeout: deadline in seconds for one ``embed`` call, all sub-batches together.
+        max_batch_rows: rows per request; larger inputs are split.
+        max_in_flight: sub-batches in flight at once.
+    """
+
+    def __init__(
+        self,
+        target: str | Sequence[str] | None = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        max_batch_rows: int = DEFAULT_BATCH_ROWS,
+        max_in_flight: int = DEFAULT_IN_FLIGHT,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        super().__init__(
+            target,
+            timeout=timeout,
+            max_batch_rows=max_batch_rows,
+            max_in_flight=max_in_flight,
+            max_message_bytes=max_message_bytes,
+        )
+        endpoints = []
+        for t in self.targets:
+            channel = grpc.insecure_channel(t, options=self._options)
+            endpoints.append(Endpoint(t, channel, pb_grpc.EmbeddingStub(channel)))
+        self._endpoints = EndpointSet(endpoints)
+        self._pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="embedtext-client")
+
+    # --- public API ----------------------------------------------------------------------
+
+    def embed(
+        self,
+        texts: Sequence[str] | pa.Array | pa.ChunkedArray,
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        normalize: bool | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> np.ndarray:
+        """Embed texts; returns a float32 array of shape (len(texts), dim), rows in input order."""
+        options = RequestOptions(model, dimensions, normalize, truncate)
+        n, batches = plan_text_requests(texts, options, self.max_batch_rows)
+        replies = self._run(batches, timeout)
+        parts = [reply_to_ndarray(r, b.stop - b.start) for r, b in zip(replies, batches)]
+        return stack_ndarrays(parts, n, self._empty_dim(self.info(), options) if not parts else 0)
+
+    def embed_arrow(
+        self,
+        texts: Sequence[str] | pa.Array | pa.ChunkedArray,
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        normalize: bool | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> pa.FixedSizeListArray:
+        """Embed texts; returns ``FixedSizeList<float32>[dim]`` built on the reply bytes."""
+        options = RequestOptions(model, dimensions, normalize, truncate)
+        _, batches = plan_text_requests(texts, options, self.max_batch_rows)
+        replies = self._run(batches, timeout)
+        parts = [reply_to_arrow(r, b.stop - b.start) for r, b in zip(replies, batches)]
+        return stack_arrow(parts, self._empty_dim(self.info(), options) if not parts else 0)
+
+    def embed_tokens(
+        self,
+        token_ids: Sequence[Sequence[int]],
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        normalize: bool | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> np.ndarray:
+        """Embed pre-tokenized rows (the model's own token ids)."""
+        options = RequestOptions(model, dimensions, normalize, truncate)
+        n, batches = plan_token_requests(token_ids, options, self.max_batch_rows)
+        replies = self._run(batches, timeout)
+        parts = [reply_to_ndarray(r, b.stop - b.start) for r, b in zip(replies, batches)]
+        return stack_ndarrays(parts, n, self._empty_dim(self.info(), options) if not parts else 0)
+
+    def embed_request(self, request: pb.EmbedRequest, *, timeout: float | None = None) -> pb.EmbedResponse:
+        """Send one raw ``EmbedRequest`` as it is (no splitting); for tools and tests."""
+        return self._call(SubBatch(0, 0, request), self._deadline(timeout))
+
+    def info(self, *, refresh: bool = False, timeout: float | None = 10.0) -> ServerInfo:
+        """What the server serves (cached after the first call)."""
+        if self._info is None or refresh:
+            endpoint = self._endpoints.pick()
+            try:
+                reply = endpoint.stub.Info(pb.InfoRequest(), timeout=timeout)
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc, target=endpoint.target) from None
+            self._info = ServerInfo.from_proto(reply)
+        return self._info
+
+    def wait_ready(self, timeout: float = 300.0) -> ServerInfo:
+        """Block until every endpoint reports SERVING on the health service."""
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        deadline = time.monotonic() + timeout
+        for endpoint in self._endpoints.endpoints:
+            stub = health_pb2_grpc.HealthStub(endpoint.channel)
+            while True:
+                try:
+                    status = stub.Check(health_pb2.HealthCheckRequest(service=""), timeout=5).status
+                    if status == health_pb2.HealthCheckResponse.SERVING:
+                        break
+                except grpc.RpcError:
+                    pass
+                if time.monotonic() > deadline:
+                    raise DeadlineExceededError(f"server not ready after {timeout:.0f}s", target=endpoint.target)
+                time.sleep(0.2)
+        return self.info(refresh=True)
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for endpoint in self._endpoints.endpoints:
+            endpoint.channel.close()
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # --- calls ---------------------------------------------------------------------------
+
+    def _call(self, batch: SubBatch, deadline: float | None) -> pb.EmbedResponse:
+        avoid: list[Endpoint] = []
+        rows = max(batch.stop - batch.start, 1)
+        for attempt in range(2):
+            with self._endpoints.lease(rows, avoid) as endpoint:
+                try:
+                    return endpoint.stub.Embed(batch.request, timeout=self._remaining(deadline, endpoint.target))
+                except grpc.RpcError as exc:
+                    # UNAVAILABLE means the call did not run to completion: embedding is
+                    # idempotent, so one retry on another endpoint is safe.
+                    if exc.code() == grpc.StatusCode.UNAVAILABLE and attempt == 0:
+                        endpoint.failures += 1
+                        avoid.append(endpoint)
+                        continue
+                    raise from_rpc_error(exc, target=endpoint.target) from None
+        raise AssertionError("unreachable")
+
+    def _run(self, batches: list[SubBatch], timeout: float | None) -> list[pb.EmbedResponse]:
+        deadline = self._deadline(timeout)
+        if len(batches) == 1:
+            return [self._call(batches[0], deadline)]
+        futures = [self._pool.submit(self._call, b, deadline) for b in batches]
+        try:
+            return [f.result() for f in futures]
+        except BaseException:
+            for f in futures:
+                f.cancel()
+            raise
+
+
+class AsyncClient(_ClientBase):
+    """The asyncio twin of :class:`Client`; create and use it inside a running event loop."""
+
+    def __init__(
+        self,
+        target: str | Sequence[str] | None = None,
+        *,
+        timeout: float | None = DEFAULT_TIMEOUT_S,
+        max_batch_rows: int = DEFAULT_BATCH_ROWS,
+        max_in_flight: int = DEFAULT_IN_FLIGHT,
+        max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+    ) -> None:
+        super().__init__(
+            target,
+            timeout=timeout,
+            max_batch_rows=max_batch_rows,
+            max_in_flight=max_in_flight,
+            max_message_bytes=max_message_bytes,
+        )
+        endpoints = []
+        for t in self.targets:
+            channel = grpc.aio.insecure_channel(t, options=self._options)
+            endpoints.append(Endpoint(t, channel, pb_grpc.EmbeddingStub(channel)))
+        self._endpoints = EndpointSet(endpoints)
+        self._slots = asyncio.Semaphore(max_in_flight)
+
+    async def embed(
+        self,
+        texts: Sequence[str] | pa.Array | pa.ChunkedArray,
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        normalize: bool | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> np.ndarray:
+        options = RequestOptions(model, dimensions, normalize, truncate)
+        n, batches = plan_text_requests(texts, options, self.max_batch_rows)
+        replies = await self._run(batches, timeout)
+        parts = [reply_to_ndarray(r, b.stop - b.start) for r, b in zip(replies, batches)]
+        return stack_ndarrays(parts, n, self._empty_dim(await self.info(), options) if not parts else 0)
+
+    async def embed_arrow(
+        self,
+        texts: Sequence[str] | pa.Array | pa.ChunkedArray,
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        normalize: bool | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> pa.FixedSizeListArray:
+        options = RequestOptions(model, dimensions, normalize, truncate)
+        _, batches = plan_text_requests(texts, options, self.max_batch_rows)
+        replies = await self._run(batches, timeout)
+        parts = [reply_to_arrow(r, b.stop - b.start) for r, b in zip(replies, batches)]
+        return stack_arrow(parts, self._empty_dim(await self.info(), options) if not parts else 0)
+
+    async def embed_tokens(
+        self,
+        token_ids: Sequence[Sequence[int]],
+        *,
+        model: str | None = None,
+        dimensions: int | None = None,
+        normalize: bool | None = None,
+        truncate: bool = True,
+        timeout: float | None = None,
+    ) -> np.ndarray:
+        options = RequestOptions(model, dimensions, normalize, truncate)
+        n, batches = plan_token_requests(token_ids, options, self.max_batch_rows)
+        replies = await self._run(batches, timeout)
+        parts = [reply_to_ndarray(r, b.stop - b.start) for r, b in zip(replies, batches)]
+        return stack_ndarrays(parts, n, self._empty_dim(await self.info(), options) if not parts else 0)
+
+    async def info(self, *, refresh: bool = False, timeout: float | None = 10.0) -> ServerInfo:
+        if self._info is None or refresh:
+            endpoint = self._endpoints.pick()
+            try:
+                reply = await endpoint.stub.Info(pb.InfoRequest(), timeout=timeout)
+            except grpc.RpcError as exc:
+                raise from_rpc_error(exc, target=endpoint.target) from None
+            self._info = ServerInfo.from_proto(reply)
+        return self._info
+
+    async def close(self) -> None:
+        for endpoint in self._endpoints.endpoints:
+            await endpoint.channel.close()
+
+    async def __aenter__(self) -> AsyncClient:
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.close()
+
+    async def _call(self, batch: SubBatch, deadline: float | None) -> pb.EmbedResponse:
+        avoid: list[Endpoint] = []
+        rows = max(batch.stop - batch.start, 1)
+        async with self._slots:
+            for attempt in range(2):
+                with self._endpoints.lease(rows, avoid) as endpoint:
+                    try:
+                        return await endpoint.stub.Embed(
+                            batch.request, timeout=self._remaining(deadline, endpoint.target)
+                        )
+                    except grpc.RpcError as exc:
+                        if exc.code() == grpc.StatusCode.UNAVAILABLE and attempt == 0:
+                            endpoint.failures += 1
+                            avoid.append(endpoint)
+                            continue
+                        raise from_rpc_error(exc, target=endpoint.target) from None
+        raise AssertionError("unreachable")
+
+    async def _run(self, batches: list[SubBatch], timeout: float | None) -> list[pb.EmbedResponse]:
+        deadline = self._deadline(timeout)
+        tasks = [asyncio.ensure_future(self._call(b, deadline)) for b in batches]
+        try:
+            return list(await asyncio.gather(*tasks))
+        except BaseException:
+            for t in tasks:
+                t.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
+
+
+__all__ = ["AsyncClient", "Client", "EmbedTextError", "ModelInfo", "ServerInfo"]

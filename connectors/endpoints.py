@@ -1,0 +1,91 @@
+"""Client-side targets: parse them, open channels, and spread calls by load.
+
+A target is ``host:port``, ``unix:PATH`` (or ``unix:///abs/path``), or a bare path to an
+existing socket file. Load is counted in rows in flight, added and removed in one place
+(``lease``) so it cannot drift.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+MiB = 1024 * 1024
+DEFAULT_TARGET = "127.0.0.1:50051"
+DEFAULT_MAX_MESSAGE_BYTES = 64 * MiB
+
+
+def normalize_target(target: str) -> str:
+    target = target.strip()
+    if not target:
+        raise ValueError("empty target; use host:port or unix:PATH")
+    if target.startswith("unix:") or target.startswith("unix-abstract:"):
+        return target
+    if target.startswith("/") or (os.path.exists(target) and not os.path.isdir(target)):
+        return f"unix:{os.path.abspath(target)}"
+    if target.startswith("http://") or target.startswith("https://"):
+        raise ValueError(f"target {target!r}: give host:port (gRPC), not a URL")
+    return target
+
+
+def normalize_targets(target: str | Sequence[str] | None) -> list[str]:
+    if target is None:
+        return [DEFAULT_TARGET]
+    if isinstance(target, str):
+        targets = [t for t in target.split(",") if t.strip()]
+    else:
+        targets = list(target)
+    if not targets:
+        raise ValueError("no target given")
+    return [normalize_target(t) for t in targets]
+
+
+def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
+    return [
+        ("grpc.max_send_message_length", max_message_bytes),
+        ("grpc.max_receive_message_length", max_message_bytes),
+        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_permit_without_calls", 0),
+        # Retries are ours (UNAVAILABLE only, once, on another endpoint).
+        ("grpc.enable_retries", 0),
+    ]
+
+
+@dataclass(eq=False)
+class Endpoint:
+    target: str
+    channel: Any
+    stub: Any
+    inflight_rows: int = 0
+    calls: int = 0
+    failures: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+class EndpointSet:
+    """The endpoints of a client; picks the one with the fewest rows in flight."""
+
+    def __init__(self, endpoints: list[Endpoint]) -> None:
+        self.endpoints = endpoints
+
+    def pick(self, avoid: Sequence[Endpoint] = ()) -> Endpoint:
+        pool = [e for e in self.endpoints if e not in avoid] or self.endpoints
+        return min(pool, key=lambda e: (e.inflight_rows, e.failures, e.calls))
+
+    @contextmanager
+    def lease(self, rows: int, avoid: Sequence[Endpoint] = ()) -> Iterator[Endpoint]:
+        """Count ``rows`` against the least-loaded endpoint for the duration of the block."""
+        endpoint = self.pick(avoid)
+        endpoint.inflight_rows += rows
+        endpoint.calls += 1
+        try:
+            yield endpoint
+        finally:
+            endpoint.inflight_rows -= rows
+
+    @property
+    def inflight_rows(self) -> int:
+        return sum(e.inflight_rows for e in self.endpoints)

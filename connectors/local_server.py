@@ -1,0 +1,114 @@
+"""Start an ``embedtext serve`` process on this machine and stop it again.
+
+Used by ``embedtext demo``, by the DuckDB function's co-deployed default, and by the tests.
+The server runs as a child process (``python -m embedtext.server``) on a private Unix socket
+unless a port is given; its log goes to a file whose tail is shown if it fails to start.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from embedtext.protocol.errors import UnavailableError
+
+
+class LocalServer:
+    """A child ``embedtext serve`` process.
+
+    Args:
+        models: ``--model`` values (``default``, a directory, or ``NAME=SOURCE``).
+        replicas: engines per model.
+        port: listen on 127.0.0.1:port instead of a Unix socket.
+        args: further ``embedtext serve`` flags.
+    """
+
+    def __init__(
+        self,
+        models: Sequence[str] = ("default",),
+        *,
+        replicas: int = 1,
+        port: int | None = None,
+        args: Sequence[str] = (),
+        env: dict[str, str] | None = None,
+        log_path: str | os.PathLike | None = None,
+    ) -> None:
+        self._dir = tempfile.mkdtemp(prefix="embedtext-")
+        self.uds = None if port is not None else os.path.join(self._dir, "embedtext.sock")
+        self.port = port
+        self.target = f"unix:{self.uds}" if self.uds else f"127.0.0.1:{port}"
+        self.log_path = Path(log_path) if log_path else Path(self._dir) / "server.log"
+        cmd = [sys.executable, "-m", "embedtext.server", "--replicas", str(replicas)]
+        for model in models:
+            cmd += ["--model", model]
+        cmd += ["--uds", self.uds] if self.uds else ["--port", str(port)]
+        self.command = cmd + list(args)
+        self.env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), **(env or {})}
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> LocalServer:
+        log = open(self.log_path, "ab")
+        self.process = subprocess.Popen(
+            self.command, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+        )
+        log.close()
+        return self
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+    def wait_ready(self, timeout: float = 600.0, on_wait=None) -> None:
+        """Block until the server logs 'embedtext: ready'; raise with its log if it dies first."""
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process is None:
+                raise RuntimeError("start() the server first")
+            if self.process.poll() is not None:
+                raise UnavailableError(
+                    f"the embedtext server exited with code {self.process.returncode} while starting:\n{self.log_tail()}",
+                    target=self.target,
+                )
+            try:
+                if b"embedtext: ready" in self.log_path.read_bytes():
+                    return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise UnavailableError(
+                    f"the embedtext server did not become ready in {timeout:.0f}s:\n{self.log_tail()}",
+                    target=self.target,
+                )
+            if on_wait is not None:
+                on_wait()
+            time.sleep(0.25)
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process else None
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.process is None or self.process.poll() is not None:
+            return
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            self.process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def __enter__(self) -> LocalServer:
+        self.start()
+        self.wait_ready()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,119 @@
+"""Turning user input into EmbedRequests and replies back into arrays.
+
+Shared by the sync and asyncio clients: splitting large inputs into sub-batches
+(by rows and by bytes), building requests, and decoding replies without copies.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from embedtext.protocol import codec
+from embedtext.protocol import embedding_pb2 as pb
+from embedtext.protocol.errors import ProtocolError
+
+# Keep each request's text payload well below the message limit.
+_MAX_REQUEST_TEXT_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class RequestOptions:
+    model: str | None = None
+    dimensions: int | None = None
+    normalize: bool | None = None
+    truncate: bool = True
+    float16: bool = False
+
+    def apply(self, request: pb.EmbedRequest) -> pb.EmbedRequest:
+        if self.model:
+            request.model = self.model
+        if self.dimensions:
+            if self.dimensions < 0:
+                raise ValueError("dimensions must be positive")
+            request.dimensions = self.dimensions
+        if self.normalize is not None:
+            request.normalize = self.normalize
+        request.truncation = pb.TRUNCATION_END if self.truncate else pb.TRUNCATION_NONE
+        request.output_dtype = pb.OUTPUT_DTYPE_FLOAT16 if self.float16 else pb.OUTPUT_DTYPE_FLOAT32
+        return request
+
+
+@dataclass(frozen=True)
+class SubBatch:
+    start: int
+    stop: int
+    request: pb.EmbedRequest
+
+
+def plan_text_requests(texts, options: RequestOptions, max_rows: int) -> tuple[int, list[SubBatch]]:
+    """Split texts (any sequence of str or an Arrow string array) into packed requests."""
+    arr = codec.as_string_array(texts)
+    n = len(arr)
+    if arr.null_count:
+        codec.pack_texts(arr)  # raises with the row number of the first NULL
+    batches: list[SubBatch] = []
+    start = 0
+    offsets = np.frombuffer(arr.buffers()[1], dtype=codec.I32LE, count=arr.offset + n + 1)[arr.offset :] if n else None
+    while start < n:
+        stop = min(n, start + max_rows)
+        # Shrink the slice until its UTF-8 payload fits the per-request byte budget.
+        while stop - start > 1 and offsets[stop] - offsets[start] > _MAX_REQUEST_TEXT_BYTES:
+            stop = start + (stop - start) // 2
+        data, offs = codec.pack_texts(arr.slice(start, stop - start))
+        request = options.apply(pb.EmbedRequest(packed_texts=pb.PackedTexts(data_utf8=data, offsets_i32le=offs)))
+        request.request_id = len(batches)
+        batches.append(SubBatch(start, stop, request))
+        start = stop
+    return n, batches
+
+
+def plan_token_requests(rows: Sequence[Sequence[int]], options: RequestOptions, max_rows: int) -> tuple[int, list[SubBatch]]:
+    n = len(rows)
+    batches = []
+    for start in range(0, n, max_rows):
+        stop = min(n, start + max_rows)
+        ids, offs = codec.pack_token_ids(rows[start:stop])
+        request = options.apply(pb.EmbedRequest(token_ids=pb.PackedTokenIds(ids_i32le=ids, offsets_i32le=offs)))
+        request.request_id = len(batches)
+        batches.append(SubBatch(start, stop, request))
+    return n, batches
+
+
+def reply_to_ndarray(response: pb.EmbedResponse, expected_rows: int) -> np.ndarray:
+    """Reply -> (count, dim) float32 array over the reply's bytes (no copy for float32)."""
+    if response.count != expected_rows:
+        raise ProtocolError(f"asked for {expected_rows} rows, the server answered {response.count}")
+    if response.dtype == pb.OUTPUT_DTYPE_FLOAT16:
+        return codec.bytes_to_ndarray(response.embeddings_f16le, response.count, response.dim, codec.F16LE).astype(
+            np.float32
+        )
+    return codec.bytes_to_ndarray(response.embeddings_f32le, response.count, response.dim)
+
+
+def reply_to_arrow(response: pb.EmbedResponse, expected_rows: int) -> pa.FixedSizeListArray:
+    """Reply -> ``pa.FixedSizeListArray`` over the reply's bytes (no copy for float32)."""
+    if response.dtype == pb.OUTPUT_DTYPE_FLOAT16:
+        return codec.ndarray_to_arrow(reply_to_ndarray(response, expected_rows))
+    if response.count != expected_rows:
+        raise ProtocolError(f"asked for {expected_rows} rows, the server answered {response.count}")
+    return codec.bytes_to_arrow(response.embeddings_f32le, response.count, response.dim)
+
+
+def stack_ndarrays(parts: list[np.ndarray], n: int, dim_if_empty: int) -> np.ndarray:
+    if not parts:
+        return np.empty((n, dim_if_empty), dtype=np.float32)
+    if len(parts) == 1:
+        return parts[0]
+    return np.concatenate(parts, axis=0)
+
+
+def stack_arrow(parts: list[pa.FixedSizeListArray], dim_if_empty: int) -> pa.FixedSizeListArray:
+    if not parts:
+        return pa.FixedSizeListArray.from_arrays(pa.array([], type=pa.float32()), dim_if_empty)
+    if len(parts) == 1:
+        return parts[0]
+    return pa.concat_arrays(parts)

@@ -1,0 +1,152 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class Truncation(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    TRUNCATION_UNSPECIFIED: _ClassVar[Truncation]
+    TRUNCATION_END: _ClassVar[Truncation]
+    TRUNCATION_NONE: _ClassVar[Truncation]
+
+class OutputDtype(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    OUTPUT_DTYPE_UNSPECIFIED: _ClassVar[OutputDtype]
+    OUTPUT_DTYPE_FLOAT32: _ClassVar[OutputDtype]
+    OUTPUT_DTYPE_FLOAT16: _ClassVar[OutputDtype]
+TRUNCATION_UNSPECIFIED: Truncation
+TRUNCATION_END: Truncation
+TRUNCATION_NONE: Truncation
+OUTPUT_DTYPE_UNSPECIFIED: OutputDtype
+OUTPUT_DTYPE_FLOAT32: OutputDtype
+OUTPUT_DTYPE_FLOAT16: OutputDtype
+
+class PackedTexts(_message.Message):
+    __slots__ = ("data_utf8", "offsets_i32le")
+    DATA_UTF8_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_I32LE_FIELD_NUMBER: _ClassVar[int]
+    data_utf8: bytes
+    offsets_i32le: bytes
+    def __init__(self, data_utf8: _Optional[bytes] = ..., offsets_i32le: _Optional[bytes] = ...) -> None: ...
+
+class TextList(_message.Message):
+    __slots__ = ("texts",)
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    texts: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, texts: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class PackedTokenIds(_message.Message):
+    __slots__ = ("ids_i32le", "offsets_i32le")
+    IDS_I32LE_FIELD_NUMBER: _ClassVar[int]
+    OFFSETS_I32LE_FIELD_NUMBER: _ClassVar[int]
+    ids_i32le: bytes
+    offsets_i32le: bytes
+    def __init__(self, ids_i32le: _Optional[bytes] = ..., offsets_i32le: _Optional[bytes] = ...) -> None: ...
+
+class EmbedRequest(_message.Message):
+    __slots__ = ("model", "packed_texts", "texts", "token_ids", "dimensions", "normalize", "truncation", "output_dtype", "request_id")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PACKED_TEXTS_FIELD_NUMBER: _ClassVar[int]
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_IDS_FIELD_NUMBER: _ClassVar[int]
+    DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    NORMALIZE_FIELD_NUMBER: _ClassVar[int]
+    TRUNCATION_FIELD_NUMBER: _ClassVar[int]
+    OUTPUT_DTYPE_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    packed_texts: PackedTexts
+    texts: TextList
+    token_ids: PackedTokenIds
+    dimensions: int
+    normalize: bool
+    truncation: Truncation
+    output_dtype: OutputDtype
+    request_id: int
+    def __init__(self, model: _Optional[str] = ..., packed_texts: _Optional[_Union[PackedTexts, _Mapping]] = ..., texts: _Optional[_Union[TextList, _Mapping]] = ..., token_ids: _Optional[_Union[PackedTokenIds, _Mapping]] = ..., dimensions: _Optional[int] = ..., normalize: _Optional[bool] = ..., truncation: _Optional[_Union[Truncation, str]] = ..., output_dtype: _Optional[_Union[OutputDtype, str]] = ..., request_id: _Optional[int] = ...) -> None: ...
+
+class EmbedResponse(_message.Message):
+    __slots__ = ("request_id", "model", "count", "dim", "dtype", "embeddings_f32le", "embeddings_f16le", "token_counts_i32le", "queue_time_ns", "inference_time_ns")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    DIM_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDINGS_F32LE_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDINGS_F16LE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_COUNTS_I32LE_FIELD_NUMBER: _ClassVar[int]
+    QUEUE_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    INFERENCE_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    model: str
+    count: int
+    dim: int
+    dtype: OutputDtype
+    embeddings_f32le: bytes
+    embeddings_f16le: bytes
+    token_counts_i32le: bytes
+    queue_time_ns: int
+    inference_time_ns: int
+    def __init__(self, request_id: _Optional[int] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., dim: _Optional[int] = ..., dtype: _Optional[_Union[OutputDtype, str]] = ..., embeddings_f32le: _Optional[bytes] = ..., embeddings_f16le: _Optional[bytes] = ..., token_counts_i32le: _Optional[bytes] = ..., queue_time_ns: _Optional[int] = ..., inference_time_ns: _Optional[int] = ...) -> None: ...
+
+class RequestStatus(_message.Message):
+    __slots__ = ("code", "message")
+    CODE_FIELD_NUMBER: _ClassVar[int]
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    code: int
+    message: str
+    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
+
+class EmbedStreamResponse(_message.Message):
+    __slots__ = ("request_id", "response", "error")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    RESPONSE_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    response: EmbedResponse
+    error: RequestStatus
+    def __init__(self, request_id: _Optional[int] = ..., response: _Optional[_Union[EmbedResponse, _Mapping]] = ..., error: _Optional[_Union[RequestStatus, _Mapping]] = ...) -> None: ...
+
+class InfoRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class ModelInfo(_message.Message):
+    __slots__ = ("name", "aliases", "dim", "max_tokens", "matryoshka_dimensions", "normalize_default", "pooling", "replicas")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    ALIASES_FIELD_NUMBER: _ClassVar[int]
+    DIM_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    MATRYOSHKA_DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
+    NORMALIZE_DEFAULT_FIELD_NUMBER: _ClassVar[int]
+    POOLING_FIELD_NUMBER: _ClassVar[int]
+    REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    aliases: _containers.RepeatedScalarFieldContainer[str]
+    dim: int
+    max_tokens: int
+    matryoshka_dimensions: _containers.RepeatedScalarFieldContainer[int]
+    normalize_default: bool
+    pooling: str
+    replicas: int
+    def __init__(self, name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., dim: _Optional[int] = ..., max_tokens: _Optional[int] = ..., matryoshka_dimensions: _Optional[_Iterable[int]] = ..., normalize_default: _Optional[bool] = ..., pooling: _Optional[str] = ..., replicas: _Optional[int] = ...) -> None: ...
+
+class InfoResponse(_message.Message):
+    __slots__ = ("protocol_version", "server_version", "default_model", "models", "max_batch_rows", "max_message_bytes")
+    PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
+    SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_MODEL_FIELD_NUMBER: _ClassVar[int]
+    MODELS_FIELD_NUMBER: _ClassVar[int]
+    MAX_BATCH_ROWS_FIELD_NUMBER: _ClassVar[int]
+    MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    protocol_version: str
+    server_version: str
+    default_model: str
+    models: _containers.RepeatedCompositeFieldContainer[ModelInfo]
+    max_batch_rows: int
+    max_message_bytes: int
+    def __init__(self, protocol_version: _Optional[str] = ..., server_version: _Optional[str] = ..., default_model: _Optional[str] = ..., models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ..., max_batch_rows: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...

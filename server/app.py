@@ -1,0 +1,156 @@
+"""Assemble and run the server: models -> runtimes -> gRPC server with health and reflection."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from embedtext.protocol import embedding_pb2 as pb
+from embedtext.protocol import embedding_pb2_grpc as pb_grpc
+from embedtext.server.config import ServerConfig
+from embedtext.server.engine import EngineSettings, VllmBackend, detect_device
+from embedtext.server.metrics import ServerMetrics
+from embedtext.server.models import load_model_spec
+from embedtext.server.runtime import ModelRuntime
+from embedtext.server.servicer import EmbeddingServicer
+
+log = logging.getLogger("embedtext.server")
+
+SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Embedding"].full_name
+
+
+def _parse_model(arg: str) -> tuple[str | None, str]:
+    if "=" in arg:
+        name, source = arg.split("=", 1)
+        return name or None, source
+    return None, arg
+
+
+def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRuntime]:
+    device = detect_device() if config.device == "auto" else config.device
+    total = config.memory_fraction if config.memory_fraction is not None else (0.9 if device == "cuda" else 0.2)
+    share = total / (len(config.models) * config.replicas)
+    runtimes = []
+    for arg in config.models:
+        name, source = _parse_model(arg)
+        spec = load_model_spec(source, name)
+        settings = EngineSettings(
+            memory_fraction=share,
+            max_batch_tokens=config.max_batch_tokens,
+            max_num_seqs=config.max_num_seqs,
+            device=device,
+            dtype=config.dtype,
+            enforce_eager=config.enforce_eager,
+        )
+
+        def factory(index: int, spec=spec, settings=settings):
+            return VllmBackend(spec, settings, name=f"{spec.name}/{index}")
+
+        runtimes.append(ModelRuntime(spec, config, metrics, factory))
+    return runtimes
+
+
+class EmbeddingServer:
+    """The running server: gRPC listening first, engines started behind it."""
+
+    def __init__(self, config: ServerConfig) -> None:
+        self.config = config
+        self.metrics = ServerMetrics()
+        self.runtimes = build_runtimes(config, self.metrics)
+        self.servicer = EmbeddingServicer(self.runtimes, config, self.metrics)
+        self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
+        options = [
+            ("grpc.max_send_message_length", config.max_message_bytes),
+            ("grpc.max_receive_message_length", config.max_message_bytes),
+            ("grpc.so_reuseport", 0),
+        ]
+        self.server = grpc.aio.server(options=options, maximum_concurrent_rpcs=None)
+        pb_grpc.add_EmbeddingServicer_to_server(self.servicer, self.server)
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
+        reflection.enable_server_reflection(
+            (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
+            self.server,
+        )
+        self.bound_port: int | None = None
+        self._watch_task: asyncio.Task | None = None
+
+    async def _set_health(self, serving: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
+        for name in ("", SERVICE_NAME):
+            result = self.health.set(name, status)
+            if asyncio.iscoroutine(result):
+                await result
+
+    async def start(self) -> None:
+        if self.config.uds:
+            if os.path.exists(self.config.uds):
+                os.unlink(self.config.uds)
+            self.server.add_insecure_port(f"unix:{self.config.uds}")
+        else:
+            self.bound_port = self.server.add_insecure_port(self.config.address)
+            if self.bound_port == 0:
+                raise OSError(f"could not listen on {self.config.address} (port in use?)")
+        await self._set_health(False)
+        await self.server.start()
+        where = self.config.address if self.config.uds else f"{self.config.host}:{self.bound_port}"
+        log.info("listening on %s; starting engines", where)
+        print(f"embedtext: listening on {where}", flush=True)
+        if self.config.metrics_port is not None:
+            self.metrics.serve_http(self.config.metrics_port)
+            log.info("metrics on http://127.0.0.1:%d/metrics", self.config.metrics_port)
+        for runtime in self.runtimes:
+            await runtime.start()
+        await self._set_health(True)
+        self._watch_task = asyncio.create_task(self._watch_health())
+        print("embedtext: ready", flush=True)
+
+    async def _watch_health(self) -> None:
+        serving = True
+        while True:
+            now = all(rt.ready for rt in self.runtimes)
+            if now != serving:
+                await self._set_health(now)
+                serving = now
+            await asyncio.sleep(0.5)
+
+    async def stop(self, grace: float = 5.0) -> None:
+        if self._watch_task is not None:
+            self._watch_task.cancel()
+        await self._set_health(False)
+        await self.server.stop(grace)
+        for runtime in self.runtimes:
+            await runtime.stop()
+        if self.config.uds and os.path.exists(self.config.uds):
+            os.unlink(self.config.uds)
+
+
+async def serve(config: ServerConfig) -> None:
+    """Run until SIGINT or SIGTERM."""
+    server = EmbeddingServer(config)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    starting = asyncio.create_task(server.start())
+    stopper = asyncio.create_task(stop.wait())
+    done, _ = await asyncio.wait({starting, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    try:
+        if starting in done:
+            starting.result()
+            await stopper
+        else:
+            starting.cancel()
+            await asyncio.gather(starting, return_exceptions=True)
+    finally:
+        log.info("shutting down")
+        await server.stop()
+
+
+def configure_logging(level: str) -> None:
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -1,0 +1,60 @@
+"""`embedtext serve`: parse arguments into a ServerConfig and run. Nothing else lives here."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+
+import click
+
+from embedtext.server.config import ServerConfig
+
+
+@click.command("serve", context_settings={"auto_envvar_prefix": "EMBEDTEXT", "show_default": True})
+@click.option(
+    "--model",
+    "models",
+    multiple=True,
+    default=("default",),
+    envvar="EMBEDTEXT_MODEL",
+    help="[NAME=]SOURCE: 'default' (all-MiniLM-L6-v2 from PyPI), a model directory, or a hub name "
+    "such as Snowflake/snowflake-arctic-embed-m-v1.5 (the production choice). Repeat to serve several; "
+    "the first is the default model.",
+)
+@click.option("--replicas", type=click.IntRange(1), default=1, help="Engines per model on the one device.")
+@click.option("--host", default="127.0.0.1", help="Interface to listen on (loopback only without TLS).")
+@click.option("--port", type=click.IntRange(0, 65535), default=50051, help="TCP port (0 = any free port).")
+@click.option("--uds", type=click.Path(dir_okay=False), default=None, help="Listen on this Unix socket instead.")
+@click.option("--max-batch-tokens", type=click.IntRange(1), default=16384, help="A batch closes at this many tokens.")
+@click.option("--max-batch-rows", type=click.IntRange(1), default=1024, help="... or at this many rows.")
+@click.option("--max-batch-delay-ms", type=click.FloatRange(0), default=2.0, help="... or when its oldest row waited this long.")
+@click.option("--max-batches-per-replica", type=click.IntRange(1), default=2, help="Batches in flight per engine.")
+@click.option("--max-queued-rows", type=click.IntRange(1), default=65536, help="Queue bound per model; beyond it RESOURCE_EXHAUSTED.")
+@click.option("--max-request-rows", type=click.IntRange(1), default=16384, help="Rows per request at most.")
+@click.option("--max-message-bytes", type=click.IntRange(1024), default=64 * 1024 * 1024, help="gRPC message size limit, both ways.")
+@click.option("--memory-fraction", type=click.FloatRange(0.01, 1.0), default=None, help="Device memory share of all engines together [default: 0.9 GPU, 0.2 CPU].")
+@click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto")
+@click.option("--dtype", default="auto", help="Engine dtype (auto, float32, bfloat16, float16).")
+@click.option("--max-num-seqs", type=click.IntRange(1), default=1024, help="vLLM max_num_seqs per engine.")
+@click.option("--enforce-eager/--no-enforce-eager", default=False, help="Disable CUDA graphs / compilation.")
+@click.option("--tokenizer-threads", type=click.IntRange(1), default=2)
+@click.option("--metrics-port", type=click.IntRange(1, 65535), default=None, help="Serve Prometheus metrics on 127.0.0.1:PORT.")
+@click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
+def serve_command(**kwargs) -> None:
+    """Serve embedding models over gRPC (embedtext.v1)."""
+    from embedtext.server.app import configure_logging, serve
+
+    try:
+        config = ServerConfig(**{k: (tuple(v) if k == "models" else v) for k, v in kwargs.items()})
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    configure_logging(config.log_level)
+    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if config.log_level.upper() != "DEBUG" else "DEBUG")
+    from embedtext.server.models import ModelSourceError
+
+    try:
+        asyncio.run(serve(config))
+    except ModelSourceError as exc:
+        raise click.ClickException(str(exc)) from None
+    except KeyboardInterrupt:
+        pass

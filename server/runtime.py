@@ -1,0 +1,254 @@
+"""One served model's pipeline: tokenizer pool -> batch queue -> router -> replicas.
+
+``ModelRuntime`` is what the servicer calls. It validates options, tokenizes off the event
+loop, queues the rows, and runs a dispatcher that hands each closed batch to the
+least-loaded replica. A batch whose replica dies is retried once on another replica
+within the callers' deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from embedtext.protocol.errors import (
+    DeadlineExceededError,
+    EmbedTextError,
+    InternalError,
+    InvalidInputError,
+    UnavailableError,
+)
+from embedtext.server.batching import Batch, BatchQueue, EmbedJob
+from embedtext.server.config import ServerConfig
+from embedtext.server.engine import Backend, EngineRequestError, ReplicaDeadError
+from embedtext.server.metrics import ServerMetrics
+from embedtext.server.models import ModelSpec
+from embedtext.server.replicas import ReplicaSupervisor
+from embedtext.server.tokenization import TokenizerPool
+
+log = logging.getLogger(__name__)
+
+# How long a batch may wait for a healthy replica when its callers set no deadline.
+_NO_DEADLINE_WAIT_S = 300.0
+
+
+@dataclass(frozen=True)
+class EmbedOptions:
+    dimensions: int = 0  # 0 = the model's full dimension
+    normalize: bool | None = None  # None = the model's default
+    truncate: bool = True
+
+
+@dataclass
+class EmbedResult:
+    model: str
+    embeddings: np.ndarray  # (count, dim) float32
+    token_counts: np.ndarray  # (count,) int32
+    queue_s: float
+    inference_s: float
+
+
+class ModelRuntime:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        config: ServerConfig,
+        metrics: ServerMetrics,
+        backend_factory: Callable[[int], Backend],
+    ) -> None:
+        self.spec = spec
+        self.config = config
+        self.metrics = metrics
+        self.tokenizers = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=config.tokenizer_threads)
+        self.queue = BatchQueue(
+            max_batch_tokens=config.max_batch_tokens,
+            max_batch_rows=config.max_batch_rows,
+            max_batch_delay_s=config.max_batch_delay_ms / 1000.0,
+            max_queued_rows=config.max_queued_rows,
+        )
+        self.supervisor = ReplicaSupervisor(
+            spec.name,
+            config.replicas,
+            backend_factory,
+            metrics=metrics,
+            max_batches_per_replica=config.max_batches_per_replica,
+        )
+        self.started = False
+        self._tasks: set[asyncio.Task] = set()
+        self._dispatcher: asyncio.Task | None = None
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.supervisor.start()
+        self._dispatcher = asyncio.create_task(self._dispatch_loop(), name=f"dispatch-{self.spec.name}")
+        self._dispatcher.add_done_callback(self._dispatcher_done)
+        self.started = True
+
+    def _dispatcher_done(self, task: asyncio.Task) -> None:
+        if not task.cancelled() and task.exception() is not None:
+            log.critical("dispatcher of %s crashed", self.spec.name, exc_info=task.exception())
+            self.queue.fail_all(InternalError(f"the dispatcher of model {self.spec.name} crashed"))
+
+    async def stop(self) -> None:
+        if self._dispatcher is not None:
+            self._dispatcher.cancel()
+            await asyncio.gather(self._dispatcher, return_exceptions=True)
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self.queue.fail_all(UnavailableError("the server is shutting down"))
+        await self.supervisor.stop()
+        self.tokenizers.close()
+
+    @property
+    def ready(self) -> bool:
+        return self.started and self.supervisor.healthy_count > 0
+
+    # --- requests ----------------------------------------------------------------------
+
+    def _check(self, count: int, options: EmbedOptions) -> None:
+        if count == 0:
+            raise InvalidInputError("the request holds no rows; send at least one text")
+        if count > self.config.max_request_rows:
+            raise InvalidInputError(
+                f"the request holds {count} rows; the server takes at most {self.config.max_request_rows} "
+                "per request (the client splits larger inputs for you)"
+            )
+        if options.dimensions < 0 or options.dimensions > self.spec.dim:
+            raise InvalidInputError(
+                f"dimensions={options.dimensions} is not available: model {self.spec.name} "
+                f"has {self.spec.dim} dimensions (ask for 1..{self.spec.dim}, or 0 for all)"
+            )
+        if not self.started:
+            raise UnavailableError(f"model {self.spec.name} is still starting; retry in a moment")
+
+    async def embed_texts(self, texts: list[str], options: EmbedOptions, deadline: float | None) -> EmbedResult:
+        self._check(len(texts), options)
+        rows = await self.tokenizers.tokenize(texts, truncate=options.truncate)
+        return await self._embed(rows, options, deadline)
+
+    async def embed_token_ids(
+        self, rows: list[list[int]], options: EmbedOptions, deadline: float | None
+    ) -> EmbedResult:
+        self._check(len(rows), options)
+        rows = self.tokenizers.check_token_ids(rows, truncate=options.truncate)
+        return await self._embed(rows, options, deadline)
+
+    async def _embed(self, rows: list[list[int]], options: EmbedOptions, deadline: float | None) -> EmbedResult:
+        normalize = self.spec.normalize if options.normalize is None else options.normalize
+        job = EmbedJob(
+            rows=rows,
+            dimensions=options.dimensions,
+            normalize=normalize,
+            future=asyncio.get_running_loop().create_future(),
+            deadline=deadline,
+        )
+        self.queue.submit(job)
+        self.metrics.queued_rows.labels(self.spec.name).set(self.queue.queued_rows)
+        try:
+            embeddings = await job.future
+        finally:
+            if not job.future.done():
+                job.future.cancel()  # the caller went away: its queued rows are skipped
+        started = job.started_at or time.monotonic()
+        counts = np.fromiter((len(r) for r in rows), dtype=np.int32, count=len(rows))
+        self.metrics.rows.labels(self.spec.name).inc(len(rows))
+        self.metrics.tokens.labels(self.spec.name).inc(int(counts.sum()))
+        return EmbedResult(
+            model=self.spec.name,
+            embeddings=embeddings,
+            token_counts=counts,
+            queue_s=max(0.0, started - job.enqueued_at),
+            inference_s=job.inference_s,
+        )
+
+    # --- dispatch ----------------------------------------------------------------------
+
+    async def _dispatch_loop(self) -> None:
+        policy = self.supervisor.policy
+        while True:
+            # Wait for room first, so rows pile up in the queue (bigger batches) while busy.
+            await policy.wait_for_room()
+            batch = await self.queue.next_batch()
+            self.metrics.queued_rows.labels(self.spec.name).set(self.queue.queued_rows)
+            task = asyncio.create_task(self._run_batch(batch))
+            self._tasks.add(task)
+            task.add_done_callback(self._batch_done)
+            # Let the task take its lease before we look for room again.
+            await asyncio.sleep(0)
+
+    def _batch_done(self, task: asyncio.Task) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("a batch of %s failed unexpectedly", self.spec.name, exc_info=task.exception())
+
+    async def _run_batch(self, batch: Batch) -> None:
+        try:
+            await self._run_batch_with_retry(batch)
+        except asyncio.CancelledError:
+            batch.fail(UnavailableError("the server is shutting down"))
+            raise
+        except EmbedTextError as exc:
+            batch.fail(exc)
+        except Exception as exc:
+            log.exception("batch of %s failed", self.spec.name)
+            batch.fail(InternalError(f"model {self.spec.name} failed: {type(exc).__name__}: {exc}"))
+
+    async def _run_batch_with_retry(self, batch: Batch) -> None:
+        policy = self.supervisor.policy
+        tried = []
+        for attempt in range(2):
+            if not batch.live:
+                return
+            deadline = batch.deadline
+            wait = (deadline - time.monotonic()) if deadline is not None else _NO_DEADLINE_WAIT_S
+            if wait <= 0:
+                raise DeadlineExceededError("the deadline passed while the rows waited for a replica")
+            try:
+                async with asyncio.timeout(wait):
+                    async with policy.lease(batch.tokens, avoid=tried) as replica:
+                        await self._run_on(replica, batch)
+                return
+            except TimeoutError:
+                if deadline is None:
+                    raise UnavailableError(
+                        f"no replica of model {self.spec.name} became available in {_NO_DEADLINE_WAIT_S:.0f}s"
+                    ) from None
+                raise DeadlineExceededError(
+                    f"the deadline passed before a replica of {self.spec.name} finished the batch"
+                ) from None
+            except ReplicaDeadError as exc:
+                tried.append(replica)
+                self.supervisor.report_dead(replica, str(exc))
+                if attempt == 0:
+                    self.metrics.retries.labels(self.spec.name).inc()
+                    log.warning("retrying a batch of %d rows on another replica", batch.row_count)
+                    continue
+                raise UnavailableError(
+                    f"replicas of model {self.spec.name} failed twice on this batch ({exc}); retry later"
+                ) from None
+
+    async def _run_on(self, replica, batch: Batch) -> None:
+        now = time.monotonic()
+        for part in batch.parts:
+            if part.job.started_at is None:
+                part.job.started_at = now
+        self.metrics.queue_time.labels(self.spec.name).observe(now - batch.oldest_enqueued_at)
+        self.metrics.batch_rows.labels(self.spec.name).observe(batch.row_count)
+        self.metrics.batch_tokens.labels(self.spec.name).observe(batch.tokens)
+        self.metrics.replica_batches.labels(self.spec.name, str(replica.index)).inc()
+        try:
+            pooled = await replica.backend.embed(batch.rows)
+        except EngineRequestError as exc:
+            raise InvalidInputError(f"the engine refused the batch: {exc}") from None
+        elapsed = time.monotonic() - now
+        self.metrics.inference_time.labels(self.spec.name).observe(elapsed)
+        for part in batch.parts:
+            part.job.inference_s += elapsed
+        batch.deliver(pooled)

@@ -1,0 +1,212 @@
+"""The gRPC face of the server: proto <-> domain, and errors -> status codes. Nothing else."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+
+import grpc
+
+from embedtext.protocol import PROTOCOL_VERSION, codec
+from embedtext.protocol import embedding_pb2 as pb
+from embedtext.protocol import embedding_pb2_grpc as pb_grpc
+from embedtext.protocol.errors import EmbedTextError, InternalError, InvalidInputError, ModelNotFoundError, to_status
+from embedtext.server.config import ServerConfig
+from embedtext.server.metrics import ServerMetrics
+from embedtext.server.runtime import EmbedOptions, EmbedResult, ModelRuntime
+
+log = logging.getLogger(__name__)
+
+
+def _server_version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("embedtext")
+    except Exception:
+        return "unknown"
+
+
+class EmbeddingServicer(pb_grpc.EmbeddingServicer):
+    def __init__(self, runtimes: list[ModelRuntime], config: ServerConfig, metrics: ServerMetrics) -> None:
+        self.runtimes = runtimes
+        self.config = config
+        self.metrics = metrics
+        self.default_model = runtimes[0].spec.name
+        self._by_name: dict[str, ModelRuntime] = {}
+        for rt in runtimes:
+            for name in (rt.spec.name, *rt.spec.aliases):
+                self._by_name[name] = rt
+
+    def runtime_for(self, model: str) -> ModelRuntime:
+        if not model:
+            return self._by_name[self.default_model]
+        try:
+            return self._by_name[model]
+        except KeyError:
+            served = ", ".join(rt.spec.name for rt in self.runtimes)
+            raise ModelNotFoundError(f"model {model!r} is not served here; served models: {served}") from None
+
+    # --- Embed ---------------------------------------------------------------------------
+
+    async def _embed(self, request: pb.EmbedRequest, time_remaining: float | None) -> pb.EmbedResponse:
+        runtime = self.runtime_for(request.model)
+        if request.output_dtype not in (pb.OUTPUT_DTYPE_UNSPECIFIED, pb.OUTPUT_DTYPE_FLOAT32, pb.OUTPUT_DTYPE_FLOAT16):
+            raise InvalidInputError(f"unknown output_dtype {request.output_dtype}")
+        if request.truncation not in (pb.TRUNCATION_UNSPECIFIED, pb.TRUNCATION_END, pb.TRUNCATION_NONE):
+            raise InvalidInputError(f"unknown truncation {request.truncation}")
+        options = EmbedOptions(
+            dimensions=request.dimensions,
+            normalize=request.normalize if request.HasField("normalize") else None,
+            truncate=request.truncation != pb.TRUNCATION_NONE,
+        )
+        deadline = time.monotonic() + time_remaining if time_remaining is not None else None
+        kind = request.WhichOneof("inputs")
+        if kind == "packed_texts":
+            texts = codec.unpack_texts(request.packed_texts.data_utf8, request.packed_texts.offsets_i32le)
+            result = await runtime.embed_texts(texts, options, deadline)
+        elif kind == "texts":
+            result = await runtime.embed_texts(list(request.texts.texts), options, deadline)
+        elif kind == "token_ids":
+            rows = codec.unpack_token_ids(request.token_ids.ids_i32le, request.token_ids.offsets_i32le)
+            result = await runtime.embed_token_ids(rows, options, deadline)
+        else:
+            raise InvalidInputError("the request holds no inputs: set packed_texts, texts or token_ids")
+        return self._response(request, result)
+
+    @staticmethod
+    def _response(request: pb.EmbedRequest, result: EmbedResult) -> pb.EmbedResponse:
+        count, dim = result.embeddings.shape
+        response = pb.EmbedResponse(
+            request_id=request.request_id,
+            model=result.model,
+            count=count,
+            dim=dim,
+            token_counts_i32le=codec.int32s_to_bytes(result.token_counts),
+            queue_time_ns=int(result.queue_s * 1e9),
+            inference_time_ns=int(result.inference_s * 1e9),
+        )
+        if request.output_dtype == pb.OUTPUT_DTYPE_FLOAT16:
+            response.dtype = pb.OUTPUT_DTYPE_FLOAT16
+            response.embeddings_f16le = codec.embeddings_to_bytes(result.embeddings, codec.F16LE)
+        else:
+            response.dtype = pb.OUTPUT_DTYPE_FLOAT32
+            response.embeddings_f32le = codec.embeddings_to_bytes(result.embeddings)
+        return response
+
+    def _count(self, request: pb.EmbedRequest, code: grpc.StatusCode, cause: str | None = None) -> None:
+        model = request.model or self.default_model
+        model = model if model in self._by_name else "unknown"
+        self.metrics.requests.labels(model, code.name).inc()
+        if cause:
+            self.metrics.failures.labels(model, cause).inc()
+
+    async def Embed(self, request: pb.EmbedRequest, context: grpc.aio.ServicerContext) -> pb.EmbedResponse:
+        started = time.monotonic()
+        try:
+            response = await self._embed(request, context.time_remaining())
+        except EmbedTextError as exc:
+            code, message = to_status(exc)
+            self._count(request, code, type(exc).__name__)
+            await context.abort(code, message)
+        except asyncio.CancelledError:
+            self._count(request, grpc.StatusCode.CANCELLED, "cancelled")
+            raise
+        except Exception as exc:
+            log.exception("Embed failed")
+            self._count(request, grpc.StatusCode.INTERNAL, type(exc).__name__)
+            await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
+        self._count(request, grpc.StatusCode.OK)
+        self.metrics.request_time.labels(response.model).observe(time.monotonic() - started)
+        return response
+
+    # --- EmbedStream ---------------------------------------------------------------------
+
+    async def _stream_item(self, request: pb.EmbedRequest, remaining: float | None) -> pb.EmbedStreamResponse:
+        try:
+            response = await self._embed(request, remaining)
+        except EmbedTextError as exc:
+            code, message = to_status(exc)
+            self._count(request, code, type(exc).__name__)
+            return pb.EmbedStreamResponse(
+                request_id=request.request_id, error=pb.RequestStatus(code=code.value[0], message=message)
+            )
+        except Exception as exc:
+            log.exception("EmbedStream item failed")
+            self._count(request, grpc.StatusCode.INTERNAL, type(exc).__name__)
+            error = InternalError(f"internal error: {type(exc).__name__}: {exc}")
+            return pb.EmbedStreamResponse(
+                request_id=request.request_id,
+                error=pb.RequestStatus(code=error.code.value[0], message=error.message),
+            )
+        self._count(request, grpc.StatusCode.OK)
+        return pb.EmbedStreamResponse(request_id=request.request_id, response=response)
+
+    async def EmbedStream(self, request_iterator, context: grpc.aio.ServicerContext):
+        """Handle up to ``max_stream_inflight`` requests of a stream at once; reply as each finishes."""
+        replies: asyncio.Queue = asyncio.Queue()
+        slots = asyncio.Semaphore(self.config.max_stream_inflight)
+        tasks: set[asyncio.Task] = set()
+
+        async def handle(request: pb.EmbedRequest) -> None:
+            try:
+                await replies.put(await self._stream_item(request, context.time_remaining()))
+            finally:
+                slots.release()
+
+        async def read() -> None:
+            async for request in request_iterator:
+                await slots.acquire()
+                task = asyncio.create_task(handle(request))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+            while tasks:
+                await asyncio.gather(*list(tasks), return_exceptions=True)
+            await replies.put(None)
+
+        reader = asyncio.create_task(read())
+        try:
+            while True:
+                getter = asyncio.create_task(replies.get())
+                done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
+                if getter not in done:
+                    getter.cancel()
+                    reader.result()  # re-raises a reader failure
+                    continue
+                item = getter.result()
+                if item is None:
+                    break
+                yield item
+        finally:
+            reader.cancel()
+            for task in list(tasks):
+                task.cancel()
+            await asyncio.gather(reader, *tasks, return_exceptions=True)
+
+    # --- Info ----------------------------------------------------------------------------
+
+    async def Info(self, request: pb.InfoRequest, context: grpc.aio.ServicerContext) -> pb.InfoResponse:
+        models = [
+            pb.ModelInfo(
+                name=rt.spec.name,
+                aliases=list(rt.spec.aliases),
+                dim=rt.spec.dim,
+                max_tokens=rt.spec.max_tokens,
+                matryoshka_dimensions=list(rt.spec.matryoshka_dimensions),
+                normalize_default=rt.spec.normalize,
+                pooling=rt.spec.pooling,
+                replicas=rt.supervisor.healthy_count,
+            )
+            for rt in self.runtimes
+        ]
+        return pb.InfoResponse(
+            protocol_version=PROTOCOL_VERSION,
+            server_version=_server_version(),
+            default_model=self.default_model,
+            models=models,
+            max_batch_rows=self.config.max_request_rows,
+            max_message_bytes=self.config.max_message_bytes,
+        )
+
+
