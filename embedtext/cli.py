@@ -112,5 +112,27 @@ def demo(model: str, timeout: float) -> None:
         server.stop()
 
 
+@main.command("make-model")
+@click.argument("path", type=click.Path(file_okay=False))
+@click.option("--layers", default=2, show_default=True)
+@click.option("--hidden", default=128, show_default=True)
+@click.option("--heads", default=4, show_default=True)
+@click.option("--max-tokens", default=128, show_default=True)
+@click.option("--pooling", type=click.Choice(["mean", "cls"]), default="mean", show_default=True)
+@click.option("--seed", default=0, show_default=True)
+def make_model(path: str, layers: int, hidden: int, heads: int, max_tokens: int, pooling: str, seed: int) -> None:
+    """Write a random-weight BERT embedding model (for tests and benchmarks; no network needed).
+
+    `--layers 12 --hidden 768 --heads 12 --max-tokens 512 --pooling cls` has the cost of
+    snowflake-arctic-embed-m-v1.5.
+    """
+    from embedtext.server.synthetic_model import write_synthetic_bert
+
+    out = write_synthetic_bert(
+        path, layers=layers, hidden=hidden, heads=heads, max_tokens=max_tokens, pooling=pooling, seed=seed
+    )
+    click.echo(f"wrote {out}")
+
+
 if __name__ == "__main__":
     sys.exit(main())

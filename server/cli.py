@@ -50,6 +50,8 @@ def serve_command(**kwargs) -> None:
         raise click.UsageError(str(exc)) from None
     configure_logging(config.log_level)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if config.log_level.upper() != "DEBUG" else "DEBUG")
+    os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+    os.environ.setdefault("VLLM_DO_NOT_TRACK", "1")
     from embedtext.server.models import ModelSourceError
 
     try:

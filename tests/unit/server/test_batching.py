@@ -1,0 +1,100 @@
+"""Token-budget batching on real jobs (no engine needed)."""
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from embedtext.protocol.errors import OverloadedError
+from embedtext.server.batching import BatchQueue, EmbedJob
+
+
+def _job(rows, dims=0, normalize=False, loop=None):
+    return EmbedJob(rows=rows, dimensions=dims, normalize=normalize, future=asyncio.get_running_loop().create_future())
+
+
+def _queue(**kw):
+    args = dict(max_batch_tokens=10, max_batch_rows=100, max_batch_delay_s=0.05, max_queued_rows=50)
+    args.update(kw)
+    return BatchQueue(**args)
+
+
+def test_batches_close_at_token_budget():
+    async def run():
+        q = _queue()
+        job = _job([[1, 2, 3]] * 7)  # 21 tokens -> parts of 3 rows (9 tokens)
+        q.submit(job)
+        sizes = []
+        for _ in range(3):
+            b = await asyncio.wait_for(q.next_batch(), 1)
+            sizes.append((b.row_count, b.tokens))
+            b.deliver(np.tile(np.arange(4, dtype=np.float32), (b.row_count, 1)))
+        assert job.future.done()
+        return sizes
+
+    assert asyncio.run(run()) == [(3, 9), (3, 9), (1, 3)]
+
+
+def test_small_jobs_wait_for_delay_then_coalesce():
+    async def run():
+        q = _queue(max_batch_tokens=1000, max_batch_delay_s=0.1)
+        a, b = _job([[1]]), _job([[2], [3]])
+        q.submit(a)
+        q.submit(b)
+        loop = asyncio.get_running_loop()
+        t0 = loop.time()
+        batch = await q.next_batch()
+        return batch.row_count, loop.time() - t0
+
+    rows, waited = asyncio.run(run())
+    assert rows == 3
+    assert waited >= 0.08
+
+
+def test_full_batch_does_not_wait_for_delay():
+    async def run():
+        q = _queue(max_batch_tokens=4, max_batch_delay_s=10)
+        q.submit(_job([[1, 2], [3, 4]]))
+        return await asyncio.wait_for(q.next_batch(), 1)
+
+    assert asyncio.run(run()).tokens == 4
+
+
+def test_queue_bound_refuses_with_overloaded():
+    async def run():
+        q = _queue(max_queued_rows=5)
+        q.submit(_job([[1]] * 4))
+        with pytest.raises(OverloadedError, match="queue is full"):
+            q.submit(_job([[1]] * 2))
+        assert q.queued_rows == 4
+
+    asyncio.run(run())
+
+
+def test_cancelled_jobs_are_skipped():
+    async def run():
+        q = _queue(max_batch_tokens=1000, max_batch_delay_s=0)
+        gone, kept = _job([[1]] * 3), _job([[2]])
+        q.submit(gone)
+        q.submit(kept)
+        gone.future.cancel()
+        batch = await q.next_batch()
+        return batch.row_count, q.queued_rows
+
+    assert asyncio.run(run()) == (1, 0)
+
+
+def test_each_job_gets_its_own_dims_and_normalization():
+    async def run():
+        q = _queue(max_batch_tokens=1000, max_batch_delay_s=0)
+        cut = _job([[1]], dims=2, normalize=True)
+        raw = _job([[1]], dims=0, normalize=False)
+        q.submit(cut)
+        q.submit(raw)
+        batch = await q.next_batch()
+        batch.deliver(np.array([[3.0, 4.0, 12.0], [3.0, 4.0, 12.0]], np.float32))
+        return await cut.future, await raw.future
+
+    cut, raw = asyncio.run(run())
+    np.testing.assert_allclose(cut, [[0.6, 0.8]])
+    np.testing.assert_allclose(raw, [[3.0, 4.0, 12.0]])

@@ -1,0 +1,94 @@
+"""Least in-flight tokens routing: accounting through one context manager never drifts."""
+
+import asyncio
+
+import pytest
+
+from embedtext.server.routing import LeastInFlightTokensPolicy, Replica
+
+
+def _policy(n=2, per=2):
+    replicas = [Replica(index=i, backend=None, healthy=True) for i in range(n)]
+    return LeastInFlightTokensPolicy(replicas, max_batches_per_replica=per), replicas
+
+
+def test_picks_least_loaded_and_returns_to_zero():
+    async def run():
+        policy, replicas = _policy()
+        async with policy.lease(100) as first:
+            async with policy.lease(10) as second:
+                assert first is not second
+                async with policy.lease(5) as third:
+                    assert third is second  # 10 < 100
+        return replicas
+
+    replicas = asyncio.run(run())
+    assert [(r.inflight_tokens, r.inflight_batches) for r in replicas] == [(0, 0), (0, 0)]
+
+
+def test_errors_and_cancellations_do_not_drift():
+    async def work(policy, cost, mode):
+        async with policy.lease(cost):
+            await asyncio.sleep(0.01)
+            if mode == "error":
+                raise RuntimeError("boom")
+            if mode == "slow":
+                await asyncio.sleep(10)
+
+    async def run():
+        policy, replicas = _policy(n=3, per=4)
+        tasks = [
+            asyncio.ensure_future(work(policy, cost, mode))
+            for cost, mode in [(7, "ok"), (3, "error"), (11, "slow"), (5, "ok"), (2, "slow"), (9, "error")] * 5
+        ]
+        await asyncio.sleep(0.1)
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        return replicas
+
+    replicas = asyncio.run(run())
+    assert all(r.inflight_tokens == 0 and r.inflight_batches == 0 for r in replicas)
+    assert sum(r.batches_total for r in replicas) == 30
+
+
+def test_unhealthy_replicas_are_skipped_and_waiters_wake():
+    async def run():
+        policy, (a, b) = _policy()
+        a.healthy = False
+        async with policy.lease(1) as r:
+            assert r is b
+        b.healthy = False
+        waiter = asyncio.ensure_future(policy.lease(1).__aenter__())
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        a.healthy = True
+        policy.changed()
+        got = await asyncio.wait_for(waiter, 1)
+        return got, a
+
+    got, a = asyncio.run(run())
+    assert got is a
+
+
+def test_avoid_prefers_another_replica_but_falls_back():
+    async def run():
+        policy, (a, b) = _policy()
+        async with policy.lease(1, avoid=[a]) as r:
+            assert r is b
+        b.healthy = False
+        async with policy.lease(1, avoid=[a]) as r:
+            assert r is a  # the only healthy one, even though avoided
+
+    asyncio.run(run())
+
+
+def test_room_is_bounded_per_replica():
+    async def run():
+        policy, _ = _policy(n=1, per=1)
+        async with policy.lease(1):
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(policy.wait_for_room(), 0.05)
+        await asyncio.wait_for(policy.wait_for_room(), 0.05)
+
+    asyncio.run(run())

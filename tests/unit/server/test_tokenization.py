@@ -1,0 +1,43 @@
+import asyncio
+
+import pytest
+
+from embedtext.protocol.errors import InvalidInputError
+from embedtext.server.models import load_model_spec
+from embedtext.server.tokenization import TokenizerPool
+
+
+@pytest.fixture(scope="module")
+def pool():
+    spec = load_model_spec("default")
+    p = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens)
+    yield p
+    p.close()
+
+
+def test_truncates_to_model_max_with_special_tokens(pool):
+    ids = pool.tokenize_sync(["word " * 1000, "a cat"])
+    assert len(ids[0]) == 256 and ids[0][0] == 101 and ids[0][-1] == 102
+    assert ids[1] == [101, 1037, 4937, 102]
+
+
+def test_no_padding_from_the_tokenizer_file(pool):
+    # The packaged tokenizer.json pads to 128; the pool must not.
+    assert pool.tokenize_sync([""]) == [[101, 102]]
+
+
+def test_truncation_off_names_the_row(pool):
+    with pytest.raises(InvalidInputError, match="row 1 has 1002 tokens"):
+        pool.tokenize_sync(["ok", "word " * 1000], truncate=False)
+
+
+def test_async_tokenize_runs_off_loop(pool):
+    assert asyncio.run(pool.tokenize(["a cat"])) == [[101, 1037, 4937, 102]]
+
+
+def test_token_id_checks(pool):
+    with pytest.raises(InvalidInputError, match="outside the vocabulary"):
+        pool.check_token_ids([[101, 999999, 102]])
+    with pytest.raises(InvalidInputError, match="row 0 is empty"):
+        pool.check_token_ids([[]])
+    assert len(pool.check_token_ids([[1] * 300])[0]) == 256

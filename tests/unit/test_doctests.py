@@ -1,0 +1,12 @@
+"""The examples in public docstrings run."""
+
+import doctest
+import importlib
+
+import pytest
+
+
+@pytest.mark.parametrize("module", ["embedtext", "embedtext.protocol.codec", "embedtext.connectors.client"])
+def test_docstring_examples(module):
+    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
+    assert result.failed == 0
