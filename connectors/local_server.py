@@ -7,6 +7,7 @@ unless a port is given; its log goes to a file whose tail is shown if it fails t
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -58,6 +59,7 @@ class LocalServer:
             self.command, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
         )
         log.close()
+        atexit.register(self.stop)  # never leave a server (and its engines) behind
         return self
 
     def log_tail(self, lines: int = 40) -> str:
@@ -96,6 +98,7 @@ class LocalServer:
         return self.process.pid if self.process else None
 
     def stop(self, timeout: float = 30.0) -> None:
+        atexit.unregister(self.stop)
         if self.process is None or self.process.poll() is not None:
             return
         self.process.send_signal(signal.SIGTERM)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__all__ = ["AsyncClient", "Client", "EmbedTextError", "ServerInfo", "__version__"]
+__all__ = ["AsyncClient", "Client", "EmbedTextError", "ServerInfo", "register", "__version__"]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from embedtext.connectors.client import AsyncClient, Client, ServerInfo
     from embedtext.protocol.errors import EmbedTextError
+    from embedtext.udf import register
 
 
 def __getattr__(name: str):
@@ -23,6 +24,10 @@ def __getattr__(name: str):
         from embedtext.connectors import client
 
         return getattr(client, name)
+    if name == "register":
+        from embedtext.udf import register
+
+        return register
     if name == "EmbedTextError":
         from embedtext.protocol.errors import EmbedTextError
 

@@ -73,7 +73,7 @@ class EmbeddingServer:
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        self.server = grpc.aio.server(options=options, maximum_concurrent_rpcs=None)
+        self.server = grpc.aio.server(options=options, maximum_concurrent_rpcs=config.max_concurrent_rpcs)
         pb_grpc.add_EmbeddingServicer_to_server(self.servicer, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(

@@ -145,14 +145,18 @@ class BatchQueue:
     def queued_rows(self) -> int:
         return self._queued_rows
 
-    def submit(self, job: EmbedJob) -> None:
-        """Queue a job's rows, cut into parts that each fit one batch."""
-        n = len(job.rows)
-        if self._queued_rows + n > self.max_queued_rows:
+    def check_room(self, rows: int) -> None:
+        """Raise OverloadedError (RESOURCE_EXHAUSTED) if ``rows`` more would not fit."""
+        if self._queued_rows + rows > self.max_queued_rows:
             raise OverloadedError(
                 f"the server's queue is full ({self._queued_rows} rows waiting, bound {self.max_queued_rows}); "
                 "retry with backoff or send smaller batches"
             )
+
+    def submit(self, job: EmbedJob) -> None:
+        """Queue a job's rows, cut into parts that each fit one batch."""
+        n = len(job.rows)
+        self.check_room(n)
         start, tokens = 0, 0
         parts: list[_Part] = []
         for i, ids in enumerate(job.rows):

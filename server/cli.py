@@ -31,6 +31,8 @@ from embedtext.server.config import ServerConfig
 @click.option("--max-batches-per-replica", type=click.IntRange(1), default=2, help="Batches in flight per engine.")
 @click.option("--max-queued-rows", type=click.IntRange(1), default=65536, help="Queue bound per model; beyond it RESOURCE_EXHAUSTED.")
 @click.option("--max-request-rows", type=click.IntRange(1), default=16384, help="Rows per request at most.")
+@click.option("--max-concurrent-rpcs", type=click.IntRange(1), default=4096, help="Calls handled at once; beyond it RESOURCE_EXHAUSTED.")
+@click.option("--max-stream-inflight", type=click.IntRange(1), default=64, help="Requests of one EmbedStream handled at once.")
 @click.option("--max-message-bytes", type=click.IntRange(1024), default=64 * 1024 * 1024, help="gRPC message size limit, both ways.")
 @click.option("--memory-fraction", type=click.FloatRange(0.01, 1.0), default=None, help="Device memory share of all engines together [default: 0.9 GPU, 0.2 CPU].")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto")

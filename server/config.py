@@ -27,6 +27,7 @@ class ServerConfig:
     max_request_rows: int = 16384
     max_message_bytes: int = 64 * MiB
     max_stream_inflight: int = 64
+    max_concurrent_rpcs: int = 4096
     # Engine: share of device memory for all replicas together ("auto": 0.9 on a GPU, 0.2 on a CPU).
     memory_fraction: float | None = None
     device: str = "auto"

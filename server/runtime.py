@@ -131,6 +131,7 @@ class ModelRuntime:
 
     async def embed_texts(self, texts: list[str], options: EmbedOptions, deadline: float | None) -> EmbedResult:
         self._check(len(texts), options)
+        self.queue.check_room(len(texts))  # refuse before spending tokenizer time
         rows = await self.tokenizers.tokenize(texts, truncate=options.truncate)
         return await self._embed(rows, options, deadline)
 
@@ -242,10 +243,29 @@ class ModelRuntime:
         self.metrics.batch_rows.labels(self.spec.name).observe(batch.row_count)
         self.metrics.batch_tokens.labels(self.spec.name).observe(batch.tokens)
         self.metrics.replica_batches.labels(self.spec.name, str(replica.index)).inc()
+        # Stop the engine's work as soon as nobody waits for any row of the batch
+        # (callers cancelled or past their deadline): cancelling vLLM's encode aborts it.
+        work = asyncio.ensure_future(replica.backend.embed(batch.rows))
+
+        def abandon_if_unwanted(_future: asyncio.Future) -> None:
+            if not batch.live and not work.done():
+                work.cancel()
+
+        for part in batch.parts:
+            part.job.future.add_done_callback(abandon_if_unwanted)
         try:
-            pooled = await replica.backend.embed(batch.rows)
+            pooled = await work
+        except asyncio.CancelledError:
+            if asyncio.current_task().cancelling():
+                work.cancel()
+                raise
+            self.metrics.failures.labels(self.spec.name, "abandoned").inc()
+            return
         except EngineRequestError as exc:
             raise InvalidInputError(f"the engine refused the batch: {exc}") from None
+        finally:
+            for part in batch.parts:
+                part.job.future.remove_done_callback(abandon_if_unwanted)
         elapsed = time.monotonic() - now
         self.metrics.inference_time.labels(self.spec.name).observe(elapsed)
         for part in batch.parts:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTS = {"protocol": "protocol", "server": "server", "connectors": "connectors"}
+PARTS = {"protocol": "protocol", "server": "server", "connectors": "connectors", "udf": "udf", "sql": "sql"}
 
 
 def test_import_contracts_hold(tmp_path):

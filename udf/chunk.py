@@ -1,0 +1,148 @@
+"""The hot path of ``embed_text``: one DuckDB chunk (Arrow) -> one ``FixedSizeListArray``.
+
+Per chunk: NULL rows are set aside, identical strings are embedded once (Arrow's
+``unique``/``index_in``, no Python object per row), the distinct texts go out as packed
+requests kept in flight concurrently by the client, and the reply bytes become the
+result array without copying when no row repeats and none is NULL.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from embedtext.connectors.client import Client
+from embedtext.protocol import codec
+from embedtext.protocol.errors import InvalidInputError
+
+
+@dataclass(frozen=True)
+class ChunkOptions:
+    model: str | None
+    dimensions: int | None
+    dim: int  # the dimension of the result type
+    truncate: bool = True
+    on_error: str = "fail"  # "fail": a bad row fails the query; "null": it gives NULL
+
+
+class ChunkEmbedder:
+    """Callable registered with DuckDB; thread-safe (DuckDB may call it from several threads)."""
+
+    def __init__(self, client: Client, options: ChunkOptions, on_rows: Callable[[int], None] | None = None) -> None:
+        if options.on_error not in ("fail", "null"):
+            raise ValueError("on_error is 'fail' or 'null'")
+        self.client = client
+        self.options = options
+        self.on_rows = on_rows
+        self._lock = threading.Lock()
+        self.calls = 0  # chunks seen
+        self.rows_sent = 0  # distinct texts sent to the server
+
+    # DuckDB passes one ChunkedArray per argument.
+    def __call__(self, texts: pa.ChunkedArray | pa.Array, *_constant_args) -> pa.FixedSizeListArray:
+        arr = codec.as_string_array(texts)
+        n = len(arr)
+        # NULL, empty and whitespace-only texts have nothing to embed: they give NULL.
+        blank = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(arr)), 0)
+        skip = pc.fill_null(blank, True)
+        if pc.any(skip).as_py():
+            arr = pc.if_else(skip, pa.scalar(None, pa.string()), arr)
+        valid = arr if arr.null_count == 0 else arr.drop_null()
+        if len(valid) == 0:
+            return self._all_null(n)
+        distinct = pc.unique(valid)
+        vectors = self._embed(distinct)
+        if len(distinct) == n and arr.null_count == 0:
+            result = vectors  # zero copy: every row is its own reply row
+        else:
+            result = pc.take(vectors, pc.index_in(arr, value_set=distinct))
+            if isinstance(result, pa.ChunkedArray):
+                result = result.combine_chunks()
+        with self._lock:
+            self.calls += 1
+            self.rows_sent += len(distinct)
+        if self.on_rows is not None:
+            self.on_rows(n)
+        return result
+
+    def _all_null(self, n: int) -> pa.FixedSizeListArray:
+        values = pa.array(np.zeros(n * self.options.dim, np.float32))
+        mask = pa.array(np.ones(n, dtype=bool))
+        return pa.FixedSizeListArray.from_arrays(values, self.options.dim, mask=mask)
+
+    def _embed(self, texts: pa.StringArray) -> pa.FixedSizeListArray:
+        o = self.options
+        try:
+            return self.client.embed_arrow(texts, model=o.model, dimensions=o.dimensions, truncate=o.truncate)
+        except InvalidInputError:
+            if o.on_error != "null":
+                raise
+            return self._embed_rows_one_by_one(texts)
+
+    def _embed_rows_one_by_one(self, texts: pa.StringArray) -> pa.FixedSizeListArray:
+        """Slow path after a rejected batch: find the rows that fail, give them NULL."""
+        o = self.options
+        out = np.zeros((len(texts), o.dim), np.float32)
+        bad = np.zeros(len(texts), dtype=bool)
+        for i in range(len(texts)):
+            try:
+                out[i] = self.client.embed(
+                    texts.slice(i, 1), model=o.model, dimensions=o.dimensions, truncate=o.truncate
+                )[0]
+            except InvalidInputError:
+                bad[i] = True
+        values = pa.array(out.reshape(-1))
+        return pa.FixedSizeListArray.from_arrays(values, o.dim, mask=pa.array(bad))
+
+
+class OptionsChunkEmbedder:
+    """Backs ``embed_text(text, model, dimensions)``: options arrive as (constant) columns.
+
+    DuckDB fixes a function's result type when it is registered, so this form returns a
+    ``FLOAT[]`` list of the requested size; cast it (``::FLOAT[256]``) to get an array.
+    """
+
+    def __init__(self, client: Client, truncate: bool, on_error: str) -> None:
+        self.client = client
+        self.truncate = truncate
+        self.on_error = on_error
+        self._embedders: dict[tuple[str | None, int | None], ChunkEmbedder] = {}
+        self._lock = threading.Lock()
+
+    def _embedder(self, model: str | None, dimensions: int | None) -> ChunkEmbedder:
+        key = (model or None, dimensions or None)
+        with self._lock:
+            if key not in self._embedders:
+                info = self.client.info().model(key[0])
+                if key[1] is not None and not 0 < key[1] <= info.dim:
+                    raise InvalidInputError(f"dimensions := {key[1]} is not available: {info.name} has {info.dim}")
+                dim = key[1] or info.dim
+                self._embedders[key] = ChunkEmbedder(
+                    self.client, ChunkOptions(key[0], key[1], dim, self.truncate, self.on_error)
+                )
+            return self._embedders[key]
+
+    def __call__(self, texts, models=None, dimensions=None) -> pa.ListArray:
+        model = _constant(models, "model")
+        dims = _constant(dimensions, "dimensions")
+        embedder = self._embedder(model, int(dims) if dims is not None else None)
+        fixed = embedder(texts)
+        values = fixed.flatten() if fixed.null_count == 0 else fixed.values
+        dim = embedder.options.dim
+        offsets = pa.array(np.arange(len(fixed) + 1, dtype=np.int32) * dim)
+        return pa.ListArray.from_arrays(offsets, values, mask=fixed.is_null() if fixed.null_count else None)
+
+
+def _constant(column, what: str):
+    if column is None:
+        return None
+    distinct = pc.unique(column if isinstance(column, pa.Array) else column.combine_chunks())
+    values = [v for v in distinct.to_pylist() if v is not None]
+    if len(values) > 1:
+        raise InvalidInputError(f"embed_text: {what} must be the same for every row of a query (got {values[:3]})")
+    return values[0] if values else None

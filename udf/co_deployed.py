@@ -1,0 +1,42 @@
+"""The co-deployed default server: one ``embedtext serve`` per process, started on first use.
+
+``embedtext.register(con)`` with no target uses it: the default model on a private Unix
+socket, shared by every connection of the process and stopped when the process exits.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+
+from embedtext.connectors.local_server import LocalServer
+
+_lock = threading.Lock()
+_server: LocalServer | None = None
+
+
+def default_target(models: tuple[str, ...] = ("default",), timeout: float = 900.0) -> str:
+    """The target of the process's co-deployed server, starting it if needed."""
+    global _server
+    with _lock:
+        if _server is not None and _server.process is not None and _server.process.poll() is None:
+            return _server.target
+        server = LocalServer(models)
+        print(f"embedtext: starting a co-deployed server for {', '.join(models)} ...", file=sys.stderr, flush=True)
+        server.start()
+        try:
+            server.wait_ready(timeout)
+        except BaseException:
+            server.stop()
+            raise
+        _server = server
+        return server.target
+
+
+def stop_default_server() -> None:
+    """Stop the co-deployed server now (it also stops by itself at exit)."""
+    global _server
+    with _lock:
+        if _server is not None:
+            _server.stop()
+            _server = None

@@ -1,0 +1,109 @@
+"""``embedtext.register``: put ``embed_text`` (and the shipped macros) on a DuckDB connection.
+
+>>> import duckdb, embedtext
+>>> con = duckdb.connect()
+>>> embedtext.register(con)                     # doctest: +SKIP
+>>> con.sql("SELECT typeof(embed_text('a cat'))").fetchone()   # doctest: +SKIP
+('FLOAT[384]',)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from importlib import resources
+
+import duckdb
+
+from embedtext.connectors.client import Client
+from embedtext.udf.chunk import ChunkEmbedder, ChunkOptions, OptionsChunkEmbedder
+from embedtext.udf.co_deployed import default_target
+
+
+@dataclass
+class Registration:
+    """What ``register`` put on the connection."""
+
+    name: str
+    target: str | list[str]
+    model: str
+    dim: int
+    client: Client
+    embedder: ChunkEmbedder
+    options_embedder: OptionsChunkEmbedder
+
+
+def _macros(name: str) -> list[str]:
+    text = resources.files("embedtext.sql").joinpath("macros.sql").read_text(encoding="utf-8")
+    text = text.replace("{embed_text}", name)
+    return [s.strip() for s in text.split(";") if s.strip() and not all(
+        line.strip().startswith("--") or not line.strip() for line in s.splitlines()
+    )]
+
+
+def register(
+    con: duckdb.DuckDBPyConnection,
+    target: str | Sequence[str] | None = None,
+    *,
+    name: str = "embed_text",
+    model: str | None = None,
+    dimensions: int | None = None,
+    truncate: bool = True,
+    on_error: str = "fail",
+    timeout: float | None = 600.0,
+    max_in_flight: int = 8,
+    on_rows: Callable[[int], None] | None = None,
+) -> Registration:
+    """Register ``name(text) -> FLOAT[dim]`` on ``con``, backed by an embedtext server.
+
+    Args:
+        con: the DuckDB connection.
+        target: ``host:port``, ``unix:PATH`` or a list; None starts (once per process) a
+            co-deployed server for the default model on a Unix socket.
+        name: the SQL function name.
+        model: served model to use (default: the server's default model).
+        dimensions: Matryoshka size of the result (``FLOAT[dimensions]``).
+        truncate: cut texts to the model's max tokens (else a long row is an error).
+        on_error: ``"fail"`` (a row that cannot be embedded fails the query) or ``"null"``
+            (that row gives NULL, the others their vectors).
+        on_rows: called with the row count of each finished chunk (progress bars).
+
+    Also registered: ``name(text, model)`` and ``name(text, model, dimensions)`` (named
+    arguments work: ``name(body, model := 'm', dimensions := 256)``), returning ``FLOAT[]``,
+    and the macros of ``sql/macros.sql``.
+    """
+    if target is None:
+        target = default_target()
+    client = Client(target, timeout=timeout, max_in_flight=max_in_flight)
+    info = client.info().model(model)
+    if dimensions is not None and not 0 < dimensions <= info.dim:
+        raise ValueError(f"dimensions={dimensions} is not available: model {info.name} has {info.dim}")
+    dim = dimensions or info.dim
+    embedder = ChunkEmbedder(client, ChunkOptions(model, dimensions, dim, truncate, on_error), on_rows=on_rows)
+    options_embedder = OptionsChunkEmbedder(client, truncate, on_error)
+    float_type = duckdb.sqltype("FLOAT")
+    varchar = duckdb.sqltype("VARCHAR")
+    common = dict(type="arrow", null_handling="special", exception_handling="throw", side_effects=False)
+    typed_name = f"__embedtext_{name}"
+    options_name = f"__embedtext_{name}_options"
+    for fn_name in (typed_name, options_name):
+        try:
+            con.remove_function(fn_name)
+        except Exception:
+            pass
+    con.create_function(typed_name, embedder, [varchar], duckdb.array_type(float_type, dim), **common)
+    con.create_function(
+        options_name,
+        options_embedder,
+        [varchar, varchar, duckdb.sqltype("INTEGER")],
+        duckdb.list_type(float_type),
+        **common,
+    )
+    con.execute(
+        f"CREATE OR REPLACE TEMP MACRO {name}(text) AS {typed_name}(text), "
+        f"(text, model) AS {options_name}(text, model, NULL), "
+        f"(text, model, dimensions) AS {options_name}(text, model, dimensions)"
+    )
+    for statement in _macros(name):
+        con.execute(statement)
+    return Registration(name, target, info.name, dim, client, embedder, options_embedder)
