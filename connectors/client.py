@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -203,11 +203,15 @@ class Client(_ClientBase):
         normalize: bool | None = None,
         truncate: bool = True,
         timeout: float | None = None,
+        on_rows: Callable[[int], None] | None = None,
     ) -> pa.FixedSizeListArray:
-        """Embed texts; returns ``FixedSizeList<float32>[dim]`` built on the reply bytes."""
+        """Embed texts; returns ``FixedSizeList<float32>[dim]`` built on the reply bytes.
+
+        ``on_rows(n)`` is called as each sub-batch of n rows is answered (progress bars).
+        """
         options = RequestOptions(model, dimensions, normalize, truncate)
         _, batches = plan_text_requests(texts, options, self.max_batch_rows)
-        replies = self._run(batches, timeout)
+        replies = self._run(batches, timeout, on_rows)
         parts = [reply_to_arrow(r, b.stop - b.start) for r, b in zip(replies, batches)]
         return stack_arrow(parts, self._empty_dim(self.info(), options) if not parts else 0)
 
@@ -292,11 +296,21 @@ class Client(_ClientBase):
                     raise from_rpc_error(exc, target=endpoint.target) from None
         raise AssertionError("unreachable")
 
-    def _run(self, batches: list[SubBatch], timeout: float | None) -> list[pb.EmbedResponse]:
+    def _run(
+        self, batches: list[SubBatch], timeout: float | None, on_rows: Callable[[int], None] | None = None
+    ) -> list[pb.EmbedResponse]:
         deadline = self._deadline(timeout)
         if len(batches) == 1:
-            return [self._call(batches[0], deadline)]
+            reply = self._call(batches[0], deadline)
+            if on_rows is not None:
+                on_rows(batches[0].stop - batches[0].start)
+            return [reply]
         futures = [self._pool.submit(self._call, b, deadline) for b in batches]
+        if on_rows is not None:
+            for future, batch in zip(futures, batches):
+                future.add_done_callback(
+                    lambda f, n=batch.stop - batch.start: on_rows(n) if not f.cancelled() and f.exception() is None else None
+                )
         try:
             return [f.result() for f in futures]
         except BaseException:

@@ -70,46 +70,23 @@ def _print_similarities(texts: list[str], vectors) -> None:
             click.echo(f"  {text!r:45.45} nearest: {texts[j]!r:40.40} cos {sims[i, j]:.3f}")
 
 
-DEMO_SENTENCES = [
-    "A cat sleeps on the warm windowsill.",
-    "The kitten is napping in the sun by the window.",
-    "Stock markets fell sharply after the interest rate decision.",
-    "Shares dropped as the central bank raised rates.",
-    "The recipe calls for two cups of flour and a pinch of salt.",
-    "Mix the flour with salt before adding water to the dough.",
-]
-
-
 @main.command()
-@click.option("--model", default="default", show_default=True, help="Model source for the demo server.")
-@click.option("--timeout", default=900.0, show_default=True, help="Seconds to wait for the server to start.")
-def demo(model: str, timeout: float) -> None:
-    """Start a local server on the default model, embed a few sentences, print similarities."""
-    from embedtext.connectors.client import Client
-    from embedtext.connectors.local_server import LocalServer
+@click.option("--target", default=None, envvar="EMBEDTEXT_TARGET", help="Use this server instead of starting one.")
+@click.option("--rows", default=3000, show_default=True, help="Rows of the demo corpus to embed.")
+@click.option("--database", default=":memory:", show_default=True, help="DuckDB database file.")
+def demo(target: str | None, rows: int, database: str) -> None:
+    """The main job: embed a corpus in DuckDB with embed_text() and run semantic searches.
+
+    With no --target, a server for the default model (all-MiniLM-L6-v2) starts on a private
+    Unix socket and stops at the end.
+    """
+    from embedtext.demo import run_demo
     from embedtext.protocol.errors import EmbedTextError
 
-    server = LocalServer([model])
-    click.echo(f"starting `embedtext serve --model {model}` on {server.target} (log: {server.log_path}) ...")
-    server.start()
     try:
-        ticks = [0]
-
-        def tick() -> None:
-            ticks[0] += 1
-            if ticks[0] % 40 == 0:
-                click.echo(f"  still starting ({ticks[0] // 4}s) ...", err=True)
-
-        server.wait_ready(timeout, on_wait=tick)
-        with Client(server.target) as client:
-            i = client.info()
-            click.echo(f"serving {i.default_model} (dim {i.model().dim})")
-            vectors = client.embed(DEMO_SENTENCES)
-        _print_similarities(DEMO_SENTENCES, vectors)
+        run_demo(target, rows=rows, database=database)
     except EmbedTextError as exc:
         raise click.ClickException(str(exc)) from None
-    finally:
-        server.stop()
 
 
 @main.command("make-model")

@@ -49,9 +49,29 @@ class RunningServers:
         return out
 
 
+class _ExternalServer:
+    """A server someone else started (developer iteration: see ``servers``)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.pid = None
+
+
 @pytest.fixture(scope="session")
 def servers(tiny_model_dir, tmp_path_factory):
+    """Start the two servers; or, for quick iteration, reuse running ones named by
+    EMBEDTEXT_TEST_MINILM_TARGET, EMBEDTEXT_TEST_TINY_TARGET and EMBEDTEXT_TEST_TINY_METRICS_PORT
+    (the tiny one serving ``embedtext make-model DIR`` as model ``tiny``)."""
     from embedtext.connectors.local_server import LocalServer
+
+    external = os.environ.get("EMBEDTEXT_TEST_TINY_TARGET")
+    if external:
+        yield RunningServers(
+            _ExternalServer(os.environ["EMBEDTEXT_TEST_MINILM_TARGET"]),
+            _ExternalServer(external),
+            int(os.environ.get("EMBEDTEXT_TEST_TINY_METRICS_PORT", "0")),
+        )
+        return
 
     logs = tmp_path_factory.mktemp("logs")
     metrics_port = free_port()

@@ -44,7 +44,7 @@ class ChunkEmbedder:
         self.rows_sent = 0  # distinct texts sent to the server
 
     # DuckDB passes one ChunkedArray per argument.
-    def __call__(self, texts: pa.ChunkedArray | pa.Array, *_constant_args) -> pa.FixedSizeListArray:
+    def __call__(self, texts: pa.ChunkedArray | pa.Array) -> pa.FixedSizeListArray:
         arr = codec.as_string_array(texts)
         n = len(arr)
         # NULL, empty and whitespace-only texts have nothing to embed: they give NULL.
@@ -66,8 +66,8 @@ class ChunkEmbedder:
         with self._lock:
             self.calls += 1
             self.rows_sent += len(distinct)
-        if self.on_rows is not None:
-            self.on_rows(n)
+        if self.on_rows is not None and n > len(distinct):
+            self.on_rows(n - len(distinct))  # rows answered without a call (NULL, blank, repeats)
         return result
 
     def _all_null(self, n: int) -> pa.FixedSizeListArray:
@@ -78,7 +78,9 @@ class ChunkEmbedder:
     def _embed(self, texts: pa.StringArray) -> pa.FixedSizeListArray:
         o = self.options
         try:
-            return self.client.embed_arrow(texts, model=o.model, dimensions=o.dimensions, truncate=o.truncate)
+            return self.client.embed_arrow(
+                texts, model=o.model, dimensions=o.dimensions, truncate=o.truncate, on_rows=self.on_rows
+            )
         except InvalidInputError:
             if o.on_error != "null":
                 raise

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import time
 
 from embedtext.connectors.local_server import LocalServer
 
@@ -24,8 +25,17 @@ def default_target(models: tuple[str, ...] = ("default",), timeout: float = 900.
         server = LocalServer(models)
         print(f"embedtext: starting a co-deployed server for {', '.join(models)} ...", file=sys.stderr, flush=True)
         server.start()
+        started = time.monotonic()
+        last = [started]
+
+        def progress() -> None:
+            now = time.monotonic()
+            if now - last[0] >= 15:
+                last[0] = now
+                print(f"embedtext: still starting ({now - started:.0f}s; log: {server.log_path})", file=sys.stderr, flush=True)
+
         try:
-            server.wait_ready(timeout)
+            server.wait_ready(timeout, on_wait=progress)
         except BaseException:
             server.stop()
             raise

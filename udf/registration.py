@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from importlib import resources
 
 import duckdb
+from duckdb.func import FunctionNullHandling, PythonUDFType
 
 from embedtext.connectors.client import Client
 from embedtext.udf.chunk import ChunkEmbedder, ChunkOptions, OptionsChunkEmbedder
@@ -52,6 +53,7 @@ def register(
     on_error: str = "fail",
     timeout: float | None = 600.0,
     max_in_flight: int = 8,
+    max_batch_rows: int = 512,
     on_rows: Callable[[int], None] | None = None,
 ) -> Registration:
     """Register ``name(text) -> FLOAT[dim]`` on ``con``, backed by an embedtext server.
@@ -74,7 +76,9 @@ def register(
     """
     if target is None:
         target = default_target()
-    client = Client(target, timeout=timeout, max_in_flight=max_in_flight)
+    # Several smaller requests per 2048-row chunk, all in flight at once: the server starts on
+    # the first while the rest are still on the wire, and progress moves smoothly.
+    client = Client(target, timeout=timeout, max_in_flight=max_in_flight, max_batch_rows=max_batch_rows)
     info = client.info().model(model)
     if dimensions is not None and not 0 < dimensions <= info.dim:
         raise ValueError(f"dimensions={dimensions} is not available: model {info.name} has {info.dim}")
@@ -83,7 +87,12 @@ def register(
     options_embedder = OptionsChunkEmbedder(client, truncate, on_error)
     float_type = duckdb.sqltype("FLOAT")
     varchar = duckdb.sqltype("VARCHAR")
-    common = dict(type="arrow", null_handling="special", exception_handling="throw", side_effects=False)
+    common = dict(
+        type=PythonUDFType.ARROW,
+        null_handling=FunctionNullHandling.SPECIAL,  # NULLs reach us: we answer NULL without a call
+        exception_handling=duckdb.PythonExceptionHandling.DEFAULT,  # an exception fails the query
+        side_effects=False,  # constant arguments (a search query) are embedded once, at planning
+    )
     typed_name = f"__embedtext_{name}"
     options_name = f"__embedtext_{name}_options"
     for fn_name in (typed_name, options_name):
@@ -103,7 +112,7 @@ def register(
         f"CREATE OR REPLACE TEMP MACRO {name}(text) AS {typed_name}(text), "
         f"(text, model) AS {options_name}(text, model, NULL), "
         f"(text, model, dimensions) AS {options_name}(text, model, dimensions)"
-    )
+    ).fetchall()  # duckdb 2.0 refuses further work while a result is unfinished
     for statement in _macros(name):
-        con.execute(statement)
+        con.execute(statement).fetchall()
     return Registration(name, target, info.name, dim, client, embedder, options_embedder)

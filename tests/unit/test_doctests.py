@@ -6,7 +6,10 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("module", ["embedtext", "embedtext.protocol.codec", "embedtext.connectors.client"])
+@pytest.mark.parametrize(
+    "module",
+    ["embedtext", "embedtext.protocol.codec", "embedtext.connectors.client", "embedtext.corpus", "embedtext.udf.registration"],
+)
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
     assert result.failed == 0
