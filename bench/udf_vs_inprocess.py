@@ -32,6 +32,17 @@ def make_texts(rows: int, words: int, vocab: list[str], seed: int = 1) -> list[s
     return [" ".join(rng.choices(vocab, k=words)) for _ in range(rows)]
 
 
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
 def timed(fn):
     t0 = time.perf_counter()
     out = fn()
@@ -115,7 +126,7 @@ def main() -> None:
         "filtered_vs_full_chunks": round(by["udf_filtered_chunks"]["rows_per_s"] / by["udf_full_chunks"]["rows_per_s"], 3),
         "materialized_vs_filtered": round(by["udf_materialized"]["rows_per_s"] / by["udf_filtered_chunks"]["rows_per_s"], 3),
     }
-    hardware = f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores, {platform.platform()}"
+    hardware = f"{cpu_name()}, {os.cpu_count()} cores, {platform.platform()}"
     print(f"\nhardware: {hardware}")
     print(f"{'case':24} {'rows':>8} {'seconds':>9} {'rows/s':>10} {'tokens/s':>11}")
     for c in cases:
