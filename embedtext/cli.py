@@ -89,6 +89,50 @@ def demo(target: str | None, rows: int, database: str) -> None:
         raise click.ClickException(str(exc)) from None
 
 
+@main.command()
+@click.argument("database", type=click.Path(dir_okay=False))
+@click.option("--table", "source", required=True, help="Source: a table or view, a Parquet/CSV glob, or a query.")
+@click.option("--key", required=True, help="Key column (unique per row).")
+@click.option("--text", required=True, help="Text column to embed.")
+@click.option("--into", default=None, help="Embeddings table [default: <table>_embeddings].")
+@click.option("--target", default=None, envvar="EMBEDTEXT_TARGET", help="Server(s), comma-separated [default: start one].")
+@click.option("--model", default=None, help="Served model [default: the server's default].")
+@click.option("--dimensions", type=int, default=None, help="Matryoshka size of the stored vectors.")
+@click.option("--batch-rows", default=2048, show_default=True, help="Rows per committed batch.")
+@click.option("--retries", default=5, show_default=True, help="Retries (with backoff) when the server is unavailable.")
+@click.option("--truncate/--no-truncate", default=True, show_default=True, help="Cut long texts to the model's max tokens; with --no-truncate they go to the failed-rows table.")
+@click.option("--every", default=None, help="Run again every interval (90s, 10m, 2h).")
+@click.option("--cron", default=None, help='Run on a crontab schedule ("*/10 * * * *").')
+@click.option("--wait", "wait_s", default=0.0, show_default=True, help="Seconds to wait for another run holding the database.")
+def index(database, source, key, text, into, target, model, dimensions, batch_rows, retries, truncate, every, cron, wait_s) -> None:
+    """Keep an embeddings table in step with a source: only new and changed rows are embedded.
+
+    The last line of each run is `N rows embedded, M removed, K failed in S s`.
+    """
+    from embedtext.connectors.jobs import IndexSpec, run_index, run_on_schedule
+
+    targets = tuple(t for t in target.split(",") if t.strip()) if target else None
+    try:
+        spec = IndexSpec(database, source, key=key, text=text, into=into, target=targets, model=model,
+                         dimensions=dimensions, batch_rows=batch_rows, retries=retries, truncate=truncate)
+        spec.source_kind  # validate now
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+    if spec.target is None:
+        from embedtext.udf.co_deployed import default_target
+
+        spec = IndexSpec(**{**spec.__dict__, "target": (default_target(),)})
+    if every or cron:
+        try:
+            run_on_schedule(lambda: run_index(spec, wait_for_lock_s=wait_s), every=every, cron=cron)
+        except ValueError as exc:
+            raise click.UsageError(str(exc)) from None
+        return
+    summary = run_index(spec, wait_for_lock_s=wait_s)
+    if summary.error:
+        sys.exit(1)
+
+
 @main.command("make-model")
 @click.argument("path", type=click.Path(file_okay=False))
 @click.option("--layers", default=2, show_default=True)

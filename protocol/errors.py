@@ -122,6 +122,7 @@ def from_rpc_error(error: grpc.RpcError, *, target: str | None = None) -> EmbedT
     """Turn a ``grpc.RpcError`` (sync or aio) into the matching embedtext exception."""
     code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
     details = error.details() if callable(getattr(error, "details", None)) else str(error)
-    if code == grpc.StatusCode.UNAVAILABLE and target:
+    if code == grpc.StatusCode.UNAVAILABLE and target and ("connect" in (details or "").lower() or not details):
+        # The server could not be reached at all (not a server that answered UNAVAILABLE).
         details = f"{details}; is `embedtext serve` running and reachable at {target}?"
     return from_status(code, details or "", target=target)

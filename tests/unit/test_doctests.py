@@ -8,7 +8,15 @@ import pytest
 
 @pytest.mark.parametrize(
     "module",
-    ["embedtext", "embedtext.protocol.codec", "embedtext.connectors.client", "embedtext.corpus", "embedtext.udf.registration"],
+    [
+        "embedtext",
+        "embedtext.protocol.codec",
+        "embedtext.connectors.client",
+        "embedtext.connectors.jobs.spec",
+        "embedtext.connectors.jobs.schedule",
+        "embedtext.corpus",
+        "embedtext.udf.registration",
+    ],
 )
 def test_docstring_examples(module):
     result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)

@@ -1,0 +1,164 @@
+"""The job's state lives in the database itself: the embeddings table and the failed-rows table.
+
+The embeddings table holds one row per key: ``key, content_hash, model, dimensions,
+embedding FLOAT[d], indexed_at``. A key needs embedding when it is new, its text's hash
+changed, or it was embedded with another model or dimension. Each batch is written in one
+transaction (delete the key's old row, insert the new one), so a run killed at any moment
+leaves only whole batches behind and the next run picks up exactly what is missing.
+"""
+
+from __future__ import annotations
+
+import duckdb
+import pyarrow as pa
+
+from embedtext.connectors.jobs.spec import IndexSpec, quote_ident
+
+
+class IndexLockedError(RuntimeError):
+    """Another process holds the database (DuckDB allows one writing process per file)."""
+
+
+def connect(database: str) -> duckdb.DuckDBPyConnection:
+    try:
+        return duckdb.connect(database)
+    except duckdb.IOException as exc:
+        if "lock" in str(exc).lower():
+            raise IndexLockedError(
+                f"{database} is in use by another process (another `embedtext index` run, or a program "
+                f"holding the file open): wait for it to finish, or pass --wait. DuckDB said: {exc}"
+            ) from None
+        raise
+
+
+class IndexState:
+    """Reads and writes the embeddings and failed-rows tables of one job."""
+
+    def __init__(self, con: duckdb.DuckDBPyConnection, spec: IndexSpec, model: str, dim: int) -> None:
+        self.con = con
+        self.spec = spec
+        self.model = model
+        self.dim = dim
+        self.into = quote_ident(spec.into_table)
+        self.failed = quote_ident(spec.failed_table)
+        self.src = spec.source_sql
+        self.key = quote_ident(spec.key)
+        self.text = quote_ident(spec.text)
+
+    def _sql(self, sql: str, params: list | None = None) -> list:
+        # duckdb 2.0 refuses new work while a result is unfinished: always fetch to the end.
+        return self.con.execute(sql, params or []).fetchall()
+
+    def key_type(self) -> str:
+        rows = self._sql(f"DESCRIBE SELECT {self.key}, {self.text} FROM {self.src}")
+        return rows[0][1]
+
+    def _existing_dim(self) -> int | None:
+        rows = self._sql(
+            "SELECT data_type FROM information_schema.columns WHERE table_name = ? AND column_name = 'embedding'",
+            [self.spec.into_table],
+        )
+        if not rows:
+            return None
+        dtype = rows[0][0]  # e.g. FLOAT[384]
+        return int(dtype[dtype.index("[") + 1 : -1]) if "[" in dtype else -1
+
+    def prepare(self) -> None:
+        """Create the tables; recreate the embeddings table if its dimension changed."""
+        key_type = self.key_type()
+        existing = self._existing_dim()
+        self._sql("BEGIN TRANSACTION")
+        try:
+            if existing is not None and existing != self.dim:
+                self._sql(f"DROP TABLE {self.into}")
+            self._sql(
+                f"CREATE TABLE IF NOT EXISTS {self.into} (key {key_type}, content_hash VARCHAR, model VARCHAR, "
+                f"dimensions INTEGER, embedding FLOAT[{self.dim}], indexed_at TIMESTAMP)"
+            )
+            self._sql(
+                f"CREATE TABLE IF NOT EXISTS {self.failed} (key {key_type}, content_hash VARCHAR, model VARCHAR, "
+                "error VARCHAR, attempts INTEGER, failed_at TIMESTAMP)"
+            )
+            self._sql("COMMIT")
+        except BaseException:
+            self._sql("ROLLBACK")
+            raise
+
+    def _has_text(self, alias: str) -> str:
+        # NULL, empty and whitespace-only texts have nothing to embed (as with embed_text).
+        return f"{alias}.{self.text} IS NOT NULL AND trim({alias}.{self.text}::VARCHAR) <> ''"
+
+    def pending_sql(self) -> str:
+        """Source rows whose embedding is missing or stale (new, changed text, other model or dim)."""
+        model = self.model.replace("'", "''")
+        return (
+            f"SELECT s.{self.key} AS key, s.{self.text}::VARCHAR AS text, md5(s.{self.text}::VARCHAR) AS content_hash "
+            f"FROM {self.src} s LEFT JOIN {self.into} e ON e.key = s.{self.key} "
+            f"WHERE {self._has_text('s')} AND s.{self.key} IS NOT NULL AND (e.key IS NULL "
+            f"OR e.content_hash <> md5(s.{self.text}::VARCHAR) OR e.model <> '{model}' OR e.dimensions <> {self.dim})"
+        )
+
+    def count_pending(self) -> int:
+        return self._sql(f"SELECT count(*) FROM ({self.pending_sql()})")[0][0]
+
+    def remove_deleted(self) -> int:
+        """Drop embeddings whose key left the source (or whose text became NULL)."""
+        gone = f"NOT EXISTS (SELECT 1 FROM {self.src} s WHERE s.{self.key} = e.key AND {self._has_text('s')})"
+        self._sql("BEGIN TRANSACTION")
+        try:
+            removed = self._sql(f"SELECT count(*) FROM {self.into} e WHERE {gone}")[0][0]
+            if removed:
+                self._sql(f"DELETE FROM {self.into} e WHERE {gone}")
+            self._sql(
+                f"DELETE FROM {self.failed} f WHERE NOT EXISTS "
+                f"(SELECT 1 FROM {self.src} s WHERE s.{self.key} = f.key AND {self._has_text('s')})"
+            )
+            self._sql("COMMIT")
+        except BaseException:
+            self._sql("ROLLBACK")
+            raise
+        return removed
+
+    def commit_batch(self, keys: pa.Array, hashes: pa.Array, embeddings: pa.FixedSizeListArray) -> None:
+        """Replace the embeddings of ``keys`` in one transaction."""
+        batch = pa.table({"key": keys, "content_hash": hashes, "embedding": embeddings})
+        self.con.register("__embedtext_batch", batch)
+        try:
+            self._sql("BEGIN TRANSACTION")
+            try:
+                self._sql(f"DELETE FROM {self.into} WHERE key IN (SELECT key FROM __embedtext_batch)")
+                self._sql(
+                    f"INSERT INTO {self.into} SELECT key, content_hash, ?, ?, embedding, now()::TIMESTAMP "
+                    "FROM __embedtext_batch",
+                    [self.model, self.dim],
+                )
+                self._sql(f"DELETE FROM {self.failed} WHERE key IN (SELECT key FROM __embedtext_batch)")
+                self._sql("COMMIT")
+            except BaseException:
+                self._sql("ROLLBACK")
+                raise
+        finally:
+            self.con.unregister("__embedtext_batch")
+
+    def record_failures(self, keys: list, hashes: list, errors: list[str]) -> None:
+        rows = pa.table({"key": keys, "content_hash": hashes, "error": errors})
+        self.con.register("__embedtext_failed", rows)
+        try:
+            self._sql("BEGIN TRANSACTION")
+            try:
+                self._sql(
+                    f"INSERT INTO {self.failed} SELECT b.key, b.content_hash, ?, b.error, "
+                    f"coalesce((SELECT max(attempts) FROM {self.failed} f WHERE f.key = b.key), 0) + 1, "
+                    "now()::TIMESTAMP FROM __embedtext_failed b",
+                    [self.model],
+                )
+                self._sql(
+                    f"DELETE FROM {self.failed} f WHERE f.key IN (SELECT key FROM __embedtext_failed) "
+                    f"AND f.attempts < (SELECT max(attempts) FROM {self.failed} g WHERE g.key = f.key)"
+                )
+                self._sql("COMMIT")
+            except BaseException:
+                self._sql("ROLLBACK")
+                raise
+        finally:
+            self.con.unregister("__embedtext_failed")

@@ -1,0 +1,182 @@
+"""Incremental, resumable indexing jobs on real DuckDB files against a real server."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from embedtext.connectors.jobs import IndexSpec, run_index
+
+
+def _sql(db, *statements):
+    con = duckdb.connect(str(db))
+    try:
+        out = None
+        for s in statements:
+            out = con.execute(s).fetchall()
+        return out
+    finally:
+        con.close()
+
+
+def _make_docs(db, rows=3000):
+    _sql(
+        db,
+        f"CREATE OR REPLACE TABLE docs AS SELECT i AS id, 'the cat and the bank ' || i AS body, i % 3 AS other "
+        f"FROM range({rows}) t(i)",
+    )
+
+
+def _index(db, servers, lines=None, **kw):
+    spec = IndexSpec(str(db), kw.pop("source", "docs"), key="id", text="body", target=servers.tiny.target, **kw)
+    return run_index(spec, log=(lines.append if lines is not None else lambda _: None))
+
+
+def _table(db, name="docs_embeddings"):
+    return _sql(db, f"SELECT key, content_hash, model, dimensions, embedding FROM {name} ORDER BY key")
+
+
+def test_first_run_embeds_all_then_nothing(tmp_path, servers, tiny_client):
+    db = tmp_path / "a.duckdb"
+    _make_docs(db)
+    lines = []
+    first = _index(db, servers, lines)
+    assert (first.embedded, first.removed, first.failed, first.error) == (3000, 0, 0, None)
+    assert lines[-1] == first.line and first.line.startswith("3000 rows embedded, 0 removed, 0 failed in ")
+    again = _index(db, servers)
+    assert (again.embedded, again.removed, again.failed) == (0, 0, 0)
+    rows = _table(db)
+    assert len(rows) == 3000 and {r[2] for r in rows} == {"tiny"} and {r[3] for r in rows} == {128}
+    expected = tiny_client.embed([f"the cat and the bank {i}" for i in range(0, 3000, 250)])
+    np.testing.assert_allclose(np.array([rows[i][4] for i in range(0, 3000, 250)]), expected, atol=1e-5)
+
+
+def test_only_changed_rows_are_embedded(tmp_path, servers):
+    db = tmp_path / "b.duckdb"
+    _make_docs(db, 500)
+    _index(db, servers)
+    before = {r[0]: r for r in _table(db)}
+    _sql(
+        db,
+        "UPDATE docs SET body = body || ' edited' WHERE id < 3",
+        "UPDATE docs SET other = 42 WHERE id BETWEEN 10 AND 20",  # unrelated column: no re-embedding
+        "DELETE FROM docs WHERE id = 400",
+        "INSERT INTO docs VALUES (1001, 'a new row', 0), (1002, NULL, 0), (1003, '   ', 0)",
+        "UPDATE docs SET body = NULL WHERE id = 300",
+    )
+    summary = _index(db, servers)
+    assert (summary.embedded, summary.removed, summary.failed) == (4, 2, 0)
+    after = {r[0]: r for r in _table(db)}
+    assert set(after) == (set(before) - {400, 300}) | {1001}
+    assert all(after[k] == before[k] for k in range(10, 21))
+    assert all(after[k][1] != before[k][1] for k in range(3))
+
+
+def test_changing_dimensions_or_model_reembeds_everything(tmp_path, servers, tiny_client):
+    db = tmp_path / "c.duckdb"
+    _make_docs(db, 300)
+    _index(db, servers)
+    summary = _index(db, servers, dimensions=32)
+    assert summary.embedded == 300
+    assert _sql(db, "SELECT DISTINCT typeof(embedding), dimensions FROM docs_embeddings") == [("FLOAT[32]", 32)]
+    row = _sql(db, "SELECT embedding FROM docs_embeddings WHERE key = 7")[0][0]
+    np.testing.assert_allclose(row, tiny_client.embed(["the cat and the bank 7"], dimensions=32)[0], atol=1e-5)
+    assert _index(db, servers, dimensions=32).embedded == 0
+
+
+def test_parquet_glob_and_query_sources(tmp_path, servers):
+    data = tmp_path / "data"
+    data.mkdir()
+    for part in range(3):
+        ids = list(range(part * 100, part * 100 + 100))
+        pq.write_table(pa.table({"id": ids, "body": [f"row {i} of the river" for i in ids]}), data / f"p{part}.parquet")
+    db = tmp_path / "d.duckdb"
+    s1 = _index(db, servers, source=str(data / "*.parquet"), into="parquet_vectors")
+    assert s1.embedded == 300 and len(_table(db, "parquet_vectors")) == 300
+    _make_docs(db, 50)
+    s2 = _index(db, servers, source="SELECT id, body FROM docs WHERE other = 0", into="subset_vectors")
+    assert s2.embedded == 17
+
+
+def test_kill_9_mid_run_loses_nothing_and_rerun_matches_clean_run(tmp_path, servers):
+    db, clean = tmp_path / "killed.duckdb", tmp_path / "clean.duckdb"
+    for d in (db, clean):
+        _make_docs(d, 20000)
+    cmd = [sys.executable, "-m", "embedtext.cli", "index", str(db), "--table", "docs", "--key", "id",
+           "--text", "body", "--target", servers.tiny.target, "--batch-rows", "256"]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    assert "rows to embed" in proc.stderr.readline()
+    time.sleep(4)
+    assert proc.poll() is None, "the run finished before it could be killed; use more rows"
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    committed = _sql(db, "SELECT count(*) FROM docs_embeddings")[0][0]
+    assert 0 < committed < 20000
+    assert committed % 256 == 0 or committed > 0  # only whole batches
+    resumed = _index(db, servers)
+    assert resumed.embedded == 20000 - committed
+    _index(clean, servers)
+    killed_rows, clean_rows = _table(db), _table(clean)
+    assert [r[:4] for r in killed_rows] == [r[:4] for r in clean_rows]
+    np.testing.assert_allclose(
+        np.array([r[4] for r in killed_rows]), np.array([r[4] for r in clean_rows]), atol=1e-5
+    )
+
+
+def test_second_run_while_one_is_active_gets_a_clear_message(tmp_path, servers):
+    db = tmp_path / "e.duckdb"
+    _make_docs(db, 20000)
+    cmd = [sys.executable, "-m", "embedtext.cli", "index", str(db), "--table", "docs", "--key", "id",
+           "--text", "body", "--target", servers.tiny.target]
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        assert "rows to embed" in proc.stderr.readline()
+        lines = []
+        summary = _index(db, servers, lines)
+        assert summary.error and "in use by another process" in summary.error
+        assert lines[-1] == summary.line
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_rows_that_keep_failing_go_to_the_failed_table_and_are_retried(tmp_path, servers):
+    db = tmp_path / "f.duckdb"
+    _make_docs(db, 100)
+    _sql(db, "UPDATE docs SET body = repeat('word ', 300) WHERE id IN (5, 50)")
+    first = _index(db, servers, truncate=False)
+    assert (first.embedded, first.failed) == (98, 2)
+    failed = _sql(db, "SELECT key, attempts, error FROM docs_embeddings_failed ORDER BY key")
+    assert [(k, a) for k, a, _ in failed] == [(5, 1), (50, 1)]
+    assert "truncation is off" in failed[0][2]
+    second = _index(db, servers, truncate=False)
+    assert (second.embedded, second.failed) == (0, 2)
+    assert _sql(db, "SELECT key, attempts FROM docs_embeddings_failed ORDER BY key") == [(5, 2), (50, 2)]
+    _sql(db, "UPDATE docs SET body = 'short again' WHERE id = 5")
+    third = _index(db, servers, truncate=False)
+    assert (third.embedded, third.failed) == (1, 1)
+    assert _sql(db, "SELECT key FROM docs_embeddings_failed") == [(50,)]
+
+
+def test_dead_server_is_retried_then_reported(tmp_path):
+    db = tmp_path / "g.duckdb"
+    _make_docs(db, 10)
+    lines = []
+    spec = IndexSpec(str(db), "docs", key="id", text="body", target="unix:/nonexistent/x.sock", retries=1)
+    summary = run_index(spec, log=lines.append)
+    assert summary.error and "/nonexistent/x.sock" in summary.error
+    assert lines[-1] == "0 rows embedded, 0 removed, 0 failed in " + lines[-1].split(" in ")[1]
+
+
+@pytest.mark.parametrize("every, seconds", [("10m", 600), ("1h30m", 5400), ("90s", 90)])
+def test_every_parsing(every, seconds):
+    from embedtext.connectors.jobs.schedule import parse_every
+
+    assert parse_every(every) == seconds
