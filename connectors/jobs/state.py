@@ -9,6 +9,9 @@ leaves only whole batches behind and the next run picks up exactly what is missi
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import duckdb
 import pyarrow as pa
 
@@ -49,6 +52,16 @@ class IndexState:
         # duckdb 2.0 refuses new work while a result is unfinished: always fetch to the end.
         return self.con.execute(sql, params or []).fetchall()
 
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        self._sql("BEGIN TRANSACTION")
+        try:
+            yield
+        except BaseException:
+            self._sql("ROLLBACK")
+            raise
+        self._sql("COMMIT")
+
     def key_type(self) -> str:
         rows = self._sql(f"DESCRIBE SELECT {self.key}, {self.text} FROM {self.src}")
         return rows[0][1]
@@ -67,8 +80,7 @@ class IndexState:
         """Create the tables; recreate the embeddings table if its dimension changed."""
         key_type = self.key_type()
         existing = self._existing_dim()
-        self._sql("BEGIN TRANSACTION")
-        try:
+        with self._transaction():
             if existing is not None and existing != self.dim:
                 self._sql(f"DROP TABLE {self.into}")
             self._sql(
@@ -79,10 +91,6 @@ class IndexState:
                 f"CREATE TABLE IF NOT EXISTS {self.failed} (key {key_type}, content_hash VARCHAR, model VARCHAR, "
                 "error VARCHAR, attempts INTEGER, failed_at TIMESTAMP)"
             )
-            self._sql("COMMIT")
-        except BaseException:
-            self._sql("ROLLBACK")
-            raise
 
     def _has_text(self, alias: str) -> str:
         # NULL, empty and whitespace-only texts have nothing to embed (as with embed_text).
@@ -104,8 +112,7 @@ class IndexState:
     def remove_deleted(self) -> int:
         """Drop embeddings whose key left the source (or whose text became NULL)."""
         gone = f"NOT EXISTS (SELECT 1 FROM {self.src} s WHERE s.{self.key} = e.key AND {self._has_text('s')})"
-        self._sql("BEGIN TRANSACTION")
-        try:
+        with self._transaction():
             removed = self._sql(f"SELECT count(*) FROM {self.into} e WHERE {gone}")[0][0]
             if removed:
                 self._sql(f"DELETE FROM {self.into} e WHERE {gone}")
@@ -113,10 +120,6 @@ class IndexState:
                 f"DELETE FROM {self.failed} f WHERE NOT EXISTS "
                 f"(SELECT 1 FROM {self.src} s WHERE s.{self.key} = f.key AND {self._has_text('s')})"
             )
-            self._sql("COMMIT")
-        except BaseException:
-            self._sql("ROLLBACK")
-            raise
         return removed
 
     def commit_batch(self, keys: pa.Array, hashes: pa.Array, embeddings: pa.FixedSizeListArray) -> None:
@@ -124,8 +127,7 @@ class IndexState:
         batch = pa.table({"key": keys, "content_hash": hashes, "embedding": embeddings})
         self.con.register("__embedtext_batch", batch)
         try:
-            self._sql("BEGIN TRANSACTION")
-            try:
+            with self._transaction():
                 self._sql(f"DELETE FROM {self.into} WHERE key IN (SELECT key FROM __embedtext_batch)")
                 self._sql(
                     f"INSERT INTO {self.into} SELECT key, content_hash, ?, ?, embedding, now()::TIMESTAMP "
@@ -133,10 +135,6 @@ class IndexState:
                     [self.model, self.dim],
                 )
                 self._sql(f"DELETE FROM {self.failed} WHERE key IN (SELECT key FROM __embedtext_batch)")
-                self._sql("COMMIT")
-            except BaseException:
-                self._sql("ROLLBACK")
-                raise
         finally:
             self.con.unregister("__embedtext_batch")
 
@@ -144,8 +142,7 @@ class IndexState:
         rows = pa.table({"key": keys, "content_hash": hashes, "error": errors})
         self.con.register("__embedtext_failed", rows)
         try:
-            self._sql("BEGIN TRANSACTION")
-            try:
+            with self._transaction():
                 self._sql(
                     f"INSERT INTO {self.failed} SELECT b.key, b.content_hash, ?, b.error, "
                     f"coalesce((SELECT max(attempts) FROM {self.failed} f WHERE f.key = b.key), 0) + 1, "
@@ -156,9 +153,5 @@ class IndexState:
                     f"DELETE FROM {self.failed} f WHERE f.key IN (SELECT key FROM __embedtext_failed) "
                     f"AND f.attempts < (SELECT max(attempts) FROM {self.failed} g WHERE g.key = f.key)"
                 )
-                self._sql("COMMIT")
-            except BaseException:
-                self._sql("ROLLBACK")
-                raise
         finally:
             self.con.unregister("__embedtext_failed")
