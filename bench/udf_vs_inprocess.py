@@ -32,17 +32,6 @@ def make_texts(rows: int, words: int, vocab: list[str], seed: int = 1) -> list[s
     return [" ".join(rng.choices(vocab, k=words)) for _ in range(rows)]
 
 
-def cpu_name() -> str:
-    try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
 def timed(fn):
     t0 = time.perf_counter()
     out = fn()
@@ -65,6 +54,7 @@ def main() -> None:
     from embedtext.connectors.local_server import LocalServer
     from embedtext.server.models import load_model_spec
     from embedtext.server.synthetic_model import _WORDS, write_synthetic_bert
+    from bench_common import cpu_name  # noqa: I001
 
     tmp = tempfile.mkdtemp(prefix="embedtext-bench-")
     source = str(write_synthetic_bert(os.path.join(tmp, "tiny"))) if args.model == "tiny" else args.model

@@ -7,6 +7,7 @@ import sys
 import click
 
 from embedtext.server.cli import serve_command
+from embedtext.sql_command import sql_command
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -16,6 +17,7 @@ def main() -> None:
 
 
 main.add_command(serve_command)
+main.add_command(sql_command)
 
 
 @main.command()
@@ -104,7 +106,11 @@ def demo(target: str | None, rows: int, database: str) -> None:
 @click.option("--every", default=None, help="Run again every interval (90s, 10m, 2h).")
 @click.option("--cron", default=None, help='Run on a crontab schedule ("*/10 * * * *").')
 @click.option("--wait", "wait_s", default=0.0, show_default=True, help="Seconds to wait for another run holding the database.")
-def index(database, source, key, text, into, target, model, dimensions, batch_rows, retries, truncate, every, cron, wait_s) -> None:
+@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="Where batches are embedded: this process, or Ray Data workers.")
+@click.option("--ray-address", default=None, help="Ray cluster to join (default: a local Ray instance).")
+@click.option("--workers", type=int, default=None, help="Ray workers [default: one per target, at least 2].")
+def index(database, source, key, text, into, target, model, dimensions, batch_rows, retries, truncate, every, cron, wait_s,
+          engine, ray_address, workers) -> None:
     """Keep an embeddings table in step with a source: only new and changed rows are embedded.
 
     The last line of each run is `N rows embedded, M removed, K failed in S s`.
@@ -122,13 +128,23 @@ def index(database, source, key, text, into, target, model, dimensions, batch_ro
         from embedtext.udf.co_deployed import default_target
 
         spec = IndexSpec(**{**spec.__dict__, "target": (default_target(),)})
+    if engine == "ray":
+        from embedtext.connectors.ray import run_index_on_ray
+
+        def one_pass():
+            return run_index_on_ray(spec, workers=workers, ray_address=ray_address, wait_for_lock_s=wait_s)
+    else:
+
+        def one_pass():
+            return run_index(spec, wait_for_lock_s=wait_s)
+
     if every or cron:
         try:
-            run_on_schedule(lambda: run_index(spec, wait_for_lock_s=wait_s), every=every, cron=cron)
+            run_on_schedule(one_pass, every=every, cron=cron)
         except ValueError as exc:
             raise click.UsageError(str(exc)) from None
         return
-    summary = run_index(spec, wait_for_lock_s=wait_s)
+    summary = one_pass()
     if summary.error:
         sys.exit(1)
 

@@ -180,3 +180,25 @@ def test_every_parsing(every, seconds):
     from embedtext.connectors.jobs.schedule import parse_every
 
     assert parse_every(every) == seconds
+
+
+def test_ray_data_run_gives_the_same_table_as_a_local_run(tmp_path, servers):
+    from embedtext.connectors.ray import run_index_on_ray
+
+    local, on_ray = tmp_path / "local.duckdb", tmp_path / "ray.duckdb"
+    for d in (local, on_ray):
+        _make_docs(d, 3000)
+        _sql(d, "UPDATE docs SET body = repeat('word ', 300) WHERE id = 77")
+    _index(local, servers, truncate=False)
+    lines = []
+    spec = IndexSpec(str(on_ray), "docs", key="id", text="body", target=(servers.tiny.target, servers.tiny.target),
+                     batch_rows=500, truncate=False)
+    summary = run_index_on_ray(spec, workers=2, log=lines.append)
+    assert summary.error is None, lines
+    assert (summary.embedded, summary.failed) == (2999, 1)
+    assert lines[-1] == summary.line
+    a, b = _table(local), _table(on_ray)
+    assert [r[:4] for r in a] == [r[:4] for r in b]
+    np.testing.assert_allclose(np.array([r[4] for r in a]), np.array([r[4] for r in b]), atol=1e-5)
+    assert _sql(on_ray, "SELECT key FROM docs_embeddings_failed") == [(77,)]
+    assert run_index_on_ray(spec, workers=2, log=lambda _: None).embedded == 0

@@ -1,0 +1,126 @@
+"""Snowflake (Cortex) SQL -> DuckDB SQL calling ``embed_text``: parse, resolve models, rewrite, write.
+
+>>> transpile("SELECT id, SNOWFLAKE.CORTEX.EMBED_TEXT_768('arctic', body) AS v FROM docs",
+...           models={"arctic": ("embed_text", 768)}, rewrite=False)
+'SELECT id, embed_text(body) AS v FROM docs'
+>>> transpile("SELECT VECTOR_COSINE_SIMILARITY(v, [1, 0]::VECTOR(FLOAT, 2)) FROM t")
+'SELECT ARRAY_COSINE_SIMILARITY(v, CAST([1, 0] AS FLOAT[2])) FROM t'
+>>> transpile("SELECT EMBED_TEXT_768('arctic', body) FROM docs", models={"arctic": ("embed_text", 384)})
+Traceback (most recent call last):
+...
+embedtext.sql.models.DimensionMismatchError: model 'arctic' is mapped to embed_text() returning FLOAT[384], but the query asks for 768 dimensions; ...
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ErrorLevel, SqlglotError
+
+from embedtext.sql.dialect import CortexEmbedText, CortexSnowflake, EmbedtextDuckDB
+from embedtext.sql.models import EmbedFunction, ModelMap, SqlTranslationError
+from embedtext.sql.rewrites import DEFAULT_FUNCTIONS, optimize
+
+#: ``read=`` names that get embedtext's own dialects; any other sqlglot dialect name works too.
+READ_DIALECTS = {"snowflake": CortexSnowflake, "duckdb": EmbedtextDuckDB}
+
+
+def _model_name(node: exp.Expr, call: str) -> str:
+    if not (isinstance(node, exp.Literal) and node.is_string):
+        raise SqlTranslationError(f"{call}: the model must be a string literal, got {node.sql()}")
+    return node.name
+
+
+def resolve_models(tree: exp.Expr, models: ModelMap) -> exp.Expr:
+    """Replace each EMBED_TEXT_768/1024 and AI_EMBED call by the mapped DuckDB function's call.
+
+    Raises:
+        UnmappedModelError, DimensionMismatchError: before any row runs.
+    """
+    for node in list(tree.find_all(CortexEmbedText, exp.AIEmbed)):
+        if isinstance(node, CortexEmbedText):
+            name = _model_name(node.args["model"], node.function_name)
+            target = models.resolve(name, node.dim_value)
+            text = node.this
+        else:
+            if len(node.expressions) != 2:
+                raise SqlTranslationError(f"AI_EMBED takes (model, text), got {len(node.expressions)} arguments")
+            name = _model_name(node.expressions[0], "AI_EMBED")
+            target = models.resolve(name)
+            text = node.expressions[1]
+        node.replace(embed_call(target, text))
+    return tree
+
+
+def embed_call(target: EmbedFunction, text: exp.Expr) -> exp.Anonymous:
+    """``function(text)`` as an AST node."""
+    return exp.Anonymous(this=target.function, expressions=[text.copy()])
+
+
+def transpile_statements(
+    sql: str,
+    read: str = "snowflake",
+    *,
+    models: ModelMap | Mapping | None = None,
+    rewrite: bool = True,
+    pretty: bool = False,
+) -> list[str]:
+    """Like :func:`transpile`, one DuckDB statement per input statement."""
+    dialect = READ_DIALECTS.get(read.lower(), read)
+    try:
+        trees = [t for t in sqlglot.parse(sql, read=dialect) if t is not None]
+    except SqlglotError as exc:
+        raise SqlTranslationError(f"cannot parse the query as {read}: {exc}") from None
+    model_map = models if isinstance(models, ModelMap) or models is None else ModelMap(models)
+    functions = set(DEFAULT_FUNCTIONS) | {t.function.lower() for t in (model_map or {}).values()}
+    out = []
+    for tree in trees:
+        if model_map is not None:
+            tree = resolve_models(tree, model_map)
+        if rewrite:
+            tree = optimize(tree, functions)
+        try:
+            out.append(
+                tree.sql(EmbedtextDuckDB, pretty=pretty, normalize_functions=False, unsupported_level=ErrorLevel.RAISE)
+            )
+        except SqlglotError as exc:
+            raise SqlTranslationError(f"cannot write the query for DuckDB: {exc}") from None
+    return out
+
+
+def transpile(
+    sql: str,
+    read: str = "snowflake",
+    *,
+    models: ModelMap | Mapping | None = None,
+    rewrite: bool = True,
+    pretty: bool = False,
+) -> str:
+    """Translate ``sql`` (Snowflake by default) into DuckDB SQL using embedtext's functions.
+
+    Args:
+        sql: one or more statements.
+        read: the input dialect: ``"snowflake"`` (Cortex functions understood), ``"duckdb"``
+            (only the rewrites apply), or any other sqlglot dialect name.
+        models: Snowflake model name -> DuckDB function (:class:`ModelMap`, or a dict of
+            ``(function, dim)``). Without it, embed calls become the generic overload
+            ``CAST(embed_text(text, 'model', dim) AS FLOAT[dim])``: the server must then serve
+            the model under its Snowflake name.
+        rewrite: apply the call-saving rewrites of :mod:`embedtext.sql.rewrites`.
+        pretty: format the output.
+
+    Returns:
+        DuckDB SQL, statements separated by ``;\\n``.
+
+    Raises:
+        SqlTranslationError: unparsable input, an unmapped model, a dimension mismatch, or a
+            construct the DuckDB writer cannot express (never silently wrong SQL).
+    """
+    return ";\n".join(transpile_statements(sql, read, models=models, rewrite=rewrite, pretty=pretty))
+
+
+def functions_of(models: ModelMap | None) -> Iterable[str]:
+    """The DuckDB function names a map uses (what :meth:`ModelMap.check_registered` needs)."""
+    return sorted({t.function for t in (models or {}).values()})
