@@ -14,7 +14,6 @@ import os
 import shutil
 import sys
 import tempfile
-import time
 from collections.abc import Callable
 
 import pyarrow as pa
@@ -22,10 +21,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from embedtext.connectors.client import Client
-from embedtext.connectors.jobs.runner import IndexSummary, _BatchEmbedder, _connect_waiting, _Progress
+from embedtext.connectors.jobs.runner import IndexSummary, _BatchEmbedder, _Progress, run_pass
 from embedtext.connectors.jobs.spec import IndexSpec
 from embedtext.connectors.jobs.state import IndexState
-from embedtext.protocol.errors import EmbedTextError, InvalidInputError
 
 
 _VECTOR = pa.list_(pa.float32())
@@ -72,51 +70,14 @@ def run_index_on_ray(
     """Run one incremental pass of ``spec`` with the embedding done by Ray Data workers.
 
     ``spec.target`` should list the servers; each worker spreads its calls over all of them.
-    ``workers`` Ray actors embed concurrently (default: one per target, at least 2).
+    Up to ``workers`` Ray actors embed concurrently (default: one per target, at least 2).
     """
-    import ray
 
-    log = log or (lambda line: print(line, file=sys.stderr, flush=True))
-    started = time.monotonic()
-    summary = IndexSummary()
-    con = None
-    export_dir = tempfile.mkdtemp(prefix="embedtext-ray-")
-    try:
-        con = _connect_waiting(spec.database, wait_for_lock_s)
-        with Client(spec.target) as client:
-            info = client.info().model(spec.model)
-        if spec.dimensions is not None and not 0 < spec.dimensions <= info.dim:
-            raise InvalidInputError(f"dimensions={spec.dimensions} is not available: {info.name} has {info.dim}")
-        state = IndexState(con, spec, info.name, spec.dimensions or info.dim)
-        state.prepare()
-        summary.removed = state.remove_deleted()
-        total = state.count_pending()
-        log(f"{spec.into_table}: {total} rows to embed with {info.name} ({state.dim}-d) on Ray, {summary.removed} removed")
-        if total:
-            # One Parquet file per batch, streamed out of DuckDB: Ray reads a block per file, so
-            # every worker gets work, and the driver's memory stays flat.
-            reader_con = con.cursor()
-            try:
-                reader = reader_con.sql(state.pending_sql()).to_arrow_reader(spec.batch_rows)
-                for i, batch in enumerate(reader):
-                    if batch.num_rows:
-                        pq.write_table(pa.Table.from_batches([batch]), os.path.join(export_dir, f"part-{i:06d}.parquet"))
-            finally:
-                reader_con.close()
-            if not ray.is_initialized():
-                ray.init(address=ray_address, include_dashboard=False, log_to_driver=False,
-                         ignore_reinit_error=True)
-            targets = [spec.target] if isinstance(spec.target, str) else list(spec.target or ())
-            n = workers or max(2, len(targets))
-            files = len(os.listdir(export_dir))
-            dataset = ray.data.read_parquet(export_dir, override_num_blocks=files).map_batches(
-                EmbedBatchWorker,
-                fn_constructor_kwargs={"spec": spec},
-                batch_size=spec.batch_rows,
-                batch_format="pyarrow",
-                concurrency=(1, min(n, files)),  # autoscale up to n actors
-                num_cpus=0.5,
-            )
+    def embed_on_ray(con, state: IndexState, client, total: int, summary: IndexSummary, log) -> None:
+        export_dir = tempfile.mkdtemp(prefix="embedtext-ray-")
+        try:
+            _export_pending(con, state, export_dir)
+            dataset = _embedding_dataset(spec, export_dir, workers, ray_address)
             progress = _Progress(total, log)
             try:
                 for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
@@ -124,19 +85,43 @@ def run_index_on_ray(
                     progress.update(batch.num_rows)
             finally:
                 progress.close()
-    except EmbedTextError as exc:
-        summary.error = str(exc)
-    except Exception as exc:
-        summary.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            shutil.rmtree(export_dir, ignore_errors=True)
+
+    return run_pass(spec, embed_on_ray, log=log, wait_for_lock_s=wait_for_lock_s, where=" on Ray")
+
+
+def _export_pending(con, state: IndexState, export_dir: str) -> None:
+    """One Parquet file per batch, streamed out of DuckDB: Ray reads a block per file, so every
+    worker gets work, and the driver's memory stays flat."""
+    reader_con = con.cursor()
+    try:
+        reader = reader_con.sql(state.pending_sql()).to_arrow_reader(state.spec.batch_rows)
+        for i, batch in enumerate(reader):
+            if batch.num_rows:
+                pq.write_table(pa.Table.from_batches([batch]), os.path.join(export_dir, f"part-{i:06d}.parquet"))
     finally:
-        if con is not None:
-            con.close()
-        shutil.rmtree(export_dir, ignore_errors=True)
-        summary.seconds = time.monotonic() - started
-    if summary.error:
-        log(f"error: {summary.error}")
-    log(summary.line)
-    return summary
+        reader_con.close()
+
+
+def _embedding_dataset(spec: IndexSpec, export_dir: str, workers: int | None, ray_address: str | None):
+    import ray
+
+    if not ray.is_initialized():
+        # Ray's GCS can take longer than its default 30 s to come up on a small, busy machine.
+        os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "180")
+        ray.init(address=ray_address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+    targets = [spec.target] if isinstance(spec.target, str) else list(spec.target or ())
+    files = len(os.listdir(export_dir))
+    most = min(workers or max(2, len(targets)), files)
+    return ray.data.read_parquet(export_dir, override_num_blocks=files).map_batches(
+        EmbedBatchWorker,
+        fn_constructor_kwargs={"spec": spec},
+        batch_size=spec.batch_rows,
+        batch_format="pyarrow",
+        concurrency=(1, most),  # autoscale up to `most` actors
+        num_cpus=0.5,
+    )
 
 
 def _commit_ray_batch(state: IndexState, batch: pa.Table, dim: int, summary: IndexSummary) -> None:

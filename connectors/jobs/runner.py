@@ -130,6 +130,29 @@ def run_index(
     wait_for_lock_s: float = 0.0,
 ) -> IndexSummary:
     """Run one incremental pass of ``spec``; returns (and logs last) its summary."""
+
+    def embed_here(con, state: IndexState, client: Client, total: int, summary: IndexSummary, log) -> None:
+        _embed_pending(con, state, _BatchEmbedder(client, spec, log), _Progress(total, log), summary)
+
+    return run_pass(spec, embed_here, client=client, log=log, wait_for_lock_s=wait_for_lock_s)
+
+
+EmbedPending = Callable[..., None]  # (con, state, client, total, summary, log) -> None
+
+
+def run_pass(
+    spec: IndexSpec,
+    embed_pending: EmbedPending,
+    *,
+    client: Client | None = None,
+    log: Callable[[str], None] | None = None,
+    wait_for_lock_s: float = 0.0,
+    where: str = "",
+) -> IndexSummary:
+    """The steps every engine shares: lock, tables, deletions, pending count, summary.
+
+    ``embed_pending`` embeds and commits the pending rows (locally, or on Ray).
+    """
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     started = time.monotonic()
     summary = IndexSummary()
@@ -146,9 +169,9 @@ def run_index(
         state.prepare()
         summary.removed = state.remove_deleted()
         total = state.count_pending()
-        log(f"{spec.into_table}: {total} rows to embed with {info.name} ({state.dim}-d), {summary.removed} removed")
+        log(f"{spec.into_table}: {total} rows to embed with {info.name} ({state.dim}-d){where}, {summary.removed} removed")
         if total:
-            _embed_pending(con, state, _BatchEmbedder(client, spec, log), _Progress(total, log), summary)
+            embed_pending(con, state, client, total, summary, log)
     except EmbedTextError as exc:
         summary.error = str(exc)
     except Exception as exc:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import embedtext
-from embedtext.protocol.errors import InvalidInputError, UnavailableError
+from embedtext.protocol.errors import UnavailableError
 
 
 @pytest.fixture(scope="module")
