@@ -9,6 +9,7 @@ save model calls.
 Imports neither duckdb nor grpc.
 """
 
+from embedtext.sql.ddl import index_tables_ddl
 from embedtext.sql.models import (
     DimensionMismatchError,
     EmbedFunction,
@@ -24,6 +25,7 @@ __all__ = [
     "ModelMap",
     "SqlTranslationError",
     "UnmappedModelError",
+    "index_tables_ddl",
     "transpile",
     "transpile_statements",
 ]

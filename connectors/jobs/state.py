@@ -16,6 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from embedtext.connectors.jobs.spec import IndexSpec, quote_ident
+from embedtext.sql.ddl import index_tables_ddl
 
 
 class IndexLockedError(RuntimeError):
@@ -83,14 +84,8 @@ class IndexState:
         with self._transaction():
             if existing is not None and existing != self.dim:
                 self._sql(f"DROP TABLE {self.into}")
-            self._sql(
-                f"CREATE TABLE IF NOT EXISTS {self.into} (key {key_type}, content_hash VARCHAR, model VARCHAR, "
-                f"dimensions INTEGER, embedding FLOAT[{self.dim}], indexed_at TIMESTAMP)"
-            )
-            self._sql(
-                f"CREATE TABLE IF NOT EXISTS {self.failed} (key {key_type}, content_hash VARCHAR, model VARCHAR, "
-                "error VARCHAR, attempts INTEGER, failed_at TIMESTAMP)"
-            )
+            for statement in index_tables_ddl(self.into, key_type, self.dim, failed=self.failed):
+                self._sql(statement)
 
     def _has_text(self, alias: str) -> str:
         # NULL, empty and whitespace-only texts have nothing to embed (as with embed_text).

@@ -15,6 +15,7 @@ import pytest
         "embedtext.connectors.jobs.spec",
         "embedtext.connectors.jobs.schedule",
         "embedtext.corpus",
+        "embedtext.sql.ddl",
         "embedtext.udf.registration",
     ],
 )

@@ -1,0 +1,26 @@
+"""The DDL shipped in ``sql/*.sql``, filled in: one source of truth for the jobs and for users.
+
+>>> print(index_tables_ddl('"docs_embeddings"', "BIGINT", 384)[0].splitlines()[0])
+CREATE TABLE IF NOT EXISTS "docs_embeddings" (
+>>> len(index_tables_ddl('"v"', "VARCHAR", 8))
+2
+"""
+
+from __future__ import annotations
+
+from importlib import resources
+
+
+def _statements(filename: str, **values: str) -> list[str]:
+    text = resources.files("embedtext.sql").joinpath(filename).read_text(encoding="utf-8")
+    lines = [line for line in text.splitlines() if not line.lstrip().startswith("--")]
+    filled = "\n".join(lines).format(**values)
+    return [s.strip() for s in filled.split(";") if s.strip()]
+
+
+def index_tables_ddl(embeddings: str, key_type: str, dim: int, failed: str | None = None) -> list[str]:
+    """CREATE statements for an indexing job's tables (names already quoted as needed)."""
+    if dim <= 0:
+        raise ValueError("dim must be positive")
+    failed = failed or (embeddings[:-1] + '_failed"' if embeddings.endswith('"') else embeddings + "_failed")
+    return _statements("index_tables.sql", embeddings=embeddings, failed=failed, key_type=key_type, dim=str(dim))
