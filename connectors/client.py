@@ -45,7 +45,13 @@ from embedtext.connectors.requests import (
 )
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
-from embedtext.protocol.errors import DeadlineExceededError, EmbedTextError, ModelNotFoundError, from_rpc_error
+from embedtext.protocol.errors import (
+    DeadlineExceededError,
+    EmbedTextError,
+    InvalidInputError,
+    ModelNotFoundError,
+    from_rpc_error,
+)
 
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_BATCH_ROWS = 2048
@@ -62,6 +68,12 @@ class ModelInfo:
     normalize_default: bool
     pooling: str
     replicas: int
+
+    def output_dim(self, dimensions: int | None) -> int:
+        """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
+        if dimensions is not None and not 0 < dimensions <= self.dim:
+            raise InvalidInputError(f"dimensions={dimensions} is not available: model {self.name} has {self.dim}")
+        return dimensions or self.dim
 
 
 @dataclass(frozen=True)
@@ -443,4 +455,25 @@ class AsyncClient(_ClientBase):
             raise
 
 
-__all__ = ["AsyncClient", "Client", "EmbedTextError", "ModelInfo", "ServerInfo"]
+def embed_rows_separately(
+    embed: Callable[[pa.Array], pa.FixedSizeListArray], texts: pa.Array
+) -> tuple[list[int], pa.FixedSizeListArray | None, dict[int, str]]:
+    """After the server refused a batch: embed each row on its own to find the rows it refuses.
+
+    Returns the indices of the rows embedded, their vectors (in that order; None if none
+    was), and ``{row: error}`` for the rows refused. Only InvalidInputError marks a row as
+    refused; anything else (a dead server) propagates.
+    """
+    embedded: list[int] = []
+    vectors: list[pa.FixedSizeListArray] = []
+    refused: dict[int, str] = {}
+    for i in range(len(texts)):
+        try:
+            vectors.append(embed(texts.slice(i, 1)))
+            embedded.append(i)
+        except InvalidInputError as exc:
+            refused[i] = str(exc)
+    return embedded, (pa.concat_arrays(vectors) if vectors else None), refused
+
+
+__all__ = ["AsyncClient", "Client", "EmbedTextError", "ModelInfo", "ServerInfo", "embed_rows_separately"]

@@ -19,6 +19,8 @@ def registered_dims(con, functions) -> dict[str, int | None]:
     """
     import duckdb
 
+    from embedtext.sql.ddl import array_size
+
     out: dict[str, int | None] = {}
     for name in functions:
         try:
@@ -26,8 +28,7 @@ def registered_dims(con, functions) -> dict[str, int | None]:
         except duckdb.Error:
             out[name] = None
             continue
-        head, _, size = type_name.rpartition("[")
-        out[name] = int(size.rstrip("]")) if head and size.rstrip("]").isdigit() else None
+        out[name] = array_size(type_name)
     return out
 
 

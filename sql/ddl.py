@@ -18,6 +18,17 @@ def _statements(filename: str, **values: str) -> list[str]:
     return [s.strip() for s in filled.split(";") if s.strip()]
 
 
+def array_size(type_name: str) -> int | None:
+    """The n of a DuckDB array type name (``FLOAT[384]`` -> 384); None for any other type.
+
+    >>> array_size("FLOAT[384]"), array_size("FLOAT[]"), array_size("VARCHAR")
+    (384, None, None)
+    """
+    head, _, size = type_name.rpartition("[")
+    size = size.rstrip("]")
+    return int(size) if head and size.isdigit() else None
+
+
 def index_tables_ddl(embeddings: str, key_type: str, dim: int, failed: str | None = None) -> list[str]:
     """CREATE statements for an indexing job's tables (names already quoted as needed)."""
     if dim <= 0:

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from embedtext.connectors.client import Client
+from embedtext.connectors.client import Client, embed_rows_separately
 from embedtext.protocol import codec
 from embedtext.protocol.errors import InvalidInputError
 
@@ -77,29 +77,25 @@ class ChunkEmbedder:
 
     def _embed(self, texts: pa.StringArray) -> pa.FixedSizeListArray:
         o = self.options
-        try:
+
+        def embed(rows: pa.Array, on_rows=None) -> pa.FixedSizeListArray:
             return self.client.embed_arrow(
-                texts, model=o.model, dimensions=o.dimensions, truncate=o.truncate, on_rows=self.on_rows
+                rows, model=o.model, dimensions=o.dimensions, truncate=o.truncate, on_rows=on_rows
             )
+
+        try:
+            return embed(texts, self.on_rows)
         except InvalidInputError:
             if o.on_error != "null":
                 raise
-            return self._embed_rows_one_by_one(texts)
-
-    def _embed_rows_one_by_one(self, texts: pa.StringArray) -> pa.FixedSizeListArray:
-        """Slow path after a rejected batch: find the rows that fail, give them NULL."""
-        o = self.options
-        out = np.zeros((len(texts), o.dim), np.float32)
-        bad = np.zeros(len(texts), dtype=bool)
-        for i in range(len(texts)):
-            try:
-                out[i] = self.client.embed(
-                    texts.slice(i, 1), model=o.model, dimensions=o.dimensions, truncate=o.truncate
-                )[0]
-            except InvalidInputError:
-                bad[i] = True
-        values = pa.array(out.reshape(-1))
-        return pa.FixedSizeListArray.from_arrays(values, o.dim, mask=pa.array(bad))
+        # Slow path after a refused batch: the refused rows give NULL, the others their vectors.
+        embedded, vectors, _ = embed_rows_separately(embed, texts)
+        if vectors is None:
+            return self._all_null(len(texts))
+        slots: list[int | None] = [None] * len(texts)
+        for rank, row in enumerate(embedded):
+            slots[row] = rank
+        return pc.take(vectors, pa.array(slots, pa.int32()))
 
 
 class OptionsChunkEmbedder:
@@ -120,10 +116,7 @@ class OptionsChunkEmbedder:
         key = (model or None, dimensions or None)
         with self._lock:
             if key not in self._embedders:
-                info = self.client.info().model(key[0])
-                if key[1] is not None and not 0 < key[1] <= info.dim:
-                    raise InvalidInputError(f"dimensions := {key[1]} is not available: {info.name} has {info.dim}")
-                dim = key[1] or info.dim
+                dim = self.client.info().model(key[0]).output_dim(key[1])
                 self._embedders[key] = ChunkEmbedder(
                     self.client, ChunkOptions(key[0], key[1], dim, self.truncate, self.on_error)
                 )

@@ -80,9 +80,7 @@ def register(
     # the first while the rest are still on the wire, and progress moves smoothly.
     client = Client(target, timeout=timeout, max_in_flight=max_in_flight, max_batch_rows=max_batch_rows)
     info = client.info().model(model)
-    if dimensions is not None and not 0 < dimensions <= info.dim:
-        raise ValueError(f"dimensions={dimensions} is not available: model {info.name} has {info.dim}")
-    dim = dimensions or info.dim
+    dim = info.output_dim(dimensions)  # InvalidInputError, a ValueError, when it is not available
     embedder = ChunkEmbedder(client, ChunkOptions(model, dimensions, dim, truncate, on_error), on_rows=on_rows)
     options_embedder = OptionsChunkEmbedder(client, truncate, on_error)
     float_type = duckdb.sqltype("FLOAT")

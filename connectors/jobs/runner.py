@@ -19,9 +19,9 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from embedtext.connectors.client import Client
+from embedtext.connectors.client import Client, embed_rows_separately
 from embedtext.connectors.jobs.spec import IndexSpec
-from embedtext.connectors.jobs.state import IndexState, connect
+from embedtext.connectors.jobs.state import IndexLockedError, IndexState, connect
 from embedtext.protocol.errors import (
     DeadlineExceededError,
     EmbedTextError,
@@ -108,18 +108,11 @@ class _BatchEmbedder:
             return _Embedded(keys, hashes, self._call(texts))
         except InvalidInputError:
             pass
-        # The server refused the batch: find the rows it refuses, keep the others.
-        good, failures = [], []
-        for i in range(len(texts)):
-            try:
-                self._call(texts.slice(i, 1))
-                good.append(i)
-            except InvalidInputError as exc:
-                failures.append((keys[i].as_py(), hashes[i].as_py(), str(exc)))
-        idx = pa.array(good, pa.int64())
-        kept = pc.take(texts, idx)
-        embeddings = self._call(kept) if good else None
-        return _Embedded(pc.take(keys, idx), pc.take(hashes, idx), embeddings, failures)
+        # The server refused the batch: find the rows it refuses, keep the others' vectors.
+        embedded, vectors, refused = embed_rows_separately(self._call, texts)
+        failures = [(keys[i].as_py(), hashes[i].as_py(), error) for i, error in refused.items()]
+        idx = pa.array(embedded, pa.int64())
+        return _Embedded(pc.take(keys, idx), pc.take(hashes, idx), vectors, failures)
 
 
 def run_index(
@@ -163,9 +156,7 @@ def run_pass(
         if client is None:
             client = Client(spec.target, max_batch_rows=512)
         info = client.info().model(spec.model)
-        if spec.dimensions is not None and not 0 < spec.dimensions <= info.dim:
-            raise InvalidInputError(f"dimensions={spec.dimensions} is not available: {info.name} has {info.dim}")
-        state = IndexState(con, spec, info.name, spec.dimensions or info.dim)
+        state = IndexState(con, spec, info.name, info.output_dim(spec.dimensions))
         state.prepare()
         summary.removed = state.remove_deleted()
         total = state.count_pending()
@@ -189,8 +180,6 @@ def run_pass(
 
 
 def _connect_waiting(database: str, wait_s: float):
-    from embedtext.connectors.jobs.state import IndexLockedError
-
     deadline = time.monotonic() + wait_s
     while True:
         try:

@@ -16,7 +16,7 @@ import duckdb
 import pyarrow as pa
 
 from embedtext.connectors.jobs.spec import IndexSpec, quote_ident
-from embedtext.sql.ddl import index_tables_ddl
+from embedtext.sql.ddl import array_size, index_tables_ddl
 
 
 class IndexLockedError(RuntimeError):
@@ -74,8 +74,8 @@ class IndexState:
         )
         if not rows:
             return None
-        dtype = rows[0][0]  # e.g. FLOAT[384]
-        return int(dtype[dtype.index("[") + 1 : -1]) if "[" in dtype else -1
+        size = array_size(rows[0][0])  # FLOAT[384] -> 384
+        return size if size is not None else -1  # not an array: recreate
 
     def prepare(self) -> None:
         """Create the tables; recreate the embeddings table if its dimension changed."""
@@ -108,9 +108,7 @@ class IndexState:
         """Drop embeddings whose key left the source (or whose text became NULL)."""
         gone = f"NOT EXISTS (SELECT 1 FROM {self.src} s WHERE s.{self.key} = e.key AND {self._has_text('s')})"
         with self._transaction():
-            removed = self._sql(f"SELECT count(*) FROM {self.into} e WHERE {gone}")[0][0]
-            if removed:
-                self._sql(f"DELETE FROM {self.into} e WHERE {gone}")
+            removed = self._sql(f"DELETE FROM {self.into} e WHERE {gone}")[0][0]
             self._sql(
                 f"DELETE FROM {self.failed} f WHERE NOT EXISTS "
                 f"(SELECT 1 FROM {self.src} s WHERE s.{self.key} = f.key AND {self._has_text('s')})"
