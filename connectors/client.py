@@ -43,6 +43,7 @@ from embedtext.connectors.requests import (
     stack_arrow,
     stack_ndarrays,
 )
+from embedtext.connectors.security import ChannelSecurity, TLSConfig
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import (
@@ -56,6 +57,9 @@ from embedtext.protocol.errors import (
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_BATCH_ROWS = 2048
 DEFAULT_IN_FLIGHT = 8
+# float32: raw little-endian bytes (zero copy); float16: half the bytes; float32-repeated: a
+# protobuf `repeated float` (slow, for comparison).
+_REPLY_DTYPES = ("float32", "float16", "float32-repeated")
 
 
 @dataclass(frozen=True)
@@ -127,10 +131,18 @@ class _ClientBase:
         max_batch_rows: int,
         max_in_flight: int,
         max_message_bytes: int,
+        token: str | None,
+        tls: TLSConfig | bool | str | None,
+        reply_dtype: str,
     ) -> None:
         if max_batch_rows < 1 or max_in_flight < 1:
             raise ValueError("max_batch_rows and max_in_flight must be at least 1")
+        if reply_dtype not in _REPLY_DTYPES:
+            raise ValueError(f"reply_dtype must be one of {', '.join(_REPLY_DTYPES)}")
         self.targets = normalize_targets(target)
+        self.security = ChannelSecurity.from_args(tls, token)
+        self._metadata = self.security.metadata
+        self._reply_dtype = reply_dtype
         self.timeout = timeout
         self.max_batch_rows = max_batch_rows
         self.max_in_flight = max_in_flight
@@ -150,6 +162,16 @@ class _ClientBase:
             raise DeadlineExceededError("the client deadline passed before all sub-batches were answered", target=target)
         return left
 
+    def _request_options(self, model, dimensions, normalize, truncate) -> RequestOptions:
+        return RequestOptions(
+            model,
+            dimensions,
+            normalize,
+            truncate,
+            float16=self._reply_dtype == "float16",
+            repeated_float=self._reply_dtype == "float32-repeated",
+        )
+
     def _empty_dim(self, info: ServerInfo, options: RequestOptions) -> int:
         return options.dimensions or info.model(options.model).dim
 
@@ -162,6 +184,12 @@ class Client(_ClientBase):
         timeout: deadline in seconds for one ``embed`` call, all sub-batches together.
         max_batch_rows: rows per request; larger inputs are split.
         max_in_flight: sub-batches in flight at once.
+        token: the server's ``--token``, sent as ``authorization: Bearer`` on every call
+            (refused over plain TCP to a non-loopback host).
+        tls: None (plain), True (TLS, system trust store), a CA file path, or a
+            :class:`~embedtext.connectors.security.TLSConfig` (with a client certificate for mutual TLS).
+        reply_dtype: ``"float32"`` (raw bytes, zero copy), ``"float16"`` (half the bytes) or
+            ``"float32-repeated"`` (protobuf repeated float; slow, for comparison).
     """
 
     def __init__(
@@ -172,6 +200,9 @@ class Client(_ClientBase):
         max_batch_rows: int = DEFAULT_BATCH_ROWS,
         max_in_flight: int = DEFAULT_IN_FLIGHT,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        token: str | None = None,
+        tls: TLSConfig | bool | str | None = None,
+        reply_dtype: str = "float32",
     ) -> None:
         super().__init__(
             target,
@@ -179,10 +210,13 @@ class Client(_ClientBase):
             max_batch_rows=max_batch_rows,
             max_in_flight=max_in_flight,
             max_message_bytes=max_message_bytes,
+            token=token,
+            tls=tls,
+            reply_dtype=reply_dtype,
         )
         endpoints = []
         for t in self.targets:
-            channel = grpc.insecure_channel(t, options=self._options)
+            channel = self.security.open_channel(t, self._options)
             endpoints.append(Endpoint(t, channel, pb_grpc.EmbeddingStub(channel)))
         self._endpoints = EndpointSet(endpoints)
         self._pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="embedtext-client")
@@ -200,7 +234,7 @@ class Client(_ClientBase):
         timeout: float | None = None,
     ) -> np.ndarray:
         """Embed texts; returns a float32 array of shape (len(texts), dim), rows in input order."""
-        options = RequestOptions(model, dimensions, normalize, truncate)
+        options = self._request_options(model, dimensions, normalize, truncate)
         n, batches = plan_text_requests(texts, options, self.max_batch_rows)
         replies = self._run(batches, timeout)
         parts = [reply_to_ndarray(r, b.stop - b.start) for r, b in zip(replies, batches)]
@@ -221,7 +255,7 @@ class Client(_ClientBase):
 
         ``on_rows(n)`` is called as each sub-batch of n rows is answered (progress bars).
         """
-        options = RequestOptions(model, dimensions, normalize, truncate)
+        options = self._request_options(model, dimensions, normalize, truncate)
         _, batches = plan_text_requests(texts, options, self.max_batch_rows)
         replies = self._run(batches, timeout, on_rows)
         parts = [reply_to_arrow(r, b.stop - b.start) for r, b in zip(replies, batches)]
@@ -238,7 +272,7 @@ class Client(_ClientBase):
         timeout: float | None = None,
     ) -> np.ndarray:
         """Embed pre-tokenized rows (the model's own token ids)."""
-        options = RequestOptions(model, dimensions, normalize, truncate)
+        options = self._request_options(model, dimensions, normalize, truncate)
         n, batches = plan_token_requests(token_ids, options, self.max_batch_rows)
         replies = self._run(batches, timeout)
         parts = [reply_to_ndarray(r, b.stop - b.start) for r, b in zip(replies, batches)]
@@ -253,7 +287,7 @@ class Client(_ClientBase):
         if self._info is None or refresh:
             endpoint = self._endpoints.pick()
             try:
-                reply = endpoint.stub.Info(pb.InfoRequest(), timeout=timeout)
+                reply = endpoint.stub.Info(pb.InfoRequest(), timeout=timeout, metadata=self._metadata)
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc, target=endpoint.target) from None
             self._info = ServerInfo.from_proto(reply)
@@ -297,7 +331,9 @@ class Client(_ClientBase):
         for attempt in range(2):
             with self._endpoints.lease(rows, avoid) as endpoint:
                 try:
-                    return endpoint.stub.Embed(batch.request, timeout=self._remaining(deadline, endpoint.target))
+                    return endpoint.stub.Embed(
+                        batch.request, timeout=self._remaining(deadline, endpoint.target), metadata=self._metadata
+                    )
                 except grpc.RpcError as exc:
                     # UNAVAILABLE means the call did not run to completion: embedding is
                     # idempotent, so one retry on another endpoint is safe.
@@ -342,6 +378,9 @@ class AsyncClient(_ClientBase):
         max_batch_rows: int = DEFAULT_BATCH_ROWS,
         max_in_flight: int = DEFAULT_IN_FLIGHT,
         max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES,
+        token: str | None = None,
+        tls: TLSConfig | bool | str | None = None,
+        reply_dtype: str = "float32",
     ) -> None:
         super().__init__(
             target,
@@ -349,10 +388,13 @@ class AsyncClient(_ClientBase):
             max_batch_rows=max_batch_rows,
             max_in_flight=max_in_flight,
             max_message_bytes=max_message_bytes,
+            token=token,
+            tls=tls,
+            reply_dtype=reply_dtype,
         )
         endpoints = []
         for t in self.targets:
-            channel = grpc.aio.insecure_channel(t, options=self._options)
+            channel = self.security.open_aio_channel(t, self._options)
             endpoints.append(Endpoint(t, channel, pb_grpc.EmbeddingStub(channel)))
         self._endpoints = EndpointSet(endpoints)
         self._slots = asyncio.Semaphore(max_in_flight)
@@ -367,7 +409,7 @@ class AsyncClient(_ClientBase):
         truncate: bool = True,
         timeout: float | None = None,
     ) -> np.ndarray:
-        options = RequestOptions(model, dimensions, normalize, truncate)
+        options = self._request_options(model, dimensions, normalize, truncate)
         n, batches = plan_text_requests(texts, options, self.max_batch_rows)
         replies = await self._run(batches, timeout)
         parts = [reply_to_ndarray(r, b.stop - b.start) for r, b in zip(replies, batches)]
@@ -383,7 +425,7 @@ class AsyncClient(_ClientBase):
         truncate: bool = True,
         timeout: float | None = None,
     ) -> pa.FixedSizeListArray:
-        options = RequestOptions(model, dimensions, normalize, truncate)
+        options = self._request_options(model, dimensions, normalize, truncate)
         _, batches = plan_text_requests(texts, options, self.max_batch_rows)
         replies = await self._run(batches, timeout)
         parts = [reply_to_arrow(r, b.stop - b.start) for r, b in zip(replies, batches)]
@@ -399,7 +441,7 @@ class AsyncClient(_ClientBase):
         truncate: bool = True,
         timeout: float | None = None,
     ) -> np.ndarray:
-        options = RequestOptions(model, dimensions, normalize, truncate)
+        options = self._request_options(model, dimensions, normalize, truncate)
         n, batches = plan_token_requests(token_ids, options, self.max_batch_rows)
         replies = await self._run(batches, timeout)
         parts = [reply_to_ndarray(r, b.stop - b.start) for r, b in zip(replies, batches)]
@@ -409,7 +451,7 @@ class AsyncClient(_ClientBase):
         if self._info is None or refresh:
             endpoint = self._endpoints.pick()
             try:
-                reply = await endpoint.stub.Info(pb.InfoRequest(), timeout=timeout)
+                reply = await endpoint.stub.Info(pb.InfoRequest(), timeout=timeout, metadata=self._metadata)
             except grpc.RpcError as exc:
                 raise from_rpc_error(exc, target=endpoint.target) from None
             self._info = ServerInfo.from_proto(reply)
@@ -433,7 +475,7 @@ class AsyncClient(_ClientBase):
                 with self._endpoints.lease(rows, avoid) as endpoint:
                     try:
                         return await endpoint.stub.Embed(
-                            batch.request, timeout=self._remaining(deadline, endpoint.target)
+                            batch.request, timeout=self._remaining(deadline, endpoint.target), metadata=self._metadata
                         )
                     except grpc.RpcError as exc:
                         if exc.code() == grpc.StatusCode.UNAVAILABLE and attempt == 0:

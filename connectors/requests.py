@@ -27,6 +27,8 @@ class RequestOptions:
     normalize: bool | None = None
     truncate: bool = True
     float16: bool = False
+    # The protobuf `repeated float` reply (slow; for comparison and for clients without a byte reader).
+    repeated_float: bool = False
 
     def apply(self, request: pb.EmbedRequest) -> pb.EmbedRequest:
         if self.model:
@@ -38,7 +40,12 @@ class RequestOptions:
         if self.normalize is not None:
             request.normalize = self.normalize
         request.truncation = pb.TRUNCATION_END if self.truncate else pb.TRUNCATION_NONE
-        request.output_dtype = pb.OUTPUT_DTYPE_FLOAT16 if self.float16 else pb.OUTPUT_DTYPE_FLOAT32
+        if self.float16:
+            request.output_dtype = pb.OUTPUT_DTYPE_FLOAT16
+        elif self.repeated_float:
+            request.output_dtype = pb.OUTPUT_DTYPE_FLOAT32_REPEATED
+        else:
+            request.output_dtype = pb.OUTPUT_DTYPE_FLOAT32
         return request
 
 
@@ -91,12 +98,14 @@ def reply_to_ndarray(response: pb.EmbedResponse, expected_rows: int) -> np.ndarr
         return codec.bytes_to_ndarray(response.embeddings_f16le, response.count, response.dim, codec.F16LE).astype(
             np.float32
         )
+    if response.dtype == pb.OUTPUT_DTYPE_FLOAT32_REPEATED:
+        return codec.repeated_to_ndarray(response.embeddings_f32, response.count, response.dim)
     return codec.bytes_to_ndarray(response.embeddings_f32le, response.count, response.dim)
 
 
 def reply_to_arrow(response: pb.EmbedResponse, expected_rows: int) -> pa.FixedSizeListArray:
     """Reply -> ``pa.FixedSizeListArray`` over the reply's bytes (no copy for float32)."""
-    if response.dtype == pb.OUTPUT_DTYPE_FLOAT16:
+    if response.dtype in (pb.OUTPUT_DTYPE_FLOAT16, pb.OUTPUT_DTYPE_FLOAT32_REPEATED):
         return codec.ndarray_to_arrow(reply_to_ndarray(response, expected_rows))
     if response.count != expected_rows:
         raise ProtocolError(f"asked for {expected_rows} rows, the server answered {response.count}")

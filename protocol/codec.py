@@ -163,6 +163,13 @@ def bytes_to_ndarray(buf: bytes, count: int, dim: int, dtype: np.dtype = F32LE) 
     return np.frombuffer(buf, dtype=dtype).reshape(count, dim)
 
 
+def repeated_to_ndarray(values: Sequence[float], count: int, dim: int) -> np.ndarray:
+    """A protobuf ``repeated float`` reply -> (count, dim) float32 array (one copy, value by value)."""
+    if len(values) != count * dim:
+        raise ProtocolError(f"embeddings hold {len(values)} values; count {count} x dim {dim} needs {count * dim}")
+    return np.asarray(values, dtype=F32LE).reshape(count, dim)
+
+
 def bytes_to_arrow(buf: bytes, count: int, dim: int) -> pa.FixedSizeListArray:
     """Reply float32 bytes -> ``pa.FixedSizeListArray`` (float32, list size dim) over the same memory."""
     _check_size(buf, count, dim, 4)

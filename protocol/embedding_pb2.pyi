@@ -18,12 +18,14 @@ class OutputDtype(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTPUT_DTYPE_UNSPECIFIED: _ClassVar[OutputDtype]
     OUTPUT_DTYPE_FLOAT32: _ClassVar[OutputDtype]
     OUTPUT_DTYPE_FLOAT16: _ClassVar[OutputDtype]
+    OUTPUT_DTYPE_FLOAT32_REPEATED: _ClassVar[OutputDtype]
 TRUNCATION_UNSPECIFIED: Truncation
 TRUNCATION_END: Truncation
 TRUNCATION_NONE: Truncation
 OUTPUT_DTYPE_UNSPECIFIED: OutputDtype
 OUTPUT_DTYPE_FLOAT32: OutputDtype
 OUTPUT_DTYPE_FLOAT16: OutputDtype
+OUTPUT_DTYPE_FLOAT32_REPEATED: OutputDtype
 
 class PackedTexts(_message.Message):
     __slots__ = ("data_utf8", "offsets_i32le")
@@ -70,7 +72,7 @@ class EmbedRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ..., packed_texts: _Optional[_Union[PackedTexts, _Mapping]] = ..., texts: _Optional[_Union[TextList, _Mapping]] = ..., token_ids: _Optional[_Union[PackedTokenIds, _Mapping]] = ..., dimensions: _Optional[int] = ..., normalize: _Optional[bool] = ..., truncation: _Optional[_Union[Truncation, str]] = ..., output_dtype: _Optional[_Union[OutputDtype, str]] = ..., request_id: _Optional[int] = ...) -> None: ...
 
 class EmbedResponse(_message.Message):
-    __slots__ = ("request_id", "model", "count", "dim", "dtype", "embeddings_f32le", "embeddings_f16le", "token_counts_i32le", "queue_time_ns", "inference_time_ns")
+    __slots__ = ("request_id", "model", "count", "dim", "dtype", "embeddings_f32le", "embeddings_f16le", "token_counts_i32le", "queue_time_ns", "inference_time_ns", "embeddings_f32")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -81,6 +83,7 @@ class EmbedResponse(_message.Message):
     TOKEN_COUNTS_I32LE_FIELD_NUMBER: _ClassVar[int]
     QUEUE_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     INFERENCE_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    EMBEDDINGS_F32_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     model: str
     count: int
@@ -91,7 +94,8 @@ class EmbedResponse(_message.Message):
     token_counts_i32le: bytes
     queue_time_ns: int
     inference_time_ns: int
-    def __init__(self, request_id: _Optional[int] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., dim: _Optional[int] = ..., dtype: _Optional[_Union[OutputDtype, str]] = ..., embeddings_f32le: _Optional[bytes] = ..., embeddings_f16le: _Optional[bytes] = ..., token_counts_i32le: _Optional[bytes] = ..., queue_time_ns: _Optional[int] = ..., inference_time_ns: _Optional[int] = ...) -> None: ...
+    embeddings_f32: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, request_id: _Optional[int] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., dim: _Optional[int] = ..., dtype: _Optional[_Union[OutputDtype, str]] = ..., embeddings_f32le: _Optional[bytes] = ..., embeddings_f16le: _Optional[bytes] = ..., token_counts_i32le: _Optional[bytes] = ..., queue_time_ns: _Optional[int] = ..., inference_time_ns: _Optional[int] = ..., embeddings_f32: _Optional[_Iterable[float]] = ...) -> None: ...
 
 class RequestStatus(_message.Message):
     __slots__ = ("code", "message")

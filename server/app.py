@@ -17,6 +17,7 @@ from embedtext.server.config import ServerConfig
 from embedtext.server.engine import EngineSettings, VllmBackend, detect_device
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import load_model_spec
+from embedtext.server.null_engine import NullBackend
 from embedtext.server.runtime import ModelRuntime
 from embedtext.server.servicer import EmbeddingServicer
 
@@ -33,7 +34,7 @@ def _parse_model(arg: str) -> tuple[str | None, str]:
 
 
 def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRuntime]:
-    device = detect_device() if config.device == "auto" else config.device
+    device = detect_device() if config.device == "auto" and config.engine == "vllm" else config.device
     total = config.memory_fraction if config.memory_fraction is not None else (0.9 if device == "cuda" else 0.2)
     share = total / (len(config.models) * config.replicas)
     runtimes = []
@@ -53,6 +54,8 @@ def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRu
         )
 
         def factory(index: int, spec=spec, settings=settings):
+            if config.engine == "null":
+                return NullBackend(spec, name=f"{spec.name}/{index}")
             return VllmBackend(spec, settings, name=f"{spec.name}/{index}")
 
         runtimes.append(ModelRuntime(spec, config, metrics, factory))

@@ -36,6 +36,12 @@ from embedtext.server.config import ServerConfig
 @click.option("--max-message-bytes", type=click.IntRange(1024), default=64 * 1024 * 1024, help="gRPC message size limit, both ways.")
 @click.option("--memory-fraction", type=click.FloatRange(0.01, 1.0), default=None, help="Device memory share of all engines together [default: 0.9 GPU, 0.2 CPU].")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto")
+@click.option(
+    "--engine",
+    type=click.Choice(["vllm", "null"]),
+    default="vllm",
+    help="vllm, or null: fixed vectors without a model, to measure the server's own overhead (benchmarks only).",
+)
 @click.option("--dtype", default="auto", help="Engine dtype (auto, float32, bfloat16, float16).")
 @click.option("--max-num-seqs", type=click.IntRange(1), default=1024, help="vLLM max_num_seqs per engine.")
 @click.option("--enforce-eager/--no-enforce-eager", default=False, help="Disable CUDA graphs / compilation.")

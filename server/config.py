@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import ipaddress
 from dataclasses import dataclass, field
+
+from embedtext.protocol.addresses import is_loopback_host
 
 MiB = 1024 * 1024
 
@@ -31,6 +32,8 @@ class ServerConfig:
     # Engine: share of device memory for all replicas together ("auto": 0.9 on a GPU, 0.2 on a CPU).
     memory_fraction: float | None = None
     device: str = "auto"
+    # "vllm", or "null": vectors without a model, to measure overhead (benchmarks only).
+    engine: str = "vllm"
     dtype: str = "auto"
     max_num_seqs: int = 1024
     enforce_eager: bool = False
@@ -40,11 +43,13 @@ class ServerConfig:
     extra: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
+        if self.engine not in ("vllm", "null"):
+            raise ValueError(f"--engine must be vllm or null, not {self.engine!r}")
         if self.replicas < 1:
             raise ValueError("--replicas must be at least 1")
         if not self.models:
             raise ValueError("serve at least one --model")
-        if self.uds is None and not _is_loopback(self.host):
+        if self.uds is None and not is_loopback_host(self.host):
             raise ValueError(
                 f"refusing to listen on {self.host}: without TLS and a token the server binds to loopback "
                 "(127.0.0.1, ::1) or a Unix socket (--uds) only"
@@ -60,11 +65,3 @@ class ServerConfig:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
 
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False

@@ -18,6 +18,10 @@ from embedtext.server.runtime import EmbedOptions, EmbedResult, ModelRuntime
 
 log = logging.getLogger(__name__)
 
+_OUTPUT_DTYPES = frozenset(
+    (pb.OUTPUT_DTYPE_UNSPECIFIED, pb.OUTPUT_DTYPE_FLOAT32, pb.OUTPUT_DTYPE_FLOAT16, pb.OUTPUT_DTYPE_FLOAT32_REPEATED)
+)
+
 
 def _server_version() -> str:
     try:
@@ -52,8 +56,10 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
 
     async def _embed(self, request: pb.EmbedRequest, time_remaining: float | None) -> pb.EmbedResponse:
         runtime = self.runtime_for(request.model)
-        if request.output_dtype not in (pb.OUTPUT_DTYPE_UNSPECIFIED, pb.OUTPUT_DTYPE_FLOAT32, pb.OUTPUT_DTYPE_FLOAT16):
-            raise InvalidInputError(f"unknown output_dtype {request.output_dtype}")
+        if request.output_dtype not in _OUTPUT_DTYPES:
+            raise InvalidInputError(
+                f"unknown output_dtype {request.output_dtype}; expected one of {sorted(_OUTPUT_DTYPES)}"
+            )
         if request.truncation not in (pb.TRUNCATION_UNSPECIFIED, pb.TRUNCATION_END, pb.TRUNCATION_NONE):
             raise InvalidInputError(f"unknown truncation {request.truncation}")
         options = EmbedOptions(
@@ -90,6 +96,9 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
         if request.output_dtype == pb.OUTPUT_DTYPE_FLOAT16:
             response.dtype = pb.OUTPUT_DTYPE_FLOAT16
             response.embeddings_f16le = codec.embeddings_to_bytes(result.embeddings, codec.F16LE)
+        elif request.output_dtype == pb.OUTPUT_DTYPE_FLOAT32_REPEATED:
+            response.dtype = pb.OUTPUT_DTYPE_FLOAT32_REPEATED
+            response.embeddings_f32.extend(result.embeddings.reshape(-1).tolist())
         else:
             response.dtype = pb.OUTPUT_DTYPE_FLOAT32
             response.embeddings_f32le = codec.embeddings_to_bytes(result.embeddings)

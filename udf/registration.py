@@ -44,7 +44,7 @@ def _macros(name: str) -> list[str]:
 
 def register(
     con: duckdb.DuckDBPyConnection,
-    target: str | Sequence[str] | None = None,
+    target: str | Sequence[str] | Client | None = None,
     *,
     name: str = "embed_text",
     model: str | None = None,
@@ -55,13 +55,16 @@ def register(
     max_in_flight: int = 8,
     max_batch_rows: int = 512,
     on_rows: Callable[[int], None] | None = None,
+    token: str | None = None,
+    tls=None,
 ) -> Registration:
     """Register ``name(text) -> FLOAT[dim]`` on ``con``, backed by an embedtext server.
 
     Args:
         con: the DuckDB connection.
         target: ``host:port``, ``unix:PATH`` or a list; None starts (once per process) a
-            co-deployed server for the default model on a Unix socket.
+            co-deployed server for the default model on a Unix socket. A ready-made
+            :class:`~embedtext.Client` is used as it is (its own timeout, TLS and token).
         name: the SQL function name.
         model: served model to use (default: the server's default model).
         dimensions: Matryoshka size of the result (``FLOAT[dimensions]``).
@@ -69,16 +72,22 @@ def register(
         on_error: ``"fail"`` (a row that cannot be embedded fails the query) or ``"null"``
             (that row gives NULL, the others their vectors).
         on_rows: called with the row count of each finished chunk (progress bars).
+        token, tls: the server's token and TLS settings (see :class:`~embedtext.Client`).
 
     Also registered: ``name(text, model)`` and ``name(text, model, dimensions)`` (named
     arguments work: ``name(body, model := 'm', dimensions := 256)``), returning ``FLOAT[]``,
     and the macros of ``sql/macros.sql``.
     """
-    if target is None:
-        target = default_target()
-    # Several smaller requests per 2048-row chunk, all in flight at once: the server starts on
-    # the first while the rest are still on the wire, and progress moves smoothly.
-    client = Client(target, timeout=timeout, max_in_flight=max_in_flight, max_batch_rows=max_batch_rows)
+    if isinstance(target, Client):
+        client, target = target, target.targets
+    else:
+        if target is None:
+            target = default_target()
+        # Several smaller requests per 2048-row chunk, all in flight at once: the server starts on
+        # the first while the rest are still on the wire, and progress moves smoothly.
+        client = Client(
+            target, timeout=timeout, max_in_flight=max_in_flight, max_batch_rows=max_batch_rows, token=token, tls=tls
+        )
     info = client.info().model(model)
     dim = info.output_dim(dimensions)  # InvalidInputError, a ValueError, when it is not available
     embedder = ChunkEmbedder(client, ChunkOptions(model, dimensions, dim, truncate, on_error), on_rows=on_rows)

@@ -1,0 +1,127 @@
+"""Client-side transport security: TLS (optionally mutual) and the bearer token.
+
+The token travels as ``authorization: Bearer <token>`` metadata on every call. It is never
+sent in clear text over a network: without TLS it is allowed only to loopback and Unix-socket
+targets (where it still guards a shared host).
+
+>>> ChannelSecurity(token="s3cret").metadata
+(('authorization', 'Bearer s3cret'),)
+>>> ChannelSecurity(token="s3cret").check_target("10.0.0.5:50051")
+Traceback (most recent call last):
+    ...
+ValueError: refusing to send the token to 10.0.0.5:50051 without TLS; pass tls=... (the server's CA), or use a loopback or unix: target
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import grpc
+
+from embedtext.protocol.addresses import is_loopback_host
+
+
+def _pem(value: str | bytes | os.PathLike | None, what: str) -> bytes | None:
+    """PEM bytes from bytes, PEM text, or a file path."""
+    if value is None:
+        return None
+    if isinstance(value, bytes):
+        return value
+    text = str(value)
+    if "-----BEGIN" in text:
+        return text.encode()
+    path = Path(text)
+    if not path.is_file():
+        raise ValueError(f"{what}: {text} is not a file (give a PEM file path or PEM bytes)")
+    return path.read_bytes()
+
+
+@dataclass(frozen=True)
+class TLSConfig:
+    """TLS settings of a client.
+
+    Args:
+        ca: the CA certificate(s) that signed the server's certificate (PEM path or bytes);
+            None = the system's trust store.
+        cert, key: the client's certificate and key, for servers that require mutual TLS.
+        server_name: the name to check the server's certificate against, when it differs
+            from the target's host (an IP address target, a test certificate).
+    """
+
+    ca: str | bytes | os.PathLike | None = None
+    cert: str | bytes | os.PathLike | None = None
+    key: str | bytes | os.PathLike | None = None
+    server_name: str | None = None
+
+    def __post_init__(self) -> None:
+        if (self.cert is None) != (self.key is None):
+            raise ValueError("mutual TLS needs both cert and key")
+
+    def credentials(self) -> grpc.ChannelCredentials:
+        return grpc.ssl_channel_credentials(
+            root_certificates=_pem(self.ca, "tls ca"),
+            private_key=_pem(self.key, "tls key"),
+            certificate_chain=_pem(self.cert, "tls cert"),
+        )
+
+
+def as_tls_config(tls: TLSConfig | bool | str | os.PathLike | None) -> TLSConfig | None:
+    """``tls=`` as users give it: None/False (plain), True (system roots), a CA path, or TLSConfig."""
+    if tls is None or tls is False:
+        return None
+    if tls is True:
+        return TLSConfig()
+    if isinstance(tls, TLSConfig):
+        return tls
+    return TLSConfig(ca=tls)
+
+
+def _is_local_target(target: str) -> bool:
+    if target.startswith(("unix:", "unix-abstract:")):
+        return True
+    return is_loopback_host(target.rsplit(":", 1)[0])
+
+
+@dataclass(frozen=True)
+class ChannelSecurity:
+    """How a client's channels are opened: plain or TLS, with or without a token."""
+
+    tls: TLSConfig | None = None
+    token: str | None = None
+
+    @classmethod
+    def from_args(cls, tls=None, token: str | None = None) -> ChannelSecurity:
+        if token is not None and not token.strip():
+            raise ValueError("empty token")
+        return cls(as_tls_config(tls), token)
+
+    @property
+    def metadata(self) -> tuple[tuple[str, str], ...] | None:
+        return (("authorization", f"Bearer {self.token}"),) if self.token else None
+
+    def check_target(self, target: str) -> None:
+        if self.token and self.tls is None and not _is_local_target(target):
+            raise ValueError(
+                f"refusing to send the token to {target} without TLS; pass tls=... (the server's CA), "
+                "or use a loopback or unix: target"
+            )
+
+    def _options(self, options: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
+        if self.tls is not None and self.tls.server_name:
+            return [*options, ("grpc.ssl_target_name_override", self.tls.server_name)]
+        return options
+
+    def open_channel(self, target: str, options: list[tuple[str, Any]]) -> grpc.Channel:
+        self.check_target(target)
+        if self.tls is None:
+            return grpc.insecure_channel(target, options=options)
+        return grpc.secure_channel(target, self.tls.credentials(), options=self._options(options))
+
+    def open_aio_channel(self, target: str, options: list[tuple[str, Any]]) -> grpc.aio.Channel:
+        self.check_target(target)
+        if self.tls is None:
+            return grpc.aio.insecure_channel(target, options=options)
+        return grpc.aio.secure_channel(target, self.tls.credentials(), options=self._options(options))

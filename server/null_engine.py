@@ -1,0 +1,51 @@
+"""A null engine: vectors without a model. For measuring overhead only, never for serving.
+
+``NullBackend`` answers every batch at once with fixed vectors of the model's dimension
+(row i of a batch gets a vector derived from its token count, so replies are not all
+identical). It exists so benchmarks can measure what the server, the wire format and the
+client cost by themselves (bench/transport.py); ``embedtext serve --engine null`` says so
+loudly at start-up.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+
+import numpy as np
+
+from embedtext.server.models import ModelSpec
+
+log = logging.getLogger(__name__)
+
+
+class NullBackend:
+    """Implements ``engine.Backend`` with no model behind it."""
+
+    def __init__(self, spec: ModelSpec, *, name: str = "null") -> None:
+        self.spec = spec
+        self.name = name
+        self._running = False
+        # One fixed unit-length base vector; each row scales it by its token count.
+        rng = np.random.default_rng(0)
+        base = rng.standard_normal(spec.dim).astype(np.float32)
+        self._base = base / np.linalg.norm(base)
+
+    async def start(self) -> None:
+        log.warning("%s: NULL ENGINE for model %s - vectors are not embeddings (benchmarks only)", self.name, self.spec.name)
+        self._running = True
+
+    async def embed(self, rows: list[list[int]]) -> np.ndarray:
+        scale = np.fromiter((len(r) for r in rows), dtype=np.float32, count=len(rows))
+        return scale[:, None] * self._base[None, :]
+
+    async def stop(self) -> None:
+        self._running = False
+
+    @property
+    def alive(self) -> bool:
+        return self._running
+
+    @property
+    def pids(self) -> list[int]:
+        return [os.getpid()] if self._running else []
