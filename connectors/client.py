@@ -57,6 +57,7 @@ from embedtext.protocol.errors import (
 DEFAULT_TIMEOUT_S = 300.0
 DEFAULT_BATCH_ROWS = 2048
 DEFAULT_IN_FLIGHT = 8
+RECONNECT_WAIT_S = 5.0
 # float32: raw little-endian bytes (zero copy); float16: half the bytes; float32-repeated: a
 # protobuf `repeated float` (slow, for comparison).
 _REPLY_DTYPES = ("float32", "float16", "float32-repeated")
@@ -161,6 +162,30 @@ class _ClientBase:
         if left <= 0:
             raise DeadlineExceededError("the client deadline passed before all sub-batches were answered", target=target)
         return left
+
+    def _attempt_timeout(self, deadline: float | None, target: str, attempt: int) -> tuple[float | None, bool]:
+        """The timeout of one attempt, and whether it was capped below the caller's deadline.
+
+        UNAVAILABLE means the call did not run to completion; embedding is idempotent, so it
+        is retried once, on another endpoint if there is one. The retry waits for the channel
+        to (re)connect, but at most RECONNECT_WAIT_S: a server restarting within that time is
+        invisible, and a dead one is a clear UnavailableError soon, not a hang.
+        """
+        remaining = self._remaining(deadline, target)
+        if attempt == 0:
+            return remaining, False
+        if remaining is None or remaining > RECONNECT_WAIT_S:
+            return RECONNECT_WAIT_S, True
+        return remaining, False
+
+    @staticmethod
+    def _call_error(exc: grpc.RpcError, first: grpc.RpcError | None, capped: bool, target: str) -> EmbedTextError:
+        if capped and first is not None and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            # Our reconnect wait ran out, not the caller's deadline: report why we waited.
+            error = from_rpc_error(first, target=target)
+            error.message += f" (retried for {RECONNECT_WAIT_S:.0f}s)"
+            return error
+        return from_rpc_error(exc, target=target)
 
     def _request_options(self, model, dimensions, normalize, truncate) -> RequestOptions:
         return RequestOptions(
@@ -328,20 +353,21 @@ class Client(_ClientBase):
     def _call(self, batch: SubBatch, deadline: float | None) -> pb.EmbedResponse:
         avoid: list[Endpoint] = []
         rows = max(batch.stop - batch.start, 1)
+        first: grpc.RpcError | None = None
         for attempt in range(2):
             with self._endpoints.lease(rows, avoid) as endpoint:
+                timeout, capped = self._attempt_timeout(deadline, endpoint.target, attempt)
                 try:
                     return endpoint.stub.Embed(
-                        batch.request, timeout=self._remaining(deadline, endpoint.target), metadata=self._metadata
+                        batch.request, timeout=timeout, metadata=self._metadata, wait_for_ready=attempt > 0
                     )
                 except grpc.RpcError as exc:
-                    # UNAVAILABLE means the call did not run to completion: embedding is
-                    # idempotent, so one retry on another endpoint is safe.
                     if exc.code() == grpc.StatusCode.UNAVAILABLE and attempt == 0:
+                        first = exc
                         endpoint.failures += 1
                         avoid.append(endpoint)
                         continue
-                    raise from_rpc_error(exc, target=endpoint.target) from None
+                    raise self._call_error(exc, first, capped, endpoint.target) from None
         raise AssertionError("unreachable")
 
     def _run(
@@ -471,18 +497,21 @@ class AsyncClient(_ClientBase):
         avoid: list[Endpoint] = []
         rows = max(batch.stop - batch.start, 1)
         async with self._slots:
+            first: grpc.RpcError | None = None
             for attempt in range(2):
                 with self._endpoints.lease(rows, avoid) as endpoint:
+                    timeout, capped = self._attempt_timeout(deadline, endpoint.target, attempt)
                     try:
                         return await endpoint.stub.Embed(
-                            batch.request, timeout=self._remaining(deadline, endpoint.target), metadata=self._metadata
+                            batch.request, timeout=timeout, metadata=self._metadata, wait_for_ready=attempt > 0
                         )
                     except grpc.RpcError as exc:
                         if exc.code() == grpc.StatusCode.UNAVAILABLE and attempt == 0:
+                            first = exc
                             endpoint.failures += 1
                             avoid.append(endpoint)
                             continue
-                        raise from_rpc_error(exc, target=endpoint.target) from None
+                        raise self._call_error(exc, first, capped, endpoint.target) from None
         raise AssertionError("unreachable")
 
     async def _run(self, batches: list[SubBatch], timeout: float | None) -> list[pb.EmbedResponse]:

@@ -51,6 +51,11 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
         ("grpc.keepalive_permit_without_calls", 0),
         # Retries are ours (UNAVAILABLE only, once, on another endpoint).
         ("grpc.enable_retries", 0),
+        # Reconnect to a restarted server within a second, not after gRPC's default backoff
+        # (which grows to two minutes).
+        ("grpc.initial_reconnect_backoff_ms", 200),
+        ("grpc.min_reconnect_backoff_ms", 200),
+        ("grpc.max_reconnect_backoff_ms", 1000),
     ]
 
 

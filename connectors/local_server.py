@@ -50,7 +50,10 @@ class LocalServer:
             cmd += ["--model", model]
         cmd += ["--uds", self.uds] if self.uds else ["--port", str(port)]
         self.command = cmd + list(args)
-        self.env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), **(env or {})}
+        # A private server: security settings meant for a remote server (EMBEDTEXT_TLS_*,
+        # EMBEDTEXT_TOKEN*) are not inherited; pass them in args or env to use them.
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("EMBEDTEXT_TLS_", "EMBEDTEXT_TOKEN"))}
+        self.env = {**inherited, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), **(env or {})}
         self.process: subprocess.Popen | None = None
 
     def start(self) -> LocalServer:

@@ -15,7 +15,7 @@ ValueError: refusing to send the token to 10.0.0.5:50051 without TLS; pass tls=.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -85,43 +85,83 @@ def _is_local_target(target: str) -> bool:
     return is_loopback_host(target.rsplit(":", 1)[0])
 
 
+def _env_token() -> str | None:
+    token = os.environ.get("EMBEDTEXT_TOKEN")
+    if not token and os.environ.get("EMBEDTEXT_TOKEN_FILE"):
+        token = Path(os.environ["EMBEDTEXT_TOKEN_FILE"]).read_text(encoding="utf-8")
+    return token.strip() if token else None
+
+
+def _env_tls() -> TLSConfig | None:
+    env = os.environ
+    if not any(env.get(k) for k in ("EMBEDTEXT_TLS_CA", "EMBEDTEXT_TLS_CLIENT_CERT")):
+        return None
+    return TLSConfig(
+        ca=env.get("EMBEDTEXT_TLS_CA") or None,
+        cert=env.get("EMBEDTEXT_TLS_CLIENT_CERT") or None,
+        key=env.get("EMBEDTEXT_TLS_CLIENT_KEY") or None,
+        server_name=env.get("EMBEDTEXT_TLS_SERVER_NAME") or None,
+    )
+
+
 @dataclass(frozen=True)
 class ChannelSecurity:
-    """How a client's channels are opened: plain or TLS, with or without a token."""
+    """How a client's channels are opened: plain or TLS, with or without a token.
+
+    ``tls_on_unix``: whether TLS applies to ``unix:`` targets too (when given explicitly);
+    TLS settings taken from the environment apply to TCP targets only, so a private
+    co-deployed server on a Unix socket keeps working in a shell set up for a remote one.
+    """
 
     tls: TLSConfig | None = None
-    token: str | None = None
+    token: str | None = field(default=None, repr=False)
+    tls_on_unix: bool = True
 
     @classmethod
     def from_args(cls, tls=None, token: str | None = None) -> ChannelSecurity:
-        if token is not None and not token.strip():
+        """Explicit arguments win; None reads EMBEDTEXT_TOKEN (or EMBEDTEXT_TOKEN_FILE) and
+        EMBEDTEXT_TLS_CA, EMBEDTEXT_TLS_CLIENT_CERT, EMBEDTEXT_TLS_CLIENT_KEY, EMBEDTEXT_TLS_SERVER_NAME."""
+        if token is None:
+            token = _env_token()
+        elif not token.strip():
             raise ValueError("empty token")
+        if tls is None:
+            return cls(_env_tls(), token, tls_on_unix=False)
         return cls(as_tls_config(tls), token)
+
+    def tls_for(self, target: str) -> TLSConfig | None:
+        if target.startswith(("unix:", "unix-abstract:")) and not self.tls_on_unix:
+            return None
+        return self.tls
 
     @property
     def metadata(self) -> tuple[tuple[str, str], ...] | None:
         return (("authorization", f"Bearer {self.token}"),) if self.token else None
 
     def check_target(self, target: str) -> None:
-        if self.token and self.tls is None and not _is_local_target(target):
+        if self.token and self.tls_for(target) is None and not _is_local_target(target):
             raise ValueError(
                 f"refusing to send the token to {target} without TLS; pass tls=... (the server's CA), "
                 "or use a loopback or unix: target"
             )
 
-    def _options(self, options: list[tuple[str, Any]]) -> list[tuple[str, Any]]:
-        if self.tls is not None and self.tls.server_name:
-            return [*options, ("grpc.ssl_target_name_override", self.tls.server_name)]
-        return options
+    def _channel_args(self, target: str, options: list[tuple[str, Any]]):
+        self.check_target(target)
+        tls = self.tls_for(target)
+        if tls is None:
+            return None, options
+        if tls.server_name:
+            options = [*options, ("grpc.ssl_target_name_override", tls.server_name)]
+        return tls.credentials(), options
 
     def open_channel(self, target: str, options: list[tuple[str, Any]]) -> grpc.Channel:
-        self.check_target(target)
-        if self.tls is None:
+        credentials, options = self._channel_args(target, options)
+        if credentials is None:
             return grpc.insecure_channel(target, options=options)
-        return grpc.secure_channel(target, self.tls.credentials(), options=self._options(options))
+        return grpc.secure_channel(target, credentials, options=options)
 
     def open_aio_channel(self, target: str, options: list[tuple[str, Any]]) -> grpc.aio.Channel:
-        self.check_target(target)
-        if self.tls is None:
+        credentials, options = self._channel_args(target, options)
+        if credentials is None:
             return grpc.aio.insecure_channel(target, options=options)
-        return grpc.aio.secure_channel(target, self.tls.credentials(), options=self._options(options))
+        return grpc.aio.secure_channel(target, credentials, options=options)

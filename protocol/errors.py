@@ -125,4 +125,8 @@ def from_rpc_error(error: grpc.RpcError, *, target: str | None = None) -> EmbedT
     if code == grpc.StatusCode.UNAVAILABLE and target and ("connect" in (details or "").lower() or not details):
         # The server could not be reached at all (not a server that answered UNAVAILABLE).
         details = f"{details}; is `embedtext serve` running and reachable at {target}?"
+        if "socket closed" in details.lower() or "handshake" in details.lower():
+            # What a TLS mismatch looks like from the client: plain vs TLS, an untrusted CA, or
+            # a client certificate the server requires but did not get or does not trust.
+            details += " If it uses TLS, check tls= (the server's CA, and a client certificate for mutual TLS)."
     return from_status(code, details or "", target=target)

@@ -12,13 +12,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from embedtext.protocol import embedding_pb2 as pb
-from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.server.config import ServerConfig
+from embedtext.server.decoding import add_service
 from embedtext.server.engine import EngineSettings, VllmBackend, detect_device
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import load_model_spec
 from embedtext.server.null_engine import NullBackend
 from embedtext.server.runtime import ModelRuntime
+from embedtext.server.security import TokenAuthInterceptor, server_credentials
 from embedtext.server.servicer import EmbeddingServicer
 
 log = logging.getLogger("embedtext.server")
@@ -76,8 +77,12 @@ class EmbeddingServer:
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.so_reuseport", 0),
         ]
-        self.server = grpc.aio.server(options=options, maximum_concurrent_rpcs=config.max_concurrent_rpcs)
-        pb_grpc.add_EmbeddingServicer_to_server(self.servicer, self.server)
+        interceptors = [TokenAuthInterceptor(config.token, self.metrics)] if config.token else []
+        self.server = grpc.aio.server(
+            options=options, maximum_concurrent_rpcs=config.max_concurrent_rpcs, interceptors=interceptors
+        )
+        self.credentials = server_credentials(config)
+        add_service(self.servicer, self.server)
         health_pb2_grpc.add_HealthServicer_to_server(self.health, self.server)
         reflection.enable_server_reflection(
             (SERVICE_NAME, health_pb2.DESCRIPTOR.services_by_name["Health"].full_name, reflection.SERVICE_NAME),
@@ -93,19 +98,29 @@ class EmbeddingServer:
             if asyncio.iscoroutine(result):
                 await result
 
+    def _add_port(self, address: str) -> int:
+        if self.credentials is not None:
+            return self.server.add_secure_port(address, self.credentials)
+        return self.server.add_insecure_port(address)
+
     async def start(self) -> None:
         if self.config.uds:
             if os.path.exists(self.config.uds):
                 os.unlink(self.config.uds)
-            self.server.add_insecure_port(f"unix:{self.config.uds}")
+            self._add_port(f"unix:{self.config.uds}")
         else:
-            self.bound_port = self.server.add_insecure_port(self.config.address)
+            self.bound_port = self._add_port(self.config.address)
             if self.bound_port == 0:
                 raise OSError(f"could not listen on {self.config.address} (port in use?)")
         await self._set_health(False)
         await self.server.start()
         where = self.config.address if self.config.uds else f"{self.config.host}:{self.bound_port}"
-        log.info("listening on %s; starting engines", where)
+        guards = [
+            name
+            for name, on in (("TLS", self.credentials), ("client certificates", self.config.tls_client_ca), ("token", self.config.token))
+            if on
+        ]
+        log.info("listening on %s (%s); starting engines", where, ", ".join(guards) or "plain, local only")
         print(f"embedtext: listening on {where}", flush=True)
         if self.config.metrics_port is not None:
             self.metrics.serve_http(self.config.metrics_port)

@@ -25,6 +25,11 @@ from embedtext.server.config import ServerConfig
 @click.option("--host", default="127.0.0.1", help="Interface to listen on (loopback only without TLS).")
 @click.option("--port", type=click.IntRange(0, 65535), default=50051, help="TCP port (0 = any free port).")
 @click.option("--uds", type=click.Path(dir_okay=False), default=None, help="Listen on this Unix socket instead.")
+@click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None, help="TLS certificate chain (PEM); needs --tls-key.")
+@click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None, help="TLS private key (PEM).")
+@click.option("--tls-client-ca", type=click.Path(exists=True, dir_okay=False), default=None, help="Require client certificates signed by this CA (mutual TLS).")
+@click.option("--token", default=None, show_default=False, help="Require 'authorization: Bearer TOKEN' on every call but health checks (prefer EMBEDTEXT_TOKEN or --token-file: arguments are visible to other users).")
+@click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None, help="Read the token from this file.")
 @click.option("--max-batch-tokens", type=click.IntRange(1), default=16384, help="A batch closes at this many tokens.")
 @click.option("--max-batch-rows", type=click.IntRange(1), default=1024, help="... or at this many rows.")
 @click.option("--max-batch-delay-ms", type=click.FloatRange(0), default=2.0, help="... or when its oldest row waited this long.")
@@ -52,6 +57,11 @@ def serve_command(**kwargs) -> None:
     """Serve embedding models over gRPC (embedtext.v1)."""
     from embedtext.server.app import configure_logging, serve
 
+    token_file = kwargs.pop("token_file")
+    if token_file:
+        if kwargs["token"]:
+            raise click.UsageError("give --token or --token-file, not both")
+        kwargs["token"] = open(token_file, encoding="utf-8").read().strip()
     try:
         config = ServerConfig(**{k: (tuple(v) if k == "models" else v) for k, v in kwargs.items()})
     except ValueError as exc:

@@ -18,6 +18,13 @@ class ServerConfig:
     host: str = "127.0.0.1"
     port: int = 50051
     uds: str | None = None
+    # TLS: certificate chain and key (PEM files); with tls_client_ca, clients must present a
+    # certificate signed by it (mutual TLS).
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_client_ca: str | None = None
+    # Every call but health checks must carry "authorization: Bearer <token>".
+    token: str | None = field(default=None, repr=False)
     # Batching: a batch closes at max_batch_tokens / max_batch_rows or after max_batch_delay_ms.
     max_batch_tokens: int = 16384
     max_batch_rows: int = 1024
@@ -49,10 +56,16 @@ class ServerConfig:
             raise ValueError("--replicas must be at least 1")
         if not self.models:
             raise ValueError("serve at least one --model")
-        if self.uds is None and not is_loopback_host(self.host):
+        if bool(self.tls_cert) != bool(self.tls_key):
+            raise ValueError("TLS needs both --tls-cert and --tls-key")
+        if self.tls_client_ca and not self.tls_cert:
+            raise ValueError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+        if self.token is not None and (not self.token.strip() or any(c in self.token for c in "\r\n")):
+            raise ValueError("the token is empty or holds a line break")
+        if self.uds is None and not is_loopback_host(self.host) and not (self.tls_cert and self.token):
             raise ValueError(
-                f"refusing to listen on {self.host}: without TLS and a token the server binds to loopback "
-                "(127.0.0.1, ::1) or a Unix socket (--uds) only"
+                f"refusing to listen on {self.host}: beyond loopback (127.0.0.1, ::1) or a Unix socket (--uds) "
+                "the server needs TLS (--tls-cert, --tls-key) and a token (--token or --token-file)"
             )
         for name in ("max_batch_tokens", "max_batch_rows", "max_queued_rows", "max_request_rows", "max_message_bytes"):
             if getattr(self, name) <= 0:

@@ -20,6 +20,7 @@ class ServerMetrics:
         self.rows = Counter("embedtext_rows", "Rows embedded", ["model"], registry=r)
         self.tokens = Counter("embedtext_tokens", "Tokens embedded", ["model"], registry=r)
         self.failures = Counter("embedtext_failures", "Failed requests by cause", ["model", "cause"], registry=r)
+        self.unauthenticated = Counter("embedtext_unauthenticated", "Calls refused for a missing or wrong token", registry=r)
         self.batch_rows = Histogram(
             "embedtext_batch_rows", "Rows per engine batch", ["model"], buckets=_ROW_BUCKETS, registry=r
         )

@@ -11,16 +11,13 @@ import grpc
 from embedtext.protocol import PROTOCOL_VERSION, codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
-from embedtext.protocol.errors import EmbedTextError, InternalError, InvalidInputError, ModelNotFoundError, to_status
+from embedtext.protocol.errors import EmbedTextError, InternalError, ModelNotFoundError, to_status
 from embedtext.server.config import ServerConfig
+from embedtext.server.decoding import MalformedRequest, decode_inputs, decode_options
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.runtime import EmbedOptions, EmbedResult, ModelRuntime
+from embedtext.server.runtime import EmbedResult, ModelRuntime
 
 log = logging.getLogger(__name__)
-
-_OUTPUT_DTYPES = frozenset(
-    (pb.OUTPUT_DTYPE_UNSPECIFIED, pb.OUTPUT_DTYPE_FLOAT32, pb.OUTPUT_DTYPE_FLOAT16, pb.OUTPUT_DTYPE_FLOAT32_REPEATED)
-)
 
 
 def _server_version() -> str:
@@ -50,35 +47,22 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
             return self._by_name[model]
         except KeyError:
             served = ", ".join(rt.spec.name for rt in self.runtimes)
-            raise ModelNotFoundError(f"model {model!r} is not served here; served models: {served}") from None
+            shown = model if len(model) <= 100 else f"{model[:100]}... ({len(model)} characters)"
+            raise ModelNotFoundError(f"model {shown!r} is not served here; served models: {served}") from None
 
     # --- Embed ---------------------------------------------------------------------------
 
-    async def _embed(self, request: pb.EmbedRequest, time_remaining: float | None) -> pb.EmbedResponse:
+    async def _embed(self, request: pb.EmbedRequest | MalformedRequest, time_remaining: float | None) -> pb.EmbedResponse:
+        if isinstance(request, MalformedRequest):
+            raise request.error()
         runtime = self.runtime_for(request.model)
-        if request.output_dtype not in _OUTPUT_DTYPES:
-            raise InvalidInputError(
-                f"unknown output_dtype {request.output_dtype}; expected one of {sorted(_OUTPUT_DTYPES)}"
-            )
-        if request.truncation not in (pb.TRUNCATION_UNSPECIFIED, pb.TRUNCATION_END, pb.TRUNCATION_NONE):
-            raise InvalidInputError(f"unknown truncation {request.truncation}")
-        options = EmbedOptions(
-            dimensions=request.dimensions,
-            normalize=request.normalize if request.HasField("normalize") else None,
-            truncate=request.truncation != pb.TRUNCATION_NONE,
-        )
+        options = decode_options(request)
+        inputs = decode_inputs(request)
         deadline = time.monotonic() + time_remaining if time_remaining is not None else None
-        kind = request.WhichOneof("inputs")
-        if kind == "packed_texts":
-            texts = codec.unpack_texts(request.packed_texts.data_utf8, request.packed_texts.offsets_i32le)
-            result = await runtime.embed_texts(texts, options, deadline)
-        elif kind == "texts":
-            result = await runtime.embed_texts(list(request.texts.texts), options, deadline)
-        elif kind == "token_ids":
-            rows = codec.unpack_token_ids(request.token_ids.ids_i32le, request.token_ids.offsets_i32le)
-            result = await runtime.embed_token_ids(rows, options, deadline)
+        if inputs.texts is not None:
+            result = await runtime.embed_texts(inputs.texts, options, deadline)
         else:
-            raise InvalidInputError("the request holds no inputs: set packed_texts, texts or token_ids")
+            result = await runtime.embed_token_ids(inputs.token_ids, options, deadline)
         return self._response(request, result)
 
     @staticmethod
@@ -105,7 +89,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
         return response
 
     def _count(self, request: pb.EmbedRequest, code: grpc.StatusCode, cause: str | None = None) -> None:
-        model = request.model or self.default_model
+        model = getattr(request, "model", "") or self.default_model  # a MalformedRequest has none
         model = model if model in self._by_name else "unknown"
         self.metrics.requests.labels(model, code.name).inc()
         if cause:
@@ -133,24 +117,25 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
     # --- EmbedStream ---------------------------------------------------------------------
 
     async def _stream_item(self, request: pb.EmbedRequest, remaining: float | None) -> pb.EmbedStreamResponse:
+        request_id = getattr(request, "request_id", 0)  # a MalformedRequest has none
         try:
             response = await self._embed(request, remaining)
         except EmbedTextError as exc:
             code, message = to_status(exc)
             self._count(request, code, type(exc).__name__)
             return pb.EmbedStreamResponse(
-                request_id=request.request_id, error=pb.RequestStatus(code=code.value[0], message=message)
+                request_id=request_id, error=pb.RequestStatus(code=code.value[0], message=message)
             )
         except Exception as exc:
             log.exception("EmbedStream item failed")
             self._count(request, grpc.StatusCode.INTERNAL, type(exc).__name__)
             error = InternalError(f"internal error: {type(exc).__name__}: {exc}")
             return pb.EmbedStreamResponse(
-                request_id=request.request_id,
+                request_id=request_id,
                 error=pb.RequestStatus(code=error.code.value[0], message=error.message),
             )
         self._count(request, grpc.StatusCode.OK)
-        return pb.EmbedStreamResponse(request_id=request.request_id, response=response)
+        return pb.EmbedStreamResponse(request_id=request_id, response=response)
 
     async def EmbedStream(self, request_iterator, context: grpc.aio.ServicerContext):
         """Handle up to ``max_stream_inflight`` requests of a stream at once; reply as each finishes."""

@@ -51,13 +51,7 @@ class RunningServers:
 
     def tiny_metrics(self) -> dict[str, float]:
         """The tiny server's Prometheus samples, as {'name{labels}': value}."""
-        text = urllib.request.urlopen(f"http://127.0.0.1:{self.tiny_metrics_port}/metrics", timeout=10).read().decode()
-        out = {}
-        for line in text.splitlines():
-            if line and not line.startswith("#"):
-                key, _, value = line.rpartition(" ")
-                out[key] = float(value)
-        return out
+        return read_metrics(self.tiny_metrics_port)
 
 
 class _ExternalServer:
@@ -118,3 +112,182 @@ def tiny_client(servers):
 
     with Client(servers.tiny.target, max_batch_rows=100) as client:
         yield client
+
+
+# --- TLS material for the security tests ---------------------------------------------------
+
+
+class TLSFiles:
+    """A CA, a server certificate for localhost/127.0.0.1, a client certificate, and a
+    rogue CA with its own client certificate (PEM files in one directory)."""
+
+    def __init__(self, directory) -> None:
+        import datetime
+
+        from cryptography import x509
+        from cryptography.hazmat.primitives import hashes, serialization
+        from cryptography.hazmat.primitives.asymmetric import ec
+        from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+        import ipaddress
+
+        now = datetime.datetime.now(datetime.timezone.utc)
+
+        def name(cn):
+            return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
+
+        def write(stem, key, cert):
+            (directory / f"{stem}.key").write_bytes(
+                key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+            )
+            (directory / f"{stem}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+
+        def ca(cn):
+            key = ec.generate_private_key(ec.SECP256R1())
+            cert = (
+                x509.CertificateBuilder().subject_name(name(cn)).issuer_name(name(cn)).public_key(key.public_key())
+                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+                .not_valid_after(now + datetime.timedelta(days=7))
+                .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+                .sign(key, hashes.SHA256())
+            )
+            return key, cert
+
+        def leaf(cn, issuer_key, issuer_cert, usage, sans=()):
+            key = ec.generate_private_key(ec.SECP256R1())
+            builder = (
+                x509.CertificateBuilder().subject_name(name(cn)).issuer_name(issuer_cert.subject)
+                .public_key(key.public_key()).serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=7))
+                .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
+            )
+            if sans:
+                builder = builder.add_extension(x509.SubjectAlternativeName(list(sans)), critical=False)
+            return key, builder.sign(issuer_key, hashes.SHA256())
+
+        ca_key, ca_cert = ca("embedtext test CA")
+        write("ca", ca_key, ca_cert)
+        write("server", *leaf("localhost", ca_key, ca_cert, ExtendedKeyUsageOID.SERVER_AUTH,
+                              [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]))
+        write("client", *leaf("embedtext test client", ca_key, ca_cert, ExtendedKeyUsageOID.CLIENT_AUTH))
+        rogue_key, rogue_cert = ca("rogue CA")
+        write("rogue-ca", rogue_key, rogue_cert)
+        write("rogue-client", *leaf("rogue client", rogue_key, rogue_cert, ExtendedKeyUsageOID.CLIENT_AUTH))
+        self.dir = directory
+
+    def __getattr__(self, stem: str):
+        # tls.ca_pem, tls.server_key, tls.rogue_client_pem, ...
+        base, _, ext = stem.rpartition("_")
+        return str(self.dir / f"{base.replace('_', '-')}.{ext}")
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory):
+    return TLSFiles(tmp_path_factory.mktemp("tls"))
+
+
+# --- a server behind TLS, client certificates and a token, that tests may kill and restart -----
+
+GUARD_TOKEN = "test-token-7f3a9c"
+
+
+class GuardedServer:
+    """The tiny model behind mutual TLS and a token, on a fixed 127.0.0.1 port, with metrics.
+
+    Used by the security tests first (test_auth.py), then by the fault tests (test_faults.py),
+    which restart it and finally kill it."""
+
+    def __init__(self, model_dir, tls: TLSFiles, logs) -> None:
+        self.model_dir = model_dir
+        self.tls = tls
+        self.logs = logs
+        self.port = free_port()
+        self.metrics_port = free_port()
+        self.target = f"127.0.0.1:{self.port}"
+        self.token = GUARD_TOKEN
+        token_file = logs / "token"
+        token_file.write_text(GUARD_TOKEN)
+        self.args = [
+            "--tls-cert", tls.server_pem, "--tls-key", tls.server_key, "--tls-client-ca", tls.ca_pem,
+            "--token-file", str(token_file), "--metrics-port", str(self.metrics_port),
+        ]
+        self.server = None
+        self.starts = 0
+
+    def start(self) -> "GuardedServer":
+        from embedtext.connectors.local_server import LocalServer
+
+        self.starts += 1  # a fresh log per start: wait_ready looks for "ready" in it
+        self.server = LocalServer(
+            [f"tiny={self.model_dir}"], port=self.port, args=self.args, log_path=self.logs / f"guarded-{self.starts}.log"
+        ).start()
+        self.server.wait_ready(START_TIMEOUT_S)
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self.server.pid
+
+    def kill(self) -> None:
+        """kill -9 the server and its engine processes."""
+        import signal
+
+        import psutil
+
+        family = [self.pid] + [c.pid for c in psutil.Process(self.pid).children(recursive=True)]
+        for pid in family:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        self.server.process.wait(30)
+
+    def tls_config(self, **overrides):
+        from embedtext.connectors.security import TLSConfig
+
+        fields = dict(ca=self.tls.ca_pem, cert=self.tls.client_pem, key=self.tls.client_key)
+        fields.update(overrides)
+        return TLSConfig(**fields)
+
+    def client(self, **kwargs):
+        from embedtext import Client
+
+        kwargs.setdefault("tls", self.tls_config())
+        kwargs.setdefault("token", GUARD_TOKEN)
+        return Client(self.target, **kwargs)
+
+    def client_env(self) -> dict[str, str]:
+        """What a shell would export to reach this server (EMBEDTEXT_TOKEN, EMBEDTEXT_TLS_*)."""
+        return {
+            "EMBEDTEXT_TOKEN": GUARD_TOKEN,
+            "EMBEDTEXT_TLS_CA": self.tls.ca_pem,
+            "EMBEDTEXT_TLS_CLIENT_CERT": self.tls.client_pem,
+            "EMBEDTEXT_TLS_CLIENT_KEY": self.tls.client_key,
+        }
+
+    def metrics(self) -> dict[str, float]:
+        return read_metrics(self.metrics_port)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def read_metrics(port: int) -> dict[str, float]:
+    """A server's Prometheus samples, as {'name{labels}': value}."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+@pytest.fixture(scope="session")
+def guarded(tiny_model_dir, tls_files, tmp_path_factory):
+    server = GuardedServer(tiny_model_dir, tls_files, tmp_path_factory.mktemp("guarded"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()

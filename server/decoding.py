@@ -1,0 +1,107 @@
+"""Request bytes -> what the runtime needs, refusing anything malformed with a clear message.
+
+gRPC's own deserialization failure ends a call with INTERNAL "Exception deserializing
+request!", which tells a caller nothing. The service is therefore registered with tolerant
+deserializers: bytes that are not a valid message become a ``MalformedRequest`` that the
+servicer answers with INVALID_ARGUMENT (or, on a stream, an error item; the stream goes on).
+``decode_inputs`` and ``decode_options`` check every field a client controls; their only
+exception is ``InvalidInputError`` (tests/unit/server/test_decoding_fuzz.py fuzzes them).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import grpc
+from google.protobuf.message import DecodeError
+
+from embedtext.protocol import codec
+from embedtext.protocol import embedding_pb2 as pb
+from embedtext.protocol.errors import InvalidInputError
+from embedtext.server.runtime import EmbedOptions
+
+SERVICE = pb.DESCRIPTOR.services_by_name["Embedding"].full_name
+
+_OUTPUT_DTYPES = frozenset(
+    (pb.OUTPUT_DTYPE_UNSPECIFIED, pb.OUTPUT_DTYPE_FLOAT32, pb.OUTPUT_DTYPE_FLOAT16, pb.OUTPUT_DTYPE_FLOAT32_REPEATED)
+)
+_TRUNCATIONS = frozenset((pb.TRUNCATION_UNSPECIFIED, pb.TRUNCATION_END, pb.TRUNCATION_NONE))
+
+
+@dataclass(frozen=True)
+class MalformedRequest:
+    """Bytes that did not parse as the expected message."""
+
+    message_type: str
+    size: int
+    reason: str
+
+    def error(self) -> InvalidInputError:
+        return InvalidInputError(
+            f"malformed request: {self.size} bytes are not a valid {self.message_type} ({self.reason}); "
+            "build requests with the generated embedtext.v1 code"
+        )
+
+
+def tolerant(message_cls):
+    """A deserializer that returns ``MalformedRequest`` instead of raising."""
+
+    def deserialize(data: bytes):
+        try:
+            return message_cls.FromString(data)
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            return MalformedRequest(message_cls.DESCRIPTOR.full_name, len(data), str(exc) or type(exc).__name__)
+
+    return deserialize
+
+
+def add_service(servicer, server) -> None:
+    """Register the Embedding service (as the generated code does, but with tolerant decoding)."""
+    handlers = {
+        "Embed": grpc.unary_unary_rpc_method_handler(
+            servicer.Embed,
+            request_deserializer=tolerant(pb.EmbedRequest),
+            response_serializer=pb.EmbedResponse.SerializeToString,
+        ),
+        "EmbedStream": grpc.stream_stream_rpc_method_handler(
+            servicer.EmbedStream,
+            request_deserializer=tolerant(pb.EmbedRequest),
+            response_serializer=pb.EmbedStreamResponse.SerializeToString,
+        ),
+        "Info": grpc.unary_unary_rpc_method_handler(
+            servicer.Info,
+            request_deserializer=tolerant(pb.InfoRequest),
+            response_serializer=pb.InfoResponse.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)
+
+
+def decode_options(request: pb.EmbedRequest) -> EmbedOptions:
+    if request.output_dtype not in _OUTPUT_DTYPES:
+        raise InvalidInputError(f"unknown output_dtype {request.output_dtype}; expected one of {sorted(_OUTPUT_DTYPES)}")
+    if request.truncation not in _TRUNCATIONS:
+        raise InvalidInputError(f"unknown truncation {request.truncation}; expected one of {sorted(_TRUNCATIONS)}")
+    return EmbedOptions(
+        dimensions=request.dimensions,
+        normalize=request.normalize if request.HasField("normalize") else None,
+        truncate=request.truncation != pb.TRUNCATION_NONE,
+    )
+
+
+@dataclass(frozen=True)
+class Inputs:
+    texts: list[str] | None = None
+    token_ids: list[list[int]] | None = None
+
+
+def decode_inputs(request: pb.EmbedRequest) -> Inputs:
+    kind = request.WhichOneof("inputs")
+    if kind == "packed_texts":
+        return Inputs(texts=codec.unpack_texts(request.packed_texts.data_utf8, request.packed_texts.offsets_i32le))
+    if kind == "texts":
+        return Inputs(texts=list(request.texts.texts))
+    if kind == "token_ids":
+        return Inputs(token_ids=codec.unpack_token_ids(request.token_ids.ids_i32le, request.token_ids.offsets_i32le))
+    raise InvalidInputError("the request holds no inputs: set packed_texts, texts or token_ids")

@@ -1,0 +1,76 @@
+"""Faults with real processes: deadlines, and a server restarted under a DuckDB query.
+(A replica killed under load: test_embedding_service; the server killed under an indexing
+job: test_indexing.)
+
+The restart test uses the ``guarded`` server (mutual TLS and a token), so it also covers the
+secure path end to end through DuckDB.
+"""
+
+import threading
+import time
+
+import duckdb
+import numpy as np
+import pytest
+
+import embedtext
+from embedtext.protocol.errors import DeadlineExceededError
+
+
+def _batches_started(metrics: dict[str, float]) -> float:
+    return sum(v for k, v in metrics.items() if k.startswith("embedtext_replica_batches_total"))
+
+
+def test_deadline_shorter_than_the_work_is_exceeded_and_the_work_stops(servers):
+    """4,000 rows of 128 tokens take seconds on the tiny server; a 0.5 s deadline ends the
+    call with DEADLINE_EXCEEDED and the server starts no more batches for it."""
+    if not servers.tiny_metrics_port:
+        pytest.skip("needs the tiny server's metrics")
+    texts = [f"row {i} " + "tok " * 200 for i in range(4000)]
+    before = _batches_started(servers.tiny_metrics())
+    with embedtext.Client(servers.tiny.target, max_batch_rows=4000, timeout=0.5) as client:
+        with pytest.raises(DeadlineExceededError):
+            client.embed(texts)
+    time.sleep(1.0)  # let batches already on an engine finish or be aborted
+    settled = _batches_started(servers.tiny_metrics())
+    time.sleep(3.0)
+    after = _batches_started(servers.tiny_metrics())
+    total = 4000 / 64  # the tiny server closes batches at 64 rows
+    assert after == settled, "batches kept starting after the caller gave up"
+    assert after - before < total / 2, f"{after - before:.0f} of {total:.0f} batches ran for a call nobody waited for"
+    with embedtext.Client(servers.tiny.target) as client:  # and it serves the next caller at once
+        assert client.embed(["next"]).shape == (1, 128)
+
+
+@pytest.mark.slow
+def test_server_restarted_during_a_duckdb_query(guarded, tiny_client):
+    """SIGTERM (a restart) under a long query: the query fails with a clear error, no hang;
+    once the server is back, the same connection embeds again."""
+    con = duckdb.connect()
+    embedtext.register(con, guarded.client(timeout=300))
+    con.execute("CREATE TABLE docs AS SELECT i AS id, 'row ' || i || ' of a long table' AS body FROM range(300000) t(i)")
+    outcome = {}
+
+    def query():
+        try:
+            outcome["rows"] = con.sql("SELECT sum(embed_text(body)[1]) FROM docs").fetchall()
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            outcome["error"] = exc
+
+    worker = threading.Thread(target=query)
+    worker.start()
+    time.sleep(3)
+    assert worker.is_alive(), outcome
+    stopped = time.monotonic()
+    guarded.server.stop()  # SIGTERM, then wait for it to exit
+    worker.join(120)
+    assert not worker.is_alive(), "the query hung after the server went away"
+    message = str(outcome.get("error"))
+    assert "UnavailableError" in message and guarded.target in message, message
+    assert "shutting down" in message or "embedtext serve" in message, message
+    print(f"query failed {time.monotonic() - stopped:.1f}s after the server was stopped: {message[:200]}")
+
+    guarded.start()
+    expected = tiny_client.embed(["back again"])
+    got = con.sql("SELECT embed_text('back again')").fetchall()[0][0]
+    np.testing.assert_allclose(np.array(got), expected[0], atol=1e-5)
