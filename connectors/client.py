@@ -163,8 +163,8 @@ class _ClientBase:
             raise DeadlineExceededError("the client deadline passed before all sub-batches were answered", target=target)
         return left
 
-    def _attempt_timeout(self, deadline: float | None, target: str, attempt: int) -> tuple[float | None, bool]:
-        """The timeout of one attempt, and whether it was capped below the caller's deadline.
+    def _attempt_timeout(self, deadline: float | None, target: str, attempt: int) -> float | None:
+        """The timeout of one attempt.
 
         UNAVAILABLE means the call did not run to completion; embedding is idempotent, so it
         is retried once, on another endpoint if there is one. The retry waits for the channel
@@ -173,17 +173,16 @@ class _ClientBase:
         """
         remaining = self._remaining(deadline, target)
         if attempt == 0:
-            return remaining, False
-        if remaining is None or remaining > RECONNECT_WAIT_S:
-            return RECONNECT_WAIT_S, True
-        return remaining, False
+            return remaining
+        return RECONNECT_WAIT_S if remaining is None else min(remaining, RECONNECT_WAIT_S)
 
     @staticmethod
-    def _call_error(exc: grpc.RpcError, first: grpc.RpcError | None, capped: bool, target: str) -> EmbedTextError:
-        if capped and first is not None and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
-            # Our reconnect wait ran out, not the caller's deadline: report why we waited.
+    def _call_error(exc: grpc.RpcError, first: grpc.RpcError | None, waited: float | None, target: str) -> EmbedTextError:
+        if first is not None and exc.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+            # The retry waited for a server that never came back: the cause is the first
+            # failure (UNAVAILABLE), not the deadline.
             error = from_rpc_error(first, target=target)
-            error.message += f" (retried for {RECONNECT_WAIT_S:.0f}s)"
+            error.message += f" (waited {waited:.1f}s for it to come back)"
             return error
         return from_rpc_error(exc, target=target)
 
@@ -356,7 +355,7 @@ class Client(_ClientBase):
         first: grpc.RpcError | None = None
         for attempt in range(2):
             with self._endpoints.lease(rows, avoid) as endpoint:
-                timeout, capped = self._attempt_timeout(deadline, endpoint.target, attempt)
+                timeout = self._attempt_timeout(deadline, endpoint.target, attempt)
                 try:
                     return endpoint.stub.Embed(
                         batch.request, timeout=timeout, metadata=self._metadata, wait_for_ready=attempt > 0
@@ -367,7 +366,7 @@ class Client(_ClientBase):
                         endpoint.failures += 1
                         avoid.append(endpoint)
                         continue
-                    raise self._call_error(exc, first, capped, endpoint.target) from None
+                    raise self._call_error(exc, first, timeout, endpoint.target) from None
         raise AssertionError("unreachable")
 
     def _run(
@@ -500,7 +499,7 @@ class AsyncClient(_ClientBase):
             first: grpc.RpcError | None = None
             for attempt in range(2):
                 with self._endpoints.lease(rows, avoid) as endpoint:
-                    timeout, capped = self._attempt_timeout(deadline, endpoint.target, attempt)
+                    timeout = self._attempt_timeout(deadline, endpoint.target, attempt)
                     try:
                         return await endpoint.stub.Embed(
                             batch.request, timeout=timeout, metadata=self._metadata, wait_for_ready=attempt > 0
@@ -511,7 +510,7 @@ class AsyncClient(_ClientBase):
                             endpoint.failures += 1
                             avoid.append(endpoint)
                             continue
-                        raise self._call_error(exc, first, capped, endpoint.target) from None
+                        raise self._call_error(exc, first, timeout, endpoint.target) from None
         raise AssertionError("unreachable")
 
     async def _run(self, batches: list[SubBatch], timeout: float | None) -> list[pb.EmbedResponse]:
