@@ -1,6 +1,6 @@
 """`embedtext index` (streamed, per-batch transactions) vs the raw `embed_text` path, same data.
 
-    uv run --extra cpu python bench/index_vs_udf.py --rows 50000
+    uv run --extra cpu python -m embedtext.bench.index_vs_udf --rows 50000
 
 Both write a table of FLOAT[dim] vectors from the same rows on the same server:
   raw_udf_ctas   CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs
@@ -31,10 +31,10 @@ def main() -> None:
     import duckdb
 
     import embedtext
+    from embedtext.bench.hardware import cpu_name
     from embedtext.connectors.jobs import IndexSpec, run_index
     from embedtext.connectors.local_server import LocalServer
     from embedtext.server.synthetic_model import write_synthetic_bert
-    from bench_common import cpu_name  # noqa: I001
 
     tmp = tempfile.mkdtemp(prefix="embedtext-bench-")
     server = None

@@ -1,6 +1,6 @@
 """What each call-saving SQL rewrite saves: model calls, texts sent and wall time, before and after.
 
-    uv run --extra cpu python bench/sql_rewrites.py --target unix:/tmp/embedtext.sock [--rows 20000]
+    uv run --extra cpu python -m embedtext.bench.sql_rewrites --target unix:/tmp/embedtext.sock [--rows 20000]
 
 Needs a running ``embedtext serve`` (any model). For each case the original and the rewritten
 DuckDB query run on the same connection, alternating, ``--repeat`` times each; the table shows

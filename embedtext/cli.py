@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from embedtext.bench.cli import bench_command
 from embedtext.server.cli import serve_command
 from embedtext.sql_command import sql_command
 
@@ -18,6 +19,7 @@ def main() -> None:
 
 main.add_command(serve_command)
 main.add_command(sql_command)
+main.add_command(bench_command)
 
 
 @main.command()

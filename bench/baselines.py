@@ -1,0 +1,90 @@
+"""The DuckDB functions we compare ``embed_text`` with.
+
+- ``OpenAIJsonEmbedder``: the naive path users build today: an Arrow UDF that posts each chunk
+  to an OpenAI-format ``/v1/embeddings`` endpoint (vLLM's own server, or the null JSON server)
+  as JSON and parses JSON floats back. Given a fair setup: requests of the same size as
+  ``embed_text``'s (512 rows) and the same concurrency (8 in flight, a thread pool, one pooled
+  HTTP/1.1 connection each).
+- ``NullInProcessEmbedder``: the null engine's vectors computed inside the UDF (tokenizer
+  included), no server at all: the ceiling of the transport suite.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from concurrent.futures import ThreadPoolExecutor
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+from duckdb.func import FunctionNullHandling, PythonUDFType
+
+
+def _fixed_size_list(vectors: np.ndarray) -> pa.FixedSizeListArray:
+    vectors = np.ascontiguousarray(vectors, dtype=np.float32)
+    return pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
+
+
+def _texts(chunk: pa.ChunkedArray | pa.Array) -> list[str]:
+    return chunk.to_pylist()
+
+
+class OpenAIJsonEmbedder:
+    """Chunk -> JSON requests of ``batch_rows`` texts, ``in_flight`` at once -> FLOAT[dim]."""
+
+    def __init__(self, url: str, model: str, *, batch_rows: int = 512, in_flight: int = 8, timeout: float = 600) -> None:
+        import httpx
+
+        self.url = url.rstrip("/") + "/v1/embeddings"
+        self.model = model
+        self.batch_rows = batch_rows
+        self._http = httpx.Client(
+            timeout=timeout, limits=httpx.Limits(max_connections=in_flight, max_keepalive_connections=in_flight)
+        )
+        self._pool = ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="bench-http")
+
+    def _post(self, texts: list[str]) -> list[list[float]]:
+        reply = self._http.post(self.url, content=json.dumps({"model": self.model, "input": texts}),
+                                headers={"content-type": "application/json"})
+        reply.raise_for_status()
+        data = json.loads(reply.content)["data"]
+        return [d["embedding"] for d in sorted(data, key=lambda d: d["index"])]
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        parts = [texts[i : i + self.batch_rows] for i in range(0, len(texts), self.batch_rows)]
+        rows = [row for part in self._pool.map(self._post, parts) for row in part]
+        return np.asarray(rows, dtype=np.float32)
+
+    def __call__(self, chunk) -> pa.FixedSizeListArray:
+        return _fixed_size_list(self.embed(_texts(chunk)))
+
+    def close(self) -> None:
+        self._pool.shutdown()
+        self._http.close()
+
+
+class NullInProcessEmbedder:
+    """The null engine's vectors for a chunk, tokenized here: no server, no wire."""
+
+    def __init__(self, model_dir: str) -> None:
+        from embedtext.server.models import load_model_spec
+        from embedtext.server.null_engine import NullBackend
+        from embedtext.server.tokenization import TokenizerPool
+
+        spec = load_model_spec(model_dir)
+        self.dim = spec.dim
+        self._tokenizer = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=1)
+        self._backend = NullBackend(spec, name="null-inprocess")
+
+    def __call__(self, chunk) -> pa.FixedSizeListArray:
+        ids = self._tokenizer.tokenize_sync(_texts(chunk))
+        return _fixed_size_list(asyncio.run(self._backend.embed(ids)))
+
+
+def register_udf(con: duckdb.DuckDBPyConnection, name: str, fn, dim: int) -> None:
+    """Register ``name(text) -> FLOAT[dim]`` as an Arrow UDF, like ``embedtext.register`` does."""
+    con.create_function(
+        name, fn, [duckdb.sqltype("VARCHAR")], duckdb.array_type(duckdb.sqltype("FLOAT"), dim),
+        type=PythonUDFType.ARROW, null_handling=FunctionNullHandling.DEFAULT, side_effects=False,
+    )

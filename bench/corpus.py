@@ -1,0 +1,57 @@
+"""Benchmark rows whose token count is exactly known, from the model's own tokenizer.
+
+The generated models' vocabulary is a fixed word list; every word that is one token makes a
+text of ``tokens - 2`` words exactly ``tokens`` long ([CLS] and [SEP] included). Rows are
+random draws (seeded), so they are distinct and the UDF's per-chunk dedupe saves nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from functools import cached_property
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+
+class BenchCorpus:
+    """Texts and token ids for one model (a directory with a ``tokenizer.json``)."""
+
+    def __init__(self, model_dir: str | os.PathLike) -> None:
+        from tokenizers import Tokenizer
+
+        self.model_dir = Path(model_dir)
+        self.tokenizer = Tokenizer.from_file(str(self.model_dir / "tokenizer.json"))
+        self.tokenizer.no_padding()
+        self.tokenizer.no_truncation()
+
+    @cached_property
+    def words(self) -> list[str]:
+        from embedtext.server.synthetic_model import _WORDS
+
+        return sorted({w for w in _WORDS if len(self.tokenizer.encode(w, add_special_tokens=False).ids) == 1})
+
+    def texts(self, rows: int, tokens: int, seed: int = 1) -> list[str]:
+        """``rows`` distinct texts of exactly ``tokens`` tokens each (checked)."""
+        if tokens < 3:
+            raise ValueError("tokens counts [CLS] and [SEP]: at least 3")
+        rng = random.Random(seed * 1_000_003 + tokens)
+        texts = [" ".join(rng.choices(self.words, k=tokens - 2)) for _ in range(rows)]
+        sample = texts[: min(rows, 256)]
+        counts = {len(e.ids) for e in self.tokenizer.encode_batch(sample)}
+        if counts != {tokens}:
+            raise AssertionError(f"generated texts have {sorted(counts)} tokens, wanted {tokens}")
+        return texts
+
+    def token_ids(self, texts: list[str]) -> list[list[int]]:
+        return [e.ids for e in self.tokenizer.encode_batch(texts)]
+
+    def repeated(self, rows: int, tokens: int, pool: int = 16384, seed: int = 1) -> pa.StringArray:
+        """``rows`` rows drawn in order from a pool of distinct texts (for very large tables).
+
+        Any 2048 consecutive rows are distinct as long as ``pool`` >= 2048.
+        """
+        texts = pa.array(self.texts(min(rows, pool), tokens, seed), pa.string())
+        return texts.take(pa.array(np.arange(rows, dtype=np.int64) % len(texts)))

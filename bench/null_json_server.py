@@ -1,0 +1,68 @@
+"""Bench only: an OpenAI-format ``POST /v1/embeddings`` JSON server over the NULL ENGINE.
+
+It tokenizes for real (the same TokenizerPool as ``embedtext serve``) and answers the null
+engine's vectors as JSON floats: the transport suite's JSON baseline, to compare wire formats
+with the model taken out. Not a product; never serves real embeddings.
+
+    python -m embedtext.bench.null_json_server --port 8011 --model d384=/tmp/d384
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+# At module level: FastAPI resolves the handlers' annotations (``Request``) from the module.
+from fastapi import FastAPI, Request, Response
+from starlette.concurrency import run_in_threadpool
+
+
+def build_app(models: dict[str, str]) -> FastAPI:
+    from embedtext.server.models import load_model_spec
+    from embedtext.server.null_engine import NullBackend
+    from embedtext.server.tokenization import TokenizerPool
+
+    served = {}
+    for name, path in models.items():
+        spec = load_model_spec(path, name=name)
+        served[name] = (TokenizerPool(str(spec.tokenizer_file), spec.max_tokens), NullBackend(spec, name=f"null-json-{name}"))
+    app = FastAPI()
+
+    @app.get("/health")
+    async def health() -> Response:
+        return Response(status_code=200)
+
+    @app.post("/v1/embeddings")
+    async def embeddings(request: Request) -> Response:
+        payload = json.loads(await request.body())
+        texts = payload["input"]
+        texts = [texts] if isinstance(texts, str) else texts
+        pool, backend = served[payload.get("model") or next(iter(served))]
+        ids = await pool.tokenize(texts)
+        vectors = await backend.embed(ids)
+
+        def encode() -> bytes:
+            data = [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(vectors.tolist())]
+            usage = sum(len(r) for r in ids)
+            body = {"object": "list", "data": data, "model": payload.get("model"),
+                    "usage": {"prompt_tokens": usage, "total_tokens": usage}}
+            return json.dumps(body).encode()
+
+        return Response(await run_in_threadpool(encode), media_type="application/json")
+
+    return app
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--model", action="append", required=True, help="NAME=DIR")
+    args = parser.parse_args()
+    import uvicorn
+
+    models = dict(m.split("=", 1) for m in args.model)
+    uvicorn.run(build_app(models), host="127.0.0.1", port=args.port, log_level="warning")
+
+
+if __name__ == "__main__":
+    main()

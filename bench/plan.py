@@ -1,0 +1,98 @@
+"""What a bench run measures (quick or full sizes) and the generated models it uses."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+SUITES = ("cpu", "transport", "latency", "scaling", "gpu")
+DEFAULT_SUITES = ("cpu", "transport", "latency", "scaling")  # gpu: only when asked for
+
+
+@dataclass(frozen=True)
+class BenchPlan:
+    quick: bool
+    cpu_work: tuple[tuple[int, int], ...]  # (tokens per row, rows)
+    transport_rows: int
+    transport_tokens: int
+    dims: tuple[int, ...]
+    loads: tuple[float, ...]  # fractions of the measured max throughput
+    latency_single_s: float  # length of each single-row load step
+    latency_chunk_requests: int  # 2048-row requests per load step
+    scaling_rows: tuple[int, ...]
+    scaling_tokens: int
+    workdir: Path | None = None  # set by make_plan
+
+
+QUICK = BenchPlan(
+    quick=True,
+    cpu_work=((50, 4096), (512, 384)),
+    transport_rows=10_000,
+    transport_tokens=10,
+    dims=(384, 768, 1024),
+    loads=(0.5, 1.0, 1.25),
+    latency_single_s=2.0,
+    latency_chunk_requests=3,
+    scaling_rows=(2_000, 10_000, 20_000),
+    scaling_tokens=16,
+)
+FULL = replace(
+    QUICK,
+    quick=False,
+    cpu_work=((50, 50_000), (512, 4096)),
+    transport_rows=100_000,
+    loads=(0.25, 0.5, 0.75, 1.0, 1.25),
+    latency_single_s=10.0,
+    latency_chunk_requests=8,
+    scaling_rows=(10_000, 100_000, 1_000_000),
+)
+
+
+def make_plan(quick: bool, *, rows: int | None = None, dims: tuple[int, ...] = (), workdir: str | None = None) -> BenchPlan:
+    plan = QUICK if quick else FULL
+    plan = replace(plan, workdir=Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="embedtext-bench-")))
+    if rows:
+        long_tokens = plan.cpu_work[1][0]
+        plan = replace(plan, transport_rows=rows, cpu_work=((plan.cpu_work[0][0], rows), (long_tokens, max(64, rows // 10))))
+    if dims:
+        plan = replace(plan, dims=tuple(dims))
+    return plan
+
+
+def rows_label(rows: int) -> str:
+    """1000000 -> '1m', 100000 -> '100k', 2500 -> '2500'."""
+    if rows % 1_000_000 == 0:
+        return f"{rows // 1_000_000}m"
+    if rows % 1000 == 0:
+        return f"{rows // 1000}k"
+    return str(rows)
+
+
+class GeneratedModels:
+    """Random-weight BERTs written once per run under the plan's workdir."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = workdir
+        self._made: dict[str, Path] = {}
+
+    def get(self, name: str, **shape) -> Path:
+        if name not in self._made:
+            # In a child process: torch stays out of this one (its RSS is measured).
+            path = self.workdir / name
+            command = [sys.executable, "-m", "embedtext.cli", "make-model", str(path)]
+            for key, value in shape.items():
+                command += [f"--{key.replace('_', '-')}", str(value)]
+            subprocess.run(command, check=True, capture_output=True)
+            self._made[name] = path
+        return self._made[name]
+
+    def tiny(self) -> Path:
+        """The CPU suite's model: 2 layers, hidden 128, 4 heads, up to 512 tokens."""
+        return self.get("tiny", max_tokens=512)
+
+    def null_dim(self, dim: int) -> Path:
+        """A 1-layer model of width ``dim`` for the null engine (only its tokenizer and dim matter)."""
+        return self.get(f"d{dim}", layers=1, hidden=dim, heads=max(1, dim // 64), max_tokens=128)

@@ -1,0 +1,47 @@
+"""The measured DuckDB query: ``SELECT sum(fn(body)[1]) FROM source``, with a warm-up first."""
+
+from __future__ import annotations
+
+import os
+
+import duckdb
+import numpy as np
+import pyarrow as pa
+
+from embedtext.bench.measure import PeakRss, make_case, timed
+
+
+def load_docs(con: duckdb.DuckDBPyConnection, texts, table: str = "docs") -> None:
+    """``CREATE TABLE table(id, body)`` from a list or Arrow array of texts."""
+    body = texts if isinstance(texts, pa.Array) else pa.array(texts, pa.string())
+    docs = pa.table({"id": pa.array(np.arange(len(body), dtype=np.int64)), "body": body})
+    con.register("__bench_docs", docs)
+    con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM __bench_docs").fetchall()
+    con.unregister("__bench_docs")
+
+
+def embed_query_case(
+    con: duckdb.DuckDBPyConnection,
+    name: str,
+    suite: str,
+    *,
+    fn: str,
+    source: str,
+    rows: int,
+    tokens_per_row: float | None,
+    server_pid: int | None = None,
+    where: str = "",
+    warmup: bool = True,
+    **extra,
+) -> dict:
+    """Time one full scan through ``fn``; peak RSS of this process and of the server's tree."""
+    if warmup:
+        con.execute(f"SELECT sum({fn}(body)[1]) FROM (SELECT body FROM {source} LIMIT 2048)").fetchall()
+    query = f"SELECT sum({fn}(body)[1]) FROM {source} {where}"
+    with PeakRss({"client": os.getpid()}, {"server": server_pid}) as rss:
+        seconds, _ = timed(lambda: con.execute(query).fetchall())
+    server_rss = rss.peaks.get("server")
+    return make_case(
+        name, suite, rows=rows, seconds=seconds, tokens_per_row=tokens_per_row, peak_rss_mb=rss.peaks["client"],
+        server_peak_rss_mb=round(server_rss, 1) if server_rss else None, query=query, **extra,
+    )

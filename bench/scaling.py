@@ -1,0 +1,63 @@
+"""Scaling: 10k, 100k and 1M rows through ``SELECT embed_text(body)`` on the real server.
+
+The rows are read from a Parquet file (row groups of 122,880 rows, so DuckDB scans the larger
+files from several threads, as it would a real table), so the client's memory is what the query
+path holds, not the table. Per size: rows/s, and the peak RSS of the DuckDB client process and of
+the server's process tree. Ratios ``scaling_rows_per_s_{L}_vs_{M}`` and
+``scaling_peak_rss_{L}_vs_{M}`` (largest vs middle size; 1m_vs_100k in full mode). Full mode
+uses shorter rows (16 tokens, in the case names) so 1M rows fit in minutes on 2 cores; quick
+mode uses smaller sizes (2k/10k/20k), also in the names.
+
+    uv run --extra cpu embedtext bench --only scaling
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Sequence
+from pathlib import Path
+
+import duckdb
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+import embedtext
+from embedtext.bench.corpus import BenchCorpus
+from embedtext.bench.measure import tree_rss_by_process
+from embedtext.bench.plan import rows_label
+from embedtext.bench.queries import embed_query_case
+
+SUITE = "scaling"
+
+
+def run_scaling(server, corpus: BenchCorpus, sizes: Sequence[int], tokens: int, workdir: Path) -> list[dict]:
+    cases = []
+    for rows in sizes:
+        path = workdir / f"scaling_{rows}.parquet"
+        pq.write_table(pa.table({"body": corpus.repeated(rows, tokens)}), path, row_group_size=122_880)
+        gc.collect()
+        con = duckdb.connect()
+        embedtext.register(con, server.target)
+        case = embed_query_case(
+            con, f"scaling_{rows_label(rows)}_rows_{tokens}tok", SUITE, fn="embed_text",
+            source=f"read_parquet('{path}')", rows=rows, tokens_per_row=tokens, server_pid=server.pid,
+        )
+        case["server_rss_by_process_mb"] = tree_rss_by_process(server.pid)  # after the query
+        cases.append(case)
+        con.close()
+        path.unlink()
+    return cases
+
+
+def scaling_ratios(cases: Sequence[dict]) -> dict[str, float]:
+    mine = sorted((c for c in cases if c["suite"] == SUITE), key=lambda c: c["rows"])
+    if len(mine) < 2:
+        return {}
+    big, mid = mine[-1], mine[-2]
+    key = f"{rows_label(big['rows'])}_vs_{rows_label(mid['rows'])}"
+    ratios = {f"scaling_rows_per_s_{key}": round(big["rows_per_s"] / mid["rows_per_s"], 3)}
+    if big["peak_rss_mb"] and mid["peak_rss_mb"]:
+        ratios[f"scaling_peak_rss_{key}"] = round(big["peak_rss_mb"] / mid["peak_rss_mb"], 3)
+    if big.get("server_peak_rss_mb") and mid.get("server_peak_rss_mb"):
+        ratios[f"scaling_server_peak_rss_{key}"] = round(big["server_peak_rss_mb"] / mid["server_peak_rss_mb"], 3)
+    return ratios

@@ -1,0 +1,83 @@
+"""The servers a benchmark starts and stops: ours (LocalServer), vLLM's OpenAI HTTP server, and
+the bench-only null JSON server. Only one engine runs at a time on a small machine, so each is
+a context manager that stops its process tree on exit."""
+
+from __future__ import annotations
+
+import socket
+import sys
+import time
+import urllib.request
+from collections.abc import Sequence
+from contextlib import contextmanager
+
+from embedtext.connectors.local_server import LocalServer
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@contextmanager
+def embedtext_server(models: Sequence[str], *, replicas: int = 1, args: Sequence[str] = (), timeout: float = 900):
+    """A running ``embedtext serve`` (one process tree); yields the LocalServer."""
+    server = LocalServer(list(models), replicas=replicas, args=["--log-level", "WARNING", *args])
+    server.start()
+    try:
+        server.wait_ready(timeout)
+        yield server
+    finally:
+        server.stop()
+
+
+class HttpServerProcess(LocalServer):
+    """A child HTTP server (LocalServer's process handling), ready once ``GET /health`` answers 200."""
+
+    def __init__(self, command: list[str], port: int, name: str) -> None:
+        super().__init__(port=port, env={"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"})
+        self.command = command
+        self.name = name
+        self.url = f"http://127.0.0.1:{port}"
+
+    def wait_ready(self, timeout: float = 900.0, on_wait=None) -> None:
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"{self.name} exited with code {self.process.returncode}:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"{self.name} not ready in {timeout:.0f}s:\n{self.log_tail()}")
+            time.sleep(0.5)
+
+
+def vllm_http_server(model_dir: str, served_name: str, *, max_tokens: int, max_batch_tokens: int = 16384,
+                     max_num_seqs: int = 1024, dtype: str = "float32", memory_fraction: float = 0.2,
+                     extra: Sequence[str] = ()) -> HttpServerProcess:
+    """vLLM's own OpenAI-compatible server from the same install, with our engine's settings."""
+    port = free_port()
+    command = [
+        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
+        "--served-model-name", served_name, "--runner", "pooling", "--convert", "embed",
+        "--dtype", dtype, "--gpu-memory-utilization", str(memory_fraction), "--max-model-len", str(max_tokens),
+        "--max-num-batched-tokens", str(max(max_batch_tokens, max_tokens)), "--max-num-seqs", str(max_num_seqs),
+        "--no-enable-prefix-caching", "--disable-log-stats", "--uvicorn-log-level", "warning",
+        "--host", "127.0.0.1", "--port", str(port), *extra,
+    ]
+    return HttpServerProcess(command, port, "vllm-openai")
+
+
+def null_json_server(models: dict[str, str]) -> HttpServerProcess:
+    """The bench-only OpenAI-format JSON server over the null engine's vectors."""
+    port = free_port()
+    command = [sys.executable, "-m", "embedtext.bench.null_json_server", "--port", str(port)]
+    for name, path in models.items():
+        command += ["--model", f"{name}={path}"]
+    return HttpServerProcess(command, port, "null-json")

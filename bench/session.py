@@ -1,0 +1,122 @@
+"""One bench run: the suites in an order that starts each engine once and runs one at a time."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+
+from embedtext.bench.plan import BenchPlan, GeneratedModels
+
+LATENCY_TOKENS = 50
+
+
+def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, command: str,
+              replicas: Sequence[int] = (), gpu_model: str = "base", gpu_http: bool = True,
+              gpu_rows: int | None = None, progress: Callable[[str], None] = print) -> dict:
+    from embedtext.bench.hardware import hardware_info
+    from embedtext.bench.report import check_targets, write_json
+
+    models = GeneratedModels(plan.workdir)
+    cases: list[dict] = []
+    started = time.time()
+    if "transport" in suites:
+        from embedtext.bench.transport import run_transport
+
+        progress(f"transport (NULL ENGINE): {plan.transport_rows} rows x {plan.transport_tokens} tokens, dims {plan.dims}")
+        cases += run_transport({d: models.null_dim(d) for d in plan.dims}, plan.transport_rows, plan.transport_tokens)
+    if {"cpu", "latency", "scaling"} & set(suites):
+        cases += _tiny_model_suites(plan, suites, models, progress)
+    if "gpu" in suites:
+        from embedtext.bench.gpu_suite import run_gpu_suite
+
+        progress(f"gpu: model {gpu_model}, replicas {tuple(replicas) or 'default'}")
+        cases += run_gpu_suite(models, quick=plan.quick, replicas=replicas, model=gpu_model, rows=gpu_rows,
+                               http=gpu_http, progress=progress)
+    ratios = all_ratios(cases)
+    targets = check_targets(ratios)
+    hardware = hardware_info()
+    report = {"hardware": hardware, "command": command, "quick": plan.quick, "suites": list(suites),
+              "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+              "seconds": round(time.time() - started, 1), "cases": cases, "ratios": ratios, "targets": targets}
+    print_report(report)
+    if json_path:
+        write_json(json_path, report)
+        print(f"\nwrote {json_path}")
+    return report
+
+
+def all_ratios(cases: list[dict]) -> dict[str, float]:
+    """Every suite's ratios from its cases (suites absent from ``cases`` give none)."""
+    from embedtext.bench.cpu_suite import cpu_ratios
+    from embedtext.bench.gpu_suite import gpu_ratios
+    from embedtext.bench.scaling import scaling_ratios
+    from embedtext.bench.transport import transport_ratios
+
+    return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **gpu_ratios(cases)}
+
+
+def print_report(report: dict) -> None:
+    from embedtext.bench.hardware import hardware_line
+    from embedtext.bench.report import format_table, latency_table
+
+    print(f"\nhardware: {hardware_line(report['hardware'])}")
+    print(f"command: {report['command']}  ({report.get('seconds') or 0:.0f} s)\n")
+    print(format_table(report["cases"], report["ratios"], report["targets"]))
+    lat = latency_table(report["cases"])
+    if lat:
+        print("\n" + lat)
+
+
+def merge_reports(paths: Sequence[str]) -> dict:
+    """One report from several runs' JSON (the GPU suite runs one replica count per command)."""
+    import json
+
+    from embedtext.bench.report import check_targets
+
+    reports = [json.loads(open(p).read()) for p in paths]
+    cases = [c for r in reports for c in r["cases"]]
+    ratios = all_ratios(cases)
+    return {"hardware": reports[0]["hardware"], "command": " + ".join(r["command"] for r in reports),
+            "quick": any(r.get("quick") for r in reports), "suites": sorted({s for r in reports for s in r.get("suites", [])}),
+            "seconds": sum(r.get("seconds") or 0 for r in reports), "cases": cases, "ratios": ratios,
+            "targets": check_targets(ratios)}
+
+
+def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: GeneratedModels, progress) -> list[dict]:
+    """cpu, latency and scaling share one embedtext server; vLLM's own server and the in-process
+    engine run after it has stopped (one engine on the cores at a time)."""
+    from embedtext.bench.corpus import BenchCorpus
+    from embedtext.bench.servers import embedtext_server
+    from embedtext.server.models import load_model_spec
+
+    tiny = models.tiny()
+    spec = load_model_spec(str(tiny))
+    corpus = BenchCorpus(tiny)
+    cases: list[dict] = []
+    progress("starting the embedtext server (vLLM-CPU, tiny model, 1 replica)")
+    with embedtext_server([f"tiny={tiny}"]) as server:
+        if "cpu" in suites:
+            from embedtext.bench.cpu_suite import measure_embedtext
+
+            progress(f"cpu: embed_text {plan.cpu_work}")
+            cases += measure_embedtext(server, corpus, plan.cpu_work)
+        if "latency" in suites:
+            from embedtext.bench.latency import CHUNK_ROWS, run_latency
+
+            progress(f"latency: loads {plan.loads}")
+            cases += run_latency(server.target, corpus.texts(4 * CHUNK_ROWS, LATENCY_TOKENS), LATENCY_TOKENS,
+                                 loads=plan.loads, single_s=plan.latency_single_s,
+                                 chunk_requests=plan.latency_chunk_requests)
+        if "scaling" in suites:
+            from embedtext.bench.scaling import run_scaling
+
+            progress(f"scaling: {plan.scaling_rows} rows x {plan.scaling_tokens} tokens")
+            cases += run_scaling(server, corpus, plan.scaling_rows, plan.scaling_tokens, plan.workdir)
+    if "cpu" in suites:
+        from embedtext.bench.cpu_suite import measure_http_json, measure_inprocess
+
+        progress("cpu: vLLM OpenAI HTTP server (JSON)")
+        cases += measure_http_json(str(tiny), corpus, plan.cpu_work, spec.dim, max_tokens=spec.max_tokens)
+        progress("cpu: in-process LLM.embed")
+        cases += measure_inprocess(str(tiny), plan.cpu_work)
+    return cases
