@@ -29,7 +29,7 @@ def _progress(t0: float, message: str) -> None:
               help=f"Run only this suite (repeatable) [default: {', '.join(DEFAULT_SUITES)}; gpu only when named].")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the report here.")
 @click.option("--rows", type=int, default=None, help="Rows per case of the cpu (50 tokens) and transport suites.")
-@click.option("--dims", default=None, help="Transport suite dims, comma-separated [default: 384,768,1024].")
+@click.option("--dims", default=None, help="Transport suite dims, comma-separated [default: 384,768,1024; --quick: 768].")
 @click.option("--replicas", default=None, help="GPU suite: replica counts, comma-separated [default: 1,2,4,8,16,32].")
 @click.option("--gpu-model", type=click.Choice(["base", "tiny"]), default="base", show_default=True,
               help="GPU suite model: BERT-base in arctic-embed-m-v1.5's shape, or the tiny CPU model (code-path check).")

@@ -83,7 +83,7 @@ def test_64_clients_below_the_queue_bound_all_succeed(servers, capsys):
     assert not errors
     assert len(latencies) > CLIENTS
     if rss:
-        assert max(rss) - rss[0] < 512, f"server memory grew from {rss[0]:.0f} to {max(rss):.0f} MiB"
+        assert max(rss) - rss[0] < 1024, f"server memory grew from {rss[0]:.0f} to {max(rss):.0f} MiB"
 
 
 @pytest.mark.slow
@@ -96,6 +96,6 @@ def test_64_clients_above_the_queue_bound_get_resource_exhausted_only(servers, c
     assert set(errors) == {OverloadedError.__name__}, errors  # refused clearly; nothing else failed
     assert latencies, "the server must keep serving the requests it admitted"
     if rss:
-        assert max(rss) - rss[0] < 512, f"server memory grew from {rss[0]:.0f} to {max(rss):.0f} MiB"
+        assert max(rss) - rss[0] < 1024, f"server memory grew from {rss[0]:.0f} to {max(rss):.0f} MiB"
     with embedtext.Client(servers.tiny.target) as client:
         assert client.embed(["after the flood"]).shape == (1, 128)
