@@ -60,7 +60,11 @@ DEFAULT_IN_FLIGHT = 8
 RECONNECT_WAIT_S = 5.0
 # float32: raw little-endian bytes (zero copy); float16: half the bytes; float32-repeated: a
 # protobuf `repeated float` (slow, for comparison).
-_REPLY_DTYPES = ("float32", "float16", "float32-repeated")
+_REPLY_DTYPES = {
+    "float32": pb.OUTPUT_DTYPE_FLOAT32,
+    "float16": pb.OUTPUT_DTYPE_FLOAT16,
+    "float32-repeated": pb.OUTPUT_DTYPE_FLOAT32_REPEATED,
+}
 
 
 @dataclass(frozen=True)
@@ -143,7 +147,7 @@ class _ClientBase:
         self.targets = normalize_targets(target)
         self.security = ChannelSecurity.from_args(tls, token)
         self._metadata = self.security.metadata
-        self._reply_dtype = reply_dtype
+        self._output_dtype = _REPLY_DTYPES[reply_dtype]
         self.timeout = timeout
         self.max_batch_rows = max_batch_rows
         self.max_in_flight = max_in_flight
@@ -187,14 +191,7 @@ class _ClientBase:
         return from_rpc_error(exc, target=target)
 
     def _request_options(self, model, dimensions, normalize, truncate) -> RequestOptions:
-        return RequestOptions(
-            model,
-            dimensions,
-            normalize,
-            truncate,
-            float16=self._reply_dtype == "float16",
-            repeated_float=self._reply_dtype == "float32-repeated",
-        )
+        return RequestOptions(model, dimensions, normalize, truncate, output_dtype=self._output_dtype)
 
     def _empty_dim(self, info: ServerInfo, options: RequestOptions) -> int:
         return options.dimensions or info.model(options.model).dim

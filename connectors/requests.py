@@ -26,9 +26,8 @@ class RequestOptions:
     dimensions: int | None = None
     normalize: bool | None = None
     truncate: bool = True
-    float16: bool = False
-    # The protobuf `repeated float` reply (slow; for comparison and for clients without a byte reader).
-    repeated_float: bool = False
+    # OUTPUT_DTYPE_FLOAT32 (raw bytes), _FLOAT16 (half the bytes) or _FLOAT32_REPEATED (slow).
+    output_dtype: int = pb.OUTPUT_DTYPE_FLOAT32
 
     def apply(self, request: pb.EmbedRequest) -> pb.EmbedRequest:
         if self.model:
@@ -40,12 +39,7 @@ class RequestOptions:
         if self.normalize is not None:
             request.normalize = self.normalize
         request.truncation = pb.TRUNCATION_END if self.truncate else pb.TRUNCATION_NONE
-        if self.float16:
-            request.output_dtype = pb.OUTPUT_DTYPE_FLOAT16
-        elif self.repeated_float:
-            request.output_dtype = pb.OUTPUT_DTYPE_FLOAT32_REPEATED
-        else:
-            request.output_dtype = pb.OUTPUT_DTYPE_FLOAT32
+        request.output_dtype = self.output_dtype
         return request
 
 
