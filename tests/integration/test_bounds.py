@@ -33,12 +33,18 @@ def bounded_null_server(tiny_model_dir, tmp_path_factory):
 
 
 def test_calls_beyond_max_concurrent_rpcs_are_refused(bounded_null_server):
+    """Streams are opened without sending anything until the refusals are in: grpc-aio's client
+    reports a send that races the server's RESOURCE_EXHAUSTED as its own INTERNAL ("Failed
+    execute_batch"), which would hide the server's answer (seen on a loaded 2-core CI box)."""
+    refused_count = MAX_RPCS * 2
+
     async def run():
-        release = asyncio.Event()
+        send = asyncio.Event()
 
         async def held_requests():
+            await send.wait()
             yield pb.EmbedRequest(texts=pb.TextList(texts=["a"]), request_id=1)
-            await release.wait()  # keep the stream (and its RPC slot) open
+            await asyncio.Event().wait()  # keep the stream (and its RPC slot) open
 
         async with grpc.aio.insecure_channel(bounded_null_server.target) as channel:
             stream = channel.stream_stream(
@@ -46,18 +52,22 @@ def test_calls_beyond_max_concurrent_rpcs_are_refused(bounded_null_server):
                 request_serializer=pb.EmbedRequest.SerializeToString,
                 response_deserializer=pb.EmbedStreamResponse.FromString,
             )
-            calls = [stream(held_requests(), timeout=30) for _ in range(MAX_RPCS * 3)]
-
-            async def first_reply(call):
-                try:
-                    return (await call.read()).WhichOneof("outcome")
-                except grpc.aio.AioRpcError as exc:
-                    return exc.code()
-
-            outcomes = await asyncio.gather(*(first_reply(c) for c in calls))
-            release.set()
+            calls = [stream(held_requests(), timeout=60) for _ in range(MAX_RPCS + refused_count)]
+            codes = {asyncio.ensure_future(call.code()): call for call in calls}
+            pending = set(codes)
+            loop = asyncio.get_running_loop()
+            give_up = loop.time() + 30
+            while len(pending) > MAX_RPCS and loop.time() < give_up:
+                _, pending = await asyncio.wait(pending, timeout=give_up - loop.time(),
+                                                return_when=asyncio.FIRST_COMPLETED)
+            refused = [task.result() for task in codes if task not in pending]
+            admitted = [codes[task] for task in pending]
+            send.set()
+            replies = [(await call.read()).WhichOneof("outcome") for call in admitted]
             for call in calls:
                 call.cancel()
+            for task in pending:
+                task.cancel()
             # and once they are gone, calls are admitted again
             embed = channel.unary_unary(
                 "/embedtext.v1.Embedding/Embed",
@@ -66,9 +76,9 @@ def test_calls_beyond_max_concurrent_rpcs_are_refused(bounded_null_server):
             )
             await asyncio.sleep(0.5)
             reply = await embed(pb.EmbedRequest(texts=pb.TextList(texts=["b"])), timeout=30)
-            return outcomes, reply.count
+            return refused, replies, reply.count
 
-    outcomes, count = asyncio.run(run())
-    assert outcomes.count("response") == MAX_RPCS
-    assert outcomes.count(grpc.StatusCode.RESOURCE_EXHAUSTED) == len(outcomes) - MAX_RPCS
+    refused, replies, count = asyncio.run(run())
+    assert refused == [grpc.StatusCode.RESOURCE_EXHAUSTED] * refused_count
+    assert replies == ["response"] * MAX_RPCS
     assert count == 1
