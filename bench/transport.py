@@ -15,7 +15,7 @@ models), the same rows through DuckDB:
 And the wire format alone (no server, no DuckDB), one 2048-row reply per repetition, the
 server's encoding + serialization + the client's parse + conversion to Arrow:
 
-  wire_bytes_d{D}                      ``embeddings_f32le`` bytes
+  wire_bytes_d{D}                      ``embeddings_f32le`` bytes (spliced and viewed by reply_wire)
   wire_repeated_float_d{D}             ``embeddings_f32`` repeated float (as the servicer fills it)
 
 Ratios ``bytes_vs_repeated_float`` and ``bytes_vs_json`` (rows/s end to end; headline at 768, and
@@ -41,7 +41,7 @@ from embedtext.bench.queries import embed_query_case, load_docs
 from embedtext.bench.servers import embedtext_server, null_json_server
 from embedtext.connectors.client import Client
 from embedtext.connectors.requests import reply_to_arrow
-from embedtext.protocol import codec
+from embedtext.protocol import codec, reply_wire
 from embedtext.protocol import embedding_pb2 as pb
 
 SUITE = "transport"
@@ -84,15 +84,17 @@ def run_transport(models: dict[int, Path], rows: int, tokens: int) -> list[dict]
 
 
 def _wire_round_trip(vectors: np.ndarray, repeated: bool) -> pa.FixedSizeListArray:
+    """What the servicer and the client do with one reply, minus the socket."""
     count, dim = vectors.shape
     response = pb.EmbedResponse(count=count, dim=dim)
-    if repeated:  # what the servicer does for OUTPUT_DTYPE_FLOAT32_REPEATED
+    if repeated:  # OUTPUT_DTYPE_FLOAT32_REPEATED: protobuf all the way
         response.dtype = pb.OUTPUT_DTYPE_FLOAT32_REPEATED
         response.embeddings_f32.extend(vectors.reshape(-1).tolist())
+        data = reply_wire.serialize_reply(response)
     else:
         response.dtype = pb.OUTPUT_DTYPE_FLOAT32
-        response.embeddings_f32le = codec.embeddings_to_bytes(vectors)
-    return reply_to_arrow(pb.EmbedResponse.FromString(response.SerializeToString()), count)
+        data = reply_wire.serialize_reply(reply_wire.OutgoingReply(response, codec.embeddings_as(vectors)))
+    return reply_to_arrow(reply_wire.parse_reply(data), count)
 
 
 def wire_cases(dims: Sequence[int], rows: int = 2048, repeats: int = 20) -> list[dict]:

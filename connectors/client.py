@@ -31,6 +31,7 @@ from embedtext.connectors.endpoints import (
     Endpoint,
     EndpointSet,
     channel_options,
+    embed_method,
     normalize_targets,
 )
 from embedtext.connectors.requests import (
@@ -238,7 +239,7 @@ class Client(_ClientBase):
         endpoints = []
         for t in self.targets:
             channel = self.security.open_channel(t, self._options)
-            endpoints.append(Endpoint(t, channel, pb_grpc.EmbeddingStub(channel)))
+            endpoints.append(Endpoint(t, channel, pb_grpc.EmbeddingStub(channel), embed_method(channel)))
         self._endpoints = EndpointSet(endpoints)
         self._pool = ThreadPoolExecutor(max_workers=max_in_flight, thread_name_prefix="embedtext-client")
 
@@ -354,7 +355,7 @@ class Client(_ClientBase):
             with self._endpoints.lease(rows, avoid) as endpoint:
                 timeout = self._attempt_timeout(deadline, endpoint.target, attempt)
                 try:
-                    return endpoint.stub.Embed(
+                    return endpoint.embed(
                         batch.request, timeout=timeout, metadata=self._metadata, wait_for_ready=attempt > 0
                     )
                 except grpc.RpcError as exc:
@@ -417,7 +418,7 @@ class AsyncClient(_ClientBase):
         endpoints = []
         for t in self.targets:
             channel = self.security.open_aio_channel(t, self._options)
-            endpoints.append(Endpoint(t, channel, pb_grpc.EmbeddingStub(channel)))
+            endpoints.append(Endpoint(t, channel, pb_grpc.EmbeddingStub(channel), embed_method(channel)))
         self._endpoints = EndpointSet(endpoints)
         self._slots = asyncio.Semaphore(max_in_flight)
 
@@ -498,7 +499,7 @@ class AsyncClient(_ClientBase):
                 with self._endpoints.lease(rows, avoid) as endpoint:
                     timeout = self._attempt_timeout(deadline, endpoint.target, attempt)
                     try:
-                        return await endpoint.stub.Embed(
+                        return await endpoint.embed(
                             batch.request, timeout=timeout, metadata=self._metadata, wait_for_ready=attempt > 0
                         )
                     except grpc.RpcError as exc:

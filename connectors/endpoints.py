@@ -13,6 +13,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from embedtext.protocol import embedding_pb2 as pb
+from embedtext.protocol import reply_wire
+
 MiB = 1024 * 1024
 DEFAULT_TARGET = "127.0.0.1:50051"
 DEFAULT_MAX_MESSAGE_BYTES = 64 * MiB
@@ -59,11 +62,26 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
     ]
 
 
+EMBED_METHOD = "/embedtext.v1.Embedding/Embed"
+
+
+def embed_method(channel: Any) -> Any:
+    """Embed on ``channel`` (sync or aio), replies parsed by ``reply_wire.parse_reply``: the
+    embeddings stay in the received bytes instead of being copied out by protobuf."""
+    return channel.unary_unary(
+        EMBED_METHOD,
+        request_serializer=pb.EmbedRequest.SerializeToString,
+        response_deserializer=reply_wire.parse_reply,
+        _registered_method=True,
+    )
+
+
 @dataclass(eq=False)
 class Endpoint:
     target: str
     channel: Any
-    stub: Any
+    stub: Any  # the generated stub: Info
+    embed: Any  # embed_method(channel)
     inflight_rows: int = 0
     calls: int = 0
     failures: int = 0

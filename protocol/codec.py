@@ -141,11 +141,16 @@ def unpack_token_ids(ids_bytes: bytes, offsets_bytes: bytes) -> list[list[int]]:
 # --- embeddings --------------------------------------------------------------------------
 
 
-def embeddings_to_bytes(embeddings: np.ndarray, dtype: np.dtype = F32LE) -> bytes:
-    """(count, dim) array -> count x dim little-endian values, row-major."""
+def embeddings_as(embeddings: np.ndarray, dtype: np.dtype = F32LE) -> np.ndarray:
+    """(count, dim) array -> row-major little-endian array of ``dtype`` (copied only if it is not)."""
     if embeddings.ndim != 2:
         raise ValueError(f"expected a (count, dim) array, got shape {embeddings.shape}")
-    return np.ascontiguousarray(embeddings, dtype=dtype).tobytes()
+    return np.ascontiguousarray(embeddings, dtype=dtype)
+
+
+def embeddings_to_bytes(embeddings: np.ndarray, dtype: np.dtype = F32LE) -> bytes:
+    """(count, dim) array -> count x dim little-endian values, row-major."""
+    return embeddings_as(embeddings, dtype).tobytes()
 
 
 def _check_size(buf: bytes, count: int, dim: int, itemsize: int) -> None:

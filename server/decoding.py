@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import grpc
 from google.protobuf.message import DecodeError
 
-from embedtext.protocol import codec
+from embedtext.protocol import codec, reply_wire
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.runtime import EmbedOptions
@@ -61,12 +61,12 @@ def add_service(servicer, server) -> None:
         "Embed": grpc.unary_unary_rpc_method_handler(
             servicer.Embed,
             request_deserializer=tolerant(pb.EmbedRequest),
-            response_serializer=pb.EmbedResponse.SerializeToString,
+            response_serializer=reply_wire.serialize_reply,
         ),
         "EmbedStream": grpc.stream_stream_rpc_method_handler(
             servicer.EmbedStream,
             request_deserializer=tolerant(pb.EmbedRequest),
-            response_serializer=pb.EmbedStreamResponse.SerializeToString,
+            response_serializer=reply_wire.serialize_stream_item,
         ),
         "Info": grpc.unary_unary_rpc_method_handler(
             servicer.Info,

@@ -12,6 +12,7 @@ from embedtext.protocol import PROTOCOL_VERSION, codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import EmbedTextError, InternalError, ModelNotFoundError, to_status
+from embedtext.protocol.reply_wire import OutgoingReply
 from embedtext.server.config import ServerConfig
 from embedtext.server.decoding import MalformedRequest, decode_inputs, decode_options
 from embedtext.server.metrics import ServerMetrics
@@ -52,7 +53,9 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
 
     # --- Embed ---------------------------------------------------------------------------
 
-    async def _embed(self, request: pb.EmbedRequest | MalformedRequest, time_remaining: float | None) -> pb.EmbedResponse:
+    async def _embed(
+        self, request: pb.EmbedRequest | MalformedRequest, time_remaining: float | None
+    ) -> OutgoingReply | pb.EmbedResponse:
         if isinstance(request, MalformedRequest):
             raise request.error()
         runtime = self.runtime_for(request.model)
@@ -66,7 +69,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
         return self._response(request, result)
 
     @staticmethod
-    def _response(request: pb.EmbedRequest, result: EmbedResult) -> pb.EmbedResponse:
+    def _response(request: pb.EmbedRequest, result: EmbedResult) -> OutgoingReply | pb.EmbedResponse:
         count, dim = result.embeddings.shape
         response = pb.EmbedResponse(
             request_id=request.request_id,
@@ -77,16 +80,14 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
             queue_time_ns=int(result.queue_s * 1e9),
             inference_time_ns=int(result.inference_s * 1e9),
         )
-        if request.output_dtype == pb.OUTPUT_DTYPE_FLOAT16:
-            response.dtype = pb.OUTPUT_DTYPE_FLOAT16
-            response.embeddings_f16le = codec.embeddings_to_bytes(result.embeddings, codec.F16LE)
-        elif request.output_dtype == pb.OUTPUT_DTYPE_FLOAT32_REPEATED:
+        if request.output_dtype == pb.OUTPUT_DTYPE_FLOAT32_REPEATED:
             response.dtype = pb.OUTPUT_DTYPE_FLOAT32_REPEATED
             response.embeddings_f32.extend(result.embeddings.reshape(-1).tolist())
-        else:
-            response.dtype = pb.OUTPUT_DTYPE_FLOAT32
-            response.embeddings_f32le = codec.embeddings_to_bytes(result.embeddings)
-        return response
+            return response
+        # The embeddings bytes are appended at serialization (reply_wire), not copied into protobuf.
+        wire_dtype = codec.F16LE if request.output_dtype == pb.OUTPUT_DTYPE_FLOAT16 else codec.F32LE
+        response.dtype = pb.OUTPUT_DTYPE_FLOAT16 if wire_dtype == codec.F16LE else pb.OUTPUT_DTYPE_FLOAT32
+        return OutgoingReply(response, codec.embeddings_as(result.embeddings, wire_dtype))
 
     def _count(self, request: pb.EmbedRequest, code: grpc.StatusCode, cause: str | None = None) -> None:
         model = getattr(request, "model", "") or self.default_model  # a MalformedRequest has none
@@ -95,7 +96,9 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
         if cause:
             self.metrics.failures.labels(model, cause).inc()
 
-    async def Embed(self, request: pb.EmbedRequest, context: grpc.aio.ServicerContext) -> pb.EmbedResponse:
+    async def Embed(
+        self, request: pb.EmbedRequest, context: grpc.aio.ServicerContext
+    ) -> OutgoingReply | pb.EmbedResponse:
         started = time.monotonic()
         try:
             response = await self._embed(request, context.time_remaining())
@@ -116,7 +119,9 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
 
     # --- EmbedStream ---------------------------------------------------------------------
 
-    async def _stream_item(self, request: pb.EmbedRequest, remaining: float | None) -> pb.EmbedStreamResponse:
+    async def _stream_item(
+        self, request: pb.EmbedRequest, remaining: float | None
+    ) -> pb.EmbedStreamResponse | tuple[int, OutgoingReply]:
         request_id = getattr(request, "request_id", 0)  # a MalformedRequest has none
         try:
             response = await self._embed(request, remaining)
@@ -135,6 +140,8 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 error=pb.RequestStatus(code=error.code.value[0], message=error.message),
             )
         self._count(request, grpc.StatusCode.OK)
+        if isinstance(response, OutgoingReply):
+            return (request_id, response)  # serialized by reply_wire.serialize_stream_item
         return pb.EmbedStreamResponse(request_id=request_id, response=response)
 
     async def EmbedStream(self, request_iterator, context: grpc.aio.ServicerContext):

@@ -11,6 +11,7 @@ import pytest
     [
         "embedtext",
         "embedtext.protocol.codec",
+        "embedtext.protocol.reply_wire",
         "embedtext.connectors.client",
         "embedtext.connectors.jobs.spec",
         "embedtext.connectors.jobs.schedule",
