@@ -13,6 +13,8 @@ import os
 import subprocess
 import sys
 
+from embedtext.server.cpu_threads import cpu_engine_env
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
@@ -26,7 +28,9 @@ def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dt
                "--max-num-seqs", str(max_num_seqs)]
     for tokens, rows in work:
         command += ["--work", f"{tokens}:{rows}"]
-    out = subprocess.run(command, check=False, capture_output=True, text=True)
+    # cpu_engine_env: the engine settings embedtext's server uses (every core on a small CPU).
+    env = {**os.environ, **cpu_engine_env()}
+    out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
     cases = [json.loads(line[len("CASE "):]) for line in out.stdout.splitlines() if line.startswith("CASE ")]
     if out.returncode != 0 or len(cases) != len(work):
         raise RuntimeError(f"in-process vLLM run failed (code {out.returncode}):\n{out.stderr[-3000:]}")

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 
 from embedtext.connectors.local_server import LocalServer
+from embedtext.server.cpu_threads import cpu_engine_env
 
 
 def free_port() -> int:
@@ -36,7 +37,8 @@ class HttpServerProcess(LocalServer):
     """A child HTTP server (LocalServer's process handling), ready once ``GET /health`` answers 200."""
 
     def __init__(self, command: list[str], port: int, name: str) -> None:
-        super().__init__(port=port, env={"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1"})
+        # cpu_engine_env: the engine settings embedtext's server uses (every core on a small CPU).
+        super().__init__(port=port, env={"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1", **cpu_engine_env()})
         self.command = command
         self.name = name
         self.url = f"http://127.0.0.1:{port}"

@@ -13,6 +13,7 @@ from grpc_reflection.v1alpha import reflection
 
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.server.config import ServerConfig
+from embedtext.server.cpu_threads import cpu_engine_env, usable_cores
 from embedtext.server.decoding import add_service
 from embedtext.server.engine import EngineSettings, VllmBackend, detect_device
 from embedtext.server.metrics import ServerMetrics
@@ -36,6 +37,11 @@ def _parse_model(arg: str) -> tuple[str | None, str]:
 
 def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRuntime]:
     device = detect_device() if config.device == "auto" and config.engine == "vllm" else config.device
+    if device == "cpu" and config.engine == "vllm":
+        extra_env = cpu_engine_env()
+        if extra_env:
+            log.info("vLLM-CPU on %d cores: %s (the model gets every core)", usable_cores(), extra_env)
+        os.environ.update(extra_env)  # inherited by the engine processes started below
     total = config.memory_fraction if config.memory_fraction is not None else (0.9 if device == "cuda" else 0.2)
     share = total / (len(config.models) * config.replicas)
     runtimes = []

@@ -12,6 +12,7 @@ import pytest
         "embedtext",
         "embedtext.protocol.codec",
         "embedtext.protocol.reply_wire",
+        "embedtext.server.cpu_threads",
         "embedtext.connectors.client",
         "embedtext.connectors.jobs.spec",
         "embedtext.connectors.jobs.schedule",

