@@ -60,10 +60,11 @@ def _chunk_cases(con, server, rows: int, tokens: int) -> list[dict]:
 
 
 def measure_http_json(model_dir: str, corpus: BenchCorpus, work: Sequence[tuple[int, int]], dim: int,
-                      *, max_tokens: int) -> list[dict]:
+                      *, max_tokens: int, eager: bool = False) -> list[dict]:
     """Path 2: vLLM's own HTTP server with JSON floats, called from a DuckDB Arrow UDF."""
     cases = []
-    with vllm_http_server(model_dir, SERVED_NAME, max_tokens=max_tokens) as http:
+    extra = ["--enforce-eager"] if eager else []
+    with vllm_http_server(model_dir, SERVED_NAME, max_tokens=max_tokens, extra=extra) as http:
         con = duckdb.connect()
         embedder = OpenAIJsonEmbedder(http.url, SERVED_NAME)
         register_udf(con, "http_embed", embedder, dim)
@@ -77,9 +78,9 @@ def measure_http_json(model_dir: str, corpus: BenchCorpus, work: Sequence[tuple[
     return cases
 
 
-def measure_inprocess(model_dir: str, work: Sequence[tuple[int, int]]) -> list[dict]:
+def measure_inprocess(model_dir: str, work: Sequence[tuple[int, int]], *, eager: bool = False) -> list[dict]:
     """Path 3, in a child process (its engine is gone when it returns)."""
-    return run_inprocess(model_dir, list(work), suite=SUITE)
+    return run_inprocess(model_dir, list(work), suite=SUITE, eager=eager)
 
 
 def cpu_ratios(cases: list[dict]) -> dict[str, float]:

