@@ -7,9 +7,12 @@
                               OpenAI-compatible ``/v1/embeddings`` (same install, same engine
                               settings, 512-row requests, 8 in flight), JSON floats back
   inprocess_llm_embed_{T}tok  the ceiling: ``vllm.LLM.embed`` in-process on token ids
+  inprocess_llm_embed_text_{T}tok  what an in-process user runs: ``LLM.embed`` on the texts
+                              (vLLM tokenizes; the ceiling above does not tokenize at all)
 
-T = 50 and 512 tokens per row. Ratios: ``udf_vs_inprocess`` = 1 / 3, ``udf_vs_http_json`` = 1 / 2
-(the keys without a suffix are at 50 tokens; ``_512`` at 512).
+T = 50 and 512 tokens per row. Ratios: ``udf_vs_inprocess`` = 1 / 3, ``udf_vs_http_json`` = 1 / 2,
+``udf_vs_inprocess_text`` = 1 / 3 on texts (the keys without a suffix are at 50 tokens; ``_512``
+at 512).
 
     uv run --extra cpu embedtext bench --only cpu
 """
@@ -80,7 +83,7 @@ def measure_http_json(model_dir: str, corpus: BenchCorpus, work: Sequence[tuple[
 
 def measure_inprocess(model_dir: str, work: Sequence[tuple[int, int]], *, eager: bool = False) -> list[dict]:
     """Path 3, in a child process (its engine is gone when it returns)."""
-    return run_inprocess(model_dir, list(work), suite=SUITE, eager=eager)
+    return run_inprocess(model_dir, list(work), suite=SUITE, eager=eager, text=True)
 
 
 def cpu_ratios(cases: list[dict]) -> dict[str, float]:
@@ -90,7 +93,8 @@ def cpu_ratios(cases: list[dict]) -> dict[str, float]:
     for t in tokens:
         suffix = "" if t == HEADLINE_TOKENS else f"_{t}"
         ours = by.get(f"udf_embed_text_{t}tok")
-        for key, other in (("udf_vs_inprocess", f"inprocess_llm_embed_{t}tok"), ("udf_vs_http_json", f"udf_vllm_http_json_{t}tok")):
+        for key, other in (("udf_vs_inprocess", f"inprocess_llm_embed_{t}tok"), ("udf_vs_http_json", f"udf_vllm_http_json_{t}tok"),
+                           ("udf_vs_inprocess_text", f"inprocess_llm_embed_text_{t}tok")):
             if ours and by.get(other):
                 ratios[key + suffix] = round(ours / by[other], 3)
         if by.get(f"udf_filtered_chunks_{t}tok") and ours:

@@ -22,8 +22,9 @@ os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
 def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dtype: str = "float32",
                   memory_fraction: float = 0.2, max_batch_tokens: int = 16384, max_num_seqs: int = 1024,
-                  eager: bool = False) -> list[dict]:
-    """Start the child and return its cases (``work`` is a list of (tokens, rows))."""
+                  eager: bool = False, text: bool = False) -> list[dict]:
+    """Start the child and return its cases (``work`` is a list of (tokens, rows)); ``text`` adds
+    ``inprocess_llm_embed_text_*`` cases (LLM.embed on the texts) after each token-id case."""
     command = [sys.executable, "-m", "embedtext.bench.inprocess", "--model", model_dir, "--suite", suite,
                "--dtype", dtype, "--memory-fraction", str(memory_fraction), "--max-batch-tokens", str(max_batch_tokens),
                "--max-num-seqs", str(max_num_seqs)]
@@ -31,11 +32,13 @@ def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dt
         command += ["--work", f"{tokens}:{rows}"]
     if eager:
         command.append("--enforce-eager")
+    if text:
+        command.append("--text")
     # cpu_engine_env: the engine settings embedtext's server uses (every core on a small CPU).
     env = {**os.environ, **cpu_engine_env()}
     out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
     cases = [json.loads(line[len("CASE "):]) for line in out.stdout.splitlines() if line.startswith("CASE ")]
-    if out.returncode != 0 or len(cases) != len(work):
+    if out.returncode != 0 or len(cases) != len(work) * (2 if text else 1):
         raise RuntimeError(f"in-process vLLM run failed (code {out.returncode}):\n{out.stderr[-3000:]}")
     return cases
 
@@ -50,6 +53,7 @@ def main() -> None:
     parser.add_argument("--max-batch-tokens", type=int, default=16384)
     parser.add_argument("--max-num-seqs", type=int, default=1024)
     parser.add_argument("--enforce-eager", action="store_true")
+    parser.add_argument("--text", action="store_true", help="also time LLM.embed on the texts (vLLM tokenizes)")
     args = parser.parse_args()
 
     from vllm import LLM
@@ -74,6 +78,13 @@ def main() -> None:
         case = make_case(f"inprocess_llm_embed_{tokens}tok", args.suite, rows=rows, seconds=seconds,
                          tokens_per_row=tokens, peak_rss_mb=rss.peaks["self"], path="vllm.LLM.embed(token ids)")
         print("CASE " + json.dumps(case), flush=True)
+        if args.text:
+            # What an in-process user writes: texts in, vLLM tokenizes (the ceiling above skips it).
+            texts = corpus.texts(rows, tokens)
+            seconds, _ = timed(lambda: llm.embed(texts, use_tqdm=False))
+            case = make_case(f"inprocess_llm_embed_text_{tokens}tok", args.suite, rows=rows, seconds=seconds,
+                             tokens_per_row=tokens, path="vllm.LLM.embed(texts)")
+            print("CASE " + json.dumps(case), flush=True)
 
 
 if __name__ == "__main__":

@@ -138,39 +138,61 @@ class VllmBackend:
         from vllm.inputs import tokens_input
         from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
 
-        engine = self._engine
-        if engine is None or not self.alive:
-            raise ReplicaDeadError(f"{self.name} is not running")
-        params = PoolingParams(task="embed", use_activation=False)
-
-        async def one(ids: list[int]):
-            request_id = f"{self._prefix}-{next(self._counter)}"
-            last = None
-            async for out in engine.encode(tokens_input(ids), params, request_id=request_id):
-                last = out
-            if last is None or last.outputs.data.numel() == 0:
-                # An aborted request ends with an empty vector rather than an exception.
-                raise ReplicaDeadError(f"{self.name} aborted request {request_id}")
-            return last.outputs.data
-
         try:
             from vllm.exceptions import VLLMValidationError
         except ImportError:  # older vLLM
             VLLMValidationError = ValueError  # noqa: N806
 
+        engine = self._engine
+        if engine is None or not self.alive:
+            raise ReplicaDeadError(f"{self.name} is not running")
+        params = PoolingParams(task="embed", use_activation=False)
+        # One coroutine adds every row and then reads every row's collector: what
+        # ``AsyncLLM.encode`` does per row, without a task and an async generator per row
+        # (those cost about a fifth of the server's CPU per 50-token row; measured with py-spy).
+        collectors = []
         try:
-            outputs = await asyncio.gather(*(one(ids) for ids in rows))
+            try:
+                for ids in rows:
+                    request_id = f"{self._prefix}-{next(self._counter)}"
+                    collectors.append(await engine.add_request(request_id, tokens_input(ids), params))
+                outputs = [await self._collect(collector) for collector in collectors]
+            except EngineDeadError:
+                raise  # nothing to abort in a dead engine
+            except BaseException:
+                # Cancelled (the caller left, or its deadline passed) or failed: the engine must
+                # not keep working on rows nobody will read.
+                if collectors and self.alive:
+                    await asyncio.shield(engine.abort([c.request_id for c in collectors]))
+                raise
+            finally:
+                for collector in collectors:
+                    collector.close()
+        except ReplicaDeadError:
+            raise
         except VLLMValidationError as exc:
             raise EngineRequestError(str(exc)) from exc
         except EngineDeadError as exc:
             raise ReplicaDeadError(f"{self.name} died: {exc}") from exc
-        except EngineGenerateError as exc:
+        except Exception as exc:  # as AsyncLLM.encode's EngineGenerateError: anything else from the engine
+            cause = exc.__cause__ if isinstance(exc, EngineGenerateError) and exc.__cause__ else exc
             if not self.alive:
-                raise ReplicaDeadError(f"{self.name} died: {exc.__cause__ or exc}") from exc
-            raise EngineRequestError(str(exc.__cause__ or exc)) from exc
+                raise ReplicaDeadError(f"{self.name} died: {cause}") from exc
+            raise EngineRequestError(str(cause)) from exc
         import torch
 
         return torch.stack(outputs).to(torch.float32).numpy()
+
+    async def _collect(self, collector):
+        """The pooled vector of one added request, once it is finished."""
+        while True:
+            out = collector.get_nowait() or await collector.get()
+            if out.finished:
+                break
+        if out.outputs.data.numel() == 0:
+            # An aborted request ends with an empty vector rather than an exception.
+            raise ReplicaDeadError(f"{self.name} aborted request {out.request_id}")
+        return out.outputs.data
 
     async def stop(self) -> None:
         engine, self._engine = self._engine, None

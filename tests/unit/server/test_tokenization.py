@@ -41,3 +41,15 @@ def test_token_id_checks(pool):
     with pytest.raises(InvalidInputError, match="row 0 is empty"):
         pool.check_token_ids([[]])
     assert len(pool.check_token_ids([[1] * 300])[0]) == 256
+
+
+def test_fast_encoding_gives_the_same_ids_as_encode_batch(pool):
+    """The pool uses encode_batch_fast (no offsets) where it exists; the ids must not change."""
+    from tokenizers import Tokenizer
+
+    spec = load_model_spec("default")
+    reference = Tokenizer.from_file(str(spec.tokenizer_file))
+    reference.no_padding()
+    reference.enable_truncation(max_length=spec.max_tokens)
+    texts = ["a cat", "", "  ", "Ünïcödé façade — naïve café 東京 🚀", "word " * 400, "[CLS] x [SEP]", "e\u0301"]
+    assert pool.tokenize_sync(texts) == [enc.ids for enc in reference.encode_batch(texts)]
