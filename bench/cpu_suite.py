@@ -35,7 +35,8 @@ SERVED_NAME = "tiny"
 HEADLINE_TOKENS = 50
 
 
-def measure_embedtext(server, corpus: BenchCorpus, work: Sequence[tuple[int, int]], *, chunk_cases: bool = False) -> list[dict]:
+def measure_embedtext(server, corpus: BenchCorpus, work: Sequence[tuple[int, int]], *, chunk_cases: bool = False,
+                      repeats: int = 1) -> list[dict]:
     """Path 1 on a running embedtext server; ``chunk_cases`` adds the filtered-chunk cases."""
     cases = []
     con = duckdb.connect()
@@ -43,7 +44,7 @@ def measure_embedtext(server, corpus: BenchCorpus, work: Sequence[tuple[int, int
     for tokens, rows in work:
         load_docs(con, corpus.texts(rows, tokens))
         cases.append(embed_query_case(con, f"udf_embed_text_{tokens}tok", SUITE, fn="embed_text", source="docs",
-                                      rows=rows, tokens_per_row=tokens, server_pid=server.pid,
+                                      rows=rows, tokens_per_row=tokens, server_pid=server.pid, repeats=repeats,
                                       path="DuckDB embed_text -> embedtext gRPC (bytes) -> vLLM"))
         if chunk_cases:
             cases += _chunk_cases(con, server, rows, tokens)
@@ -63,7 +64,7 @@ def _chunk_cases(con, server, rows: int, tokens: int) -> list[dict]:
 
 
 def measure_http_json(model_dir: str, corpus: BenchCorpus, work: Sequence[tuple[int, int]], dim: int,
-                      *, max_tokens: int, eager: bool = False) -> list[dict]:
+                      *, max_tokens: int, eager: bool = False, repeats: int = 1) -> list[dict]:
     """Path 2: vLLM's own HTTP server with JSON floats, called from a DuckDB Arrow UDF."""
     cases = []
     extra = ["--enforce-eager"] if eager else []
@@ -74,16 +75,17 @@ def measure_http_json(model_dir: str, corpus: BenchCorpus, work: Sequence[tuple[
         for tokens, rows in work:
             load_docs(con, corpus.texts(rows, tokens))
             cases.append(embed_query_case(con, f"udf_vllm_http_json_{tokens}tok", SUITE, fn="http_embed", source="docs",
-                                          rows=rows, tokens_per_row=tokens, server_pid=http.pid,
+                                          rows=rows, tokens_per_row=tokens, server_pid=http.pid, repeats=repeats,
                                           path="DuckDB Arrow UDF -> vLLM OpenAI /v1/embeddings (JSON floats)"))
         embedder.close()
         con.close()
     return cases
 
 
-def measure_inprocess(model_dir: str, work: Sequence[tuple[int, int]], *, eager: bool = False) -> list[dict]:
+def measure_inprocess(model_dir: str, work: Sequence[tuple[int, int]], *, eager: bool = False,
+                      repeats: int = 1) -> list[dict]:
     """Path 3, in a child process (its engine is gone when it returns)."""
-    return run_inprocess(model_dir, list(work), suite=SUITE, eager=eager, text=True)
+    return run_inprocess(model_dir, list(work), suite=SUITE, eager=eager, text=True, repeats=repeats)
 
 
 def cpu_ratios(cases: list[dict]) -> dict[str, float]:

@@ -22,7 +22,7 @@ os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
 def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dtype: str = "float32",
                   memory_fraction: float = 0.2, max_batch_tokens: int = 16384, max_num_seqs: int = 1024,
-                  eager: bool = False, text: bool = False) -> list[dict]:
+                  eager: bool = False, text: bool = False, repeats: int = 1) -> list[dict]:
     """Start the child and return its cases (``work`` is a list of (tokens, rows)); ``text`` adds
     ``inprocess_llm_embed_text_*`` cases (LLM.embed on the texts) after each token-id case."""
     command = [sys.executable, "-m", "embedtext.bench.inprocess", "--model", model_dir, "--suite", suite,
@@ -34,6 +34,7 @@ def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dt
         command.append("--enforce-eager")
     if text:
         command.append("--text")
+    command += ["--repeats", str(repeats)]
     # cpu_engine_env: the engine settings embedtext's server uses (every core on a small CPU).
     env = {**os.environ, **cpu_engine_env()}
     out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
@@ -53,6 +54,7 @@ def main() -> None:
     parser.add_argument("--max-batch-tokens", type=int, default=16384)
     parser.add_argument("--max-num-seqs", type=int, default=1024)
     parser.add_argument("--enforce-eager", action="store_true")
+    parser.add_argument("--repeats", type=int, default=1, help="timed runs per case (the median is reported)")
     parser.add_argument("--text", action="store_true", help="also time LLM.embed on the texts (vLLM tokenizes)")
     args = parser.parse_args()
 
@@ -60,7 +62,7 @@ def main() -> None:
     from vllm.inputs import tokens_input
 
     from embedtext.bench.corpus import BenchCorpus
-    from embedtext.bench.measure import PeakRss, make_case, timed
+    from embedtext.bench.measure import PeakRss, make_case, median_seconds, timed
     from embedtext.server.models import load_model_spec
 
     spec = load_model_spec(args.model)
@@ -74,16 +76,17 @@ def main() -> None:
         prompts = [tokens_input(ids) for ids in corpus.token_ids(corpus.texts(rows, tokens))]
         llm.embed(prompts[: max(1, min(2048, rows // 4))], use_tqdm=False)  # warm-up, as the DuckDB cases do
         with PeakRss({}, {"self": os.getpid()}) as rss:
-            seconds, _ = timed(lambda: llm.embed(prompts, use_tqdm=False))
-        case = make_case(f"inprocess_llm_embed_{tokens}tok", args.suite, rows=rows, seconds=seconds,
-                         tokens_per_row=tokens, peak_rss_mb=rss.peaks["self"], path="vllm.LLM.embed(token ids)")
+            runs = [timed(lambda: llm.embed(prompts, use_tqdm=False))[0] for _ in range(args.repeats)]
+        case = make_case(f"inprocess_llm_embed_{tokens}tok", args.suite, rows=rows, seconds=median_seconds(runs),
+                         tokens_per_row=tokens, peak_rss_mb=rss.peaks["self"], path="vllm.LLM.embed(token ids)",
+                         runs_s=[round(r, 3) for r in runs])
         print("CASE " + json.dumps(case), flush=True)
         if args.text:
             # What an in-process user writes: texts in, vLLM tokenizes (the ceiling above skips it).
             texts = corpus.texts(rows, tokens)
-            seconds, _ = timed(lambda: llm.embed(texts, use_tqdm=False))
-            case = make_case(f"inprocess_llm_embed_text_{tokens}tok", args.suite, rows=rows, seconds=seconds,
-                             tokens_per_row=tokens, path="vllm.LLM.embed(texts)")
+            runs = [timed(lambda: llm.embed(texts, use_tqdm=False))[0] for _ in range(args.repeats)]
+            case = make_case(f"inprocess_llm_embed_text_{tokens}tok", args.suite, rows=rows, seconds=median_seconds(runs),
+                             tokens_per_row=tokens, path="vllm.LLM.embed(texts)", runs_s=[round(r, 3) for r in runs])
             print("CASE " + json.dumps(case), flush=True)
 
 

@@ -139,6 +139,15 @@ def make_case(
     }
 
 
+def median_seconds(runs: Iterable[float]) -> float:
+    """The median run: short runs on a shared machine swing; every path gets the same number.
+
+    >>> median_seconds([3.0, 1.0, 2.0])
+    2.0
+    """
+    return float(np.median(list(runs)))
+
+
 def timed(fn):
     t0 = time.perf_counter()
     out = fn()

@@ -27,6 +27,9 @@ class BenchPlan:
     # Quick runs start engines with --enforce-eager (no torch.compile: ~25 s less per engine start on
     # 2 cores); every engine of a run gets the same setting, so ratios stay like for like.
     eager: bool = False
+    # Timed runs per cpu-suite case, the median reported (every path alike): quick runs last
+    # 2-3 s each and swing by +-15% alone.
+    cpu_repeats: int = 1
     workdir: Path | None = None  # set by make_plan
 
 
@@ -42,6 +45,7 @@ QUICK = BenchPlan(
     scaling_rows=(2_000, 5_000, 10_000),
     scaling_tokens=16,
     eager=True,
+    cpu_repeats=3,
 )
 FULL = replace(
     QUICK,
@@ -54,6 +58,7 @@ FULL = replace(
     latency_chunk_requests=8,
     scaling_rows=(10_000, 100_000, 1_000_000),
     eager=False,
+    cpu_repeats=1,
 )
 
 

@@ -8,7 +8,7 @@ import duckdb
 import numpy as np
 import pyarrow as pa
 
-from embedtext.bench.measure import PeakRss, make_case, timed
+from embedtext.bench.measure import PeakRss, make_case, median_seconds, timed
 
 
 def load_docs(con: duckdb.DuckDBPyConnection, texts, table: str = "docs") -> None:
@@ -32,9 +32,11 @@ def embed_query_case(
     server_pid: int | None = None,
     where: str = "",
     warmup: bool = True,
+    repeats: int = 1,
     **extra,
 ) -> dict:
-    """Time one full scan through ``fn``; peak RSS of this process and of the server's tree."""
+    """Time full scans through ``fn`` (the median of ``repeats``, each listed in ``runs_s``); peak
+    RSS of this process and of the server's tree."""
     if warmup:
         # A quarter of the rows, at most one chunk: first-call costs out of the timing, without
         # measuring a small table twice.
@@ -42,9 +44,10 @@ def embed_query_case(
         con.execute(f"SELECT sum({fn}(body)[1]) FROM (SELECT body FROM {source} LIMIT {limit})").fetchall()
     query = f"SELECT sum({fn}(body)[1]) FROM {source} {where}"
     with PeakRss({"client": os.getpid()}, {"server": server_pid}) as rss:
-        seconds, _ = timed(lambda: con.execute(query).fetchall())
+        runs = [timed(lambda: con.execute(query).fetchall())[0] for _ in range(max(1, repeats))]
     server_rss = rss.peaks.get("server")
     return make_case(
-        name, suite, rows=rows, seconds=seconds, tokens_per_row=tokens_per_row, peak_rss_mb=rss.peaks["client"],
-        server_peak_rss_mb=round(server_rss, 1) if server_rss else None, query=query, **extra,
+        name, suite, rows=rows, seconds=median_seconds(runs), tokens_per_row=tokens_per_row,
+        peak_rss_mb=rss.peaks["client"], server_peak_rss_mb=round(server_rss, 1) if server_rss else None,
+        query=query, runs_s=[round(r, 3) for r in runs], **extra,
     )

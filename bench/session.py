@@ -101,7 +101,7 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
             from embedtext.bench.cpu_suite import measure_embedtext
 
             progress(f"cpu: embed_text {plan.cpu_work}")
-            cases += measure_embedtext(server, corpus, plan.cpu_work)
+            cases += measure_embedtext(server, corpus, plan.cpu_work, repeats=plan.cpu_repeats)
         if "latency" in suites:
             from embedtext.bench.latency import CHUNK_ROWS, run_latency
 
@@ -118,7 +118,8 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
         from embedtext.bench.cpu_suite import measure_http_json, measure_inprocess
 
         progress("cpu: vLLM OpenAI HTTP server (JSON)")
-        cases += measure_http_json(str(tiny), corpus, plan.cpu_work, spec.dim, max_tokens=spec.max_tokens, eager=plan.eager)
+        cases += measure_http_json(str(tiny), corpus, plan.cpu_work, spec.dim, max_tokens=spec.max_tokens, eager=plan.eager,
+                                   repeats=plan.cpu_repeats)
         progress("cpu: in-process LLM.embed")
-        cases += measure_inprocess(str(tiny), plan.cpu_work, eager=plan.eager)
+        cases += measure_inprocess(str(tiny), plan.cpu_work, eager=plan.eager, repeats=plan.cpu_repeats)
     return cases

@@ -19,6 +19,7 @@ import pytest
         "embedtext.corpus",
         "embedtext.sql.ddl",
         "embedtext.udf.registration",
+        "embedtext.bench.measure",
     ],
 )
 def test_docstring_examples(module):
