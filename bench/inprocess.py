@@ -62,7 +62,7 @@ def main() -> None:
     from vllm.inputs import tokens_input
 
     from embedtext.bench.corpus import BenchCorpus
-    from embedtext.bench.measure import PeakRss, make_case, median_seconds, timed
+    from embedtext.bench.measure import CpuSplit, PeakRss, make_case, median_seconds, timed
     from embedtext.server.models import load_model_spec
 
     spec = load_model_spec(args.model)
@@ -75,11 +75,12 @@ def main() -> None:
         tokens, rows = (int(x) for x in item.split(":"))
         prompts = [tokens_input(ids) for ids in corpus.token_ids(corpus.texts(rows, tokens))]
         llm.embed(prompts[: max(1, min(2048, rows // 4))], use_tqdm=False)  # warm-up, as the DuckDB cases do
-        with PeakRss({}, {"self": os.getpid()}) as rss:
+        with PeakRss({}, {"self": os.getpid()}) as rss, CpuSplit({}, {"inprocess": os.getpid()}) as cpu:
             runs = [timed(lambda: llm.embed(prompts, use_tqdm=False))[0] for _ in range(args.repeats)]
         case = make_case(f"inprocess_llm_embed_{tokens}tok", args.suite, rows=rows, seconds=median_seconds(runs),
                          tokens_per_row=tokens, peak_rss_mb=rss.peaks["self"], path="vllm.LLM.embed(token ids)",
-                         runs_s=[round(r, 3) for r in runs])
+                         runs_s=[round(r, 3) for r in runs],
+                         cpu_s_per_run={k: round(v / len(runs), 2) for k, v in cpu.seconds.items()})
         print("CASE " + json.dumps(case), flush=True)
         if args.text:
             # What an in-process user writes: texts in, vLLM tokenizes (the ceiling above skips it).

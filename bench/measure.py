@@ -60,6 +60,71 @@ def tree_rss_by_process(pid: int) -> dict[str, float]:
     return out
 
 
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process so far (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+def _comm(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return "?"
+
+
+class CpuSplit:
+    """CPU seconds spent inside the block, per process: where a path's CPU goes (on a machine
+    whose cores the model already fills, every CPU-second of the rest is taken from the model).
+
+    ``pids`` are counted alone (the client: its children are servers counted apart), ``trees``
+    with their descendants, each named ``label/process-name`` (``server/VLLM::EngineCore``);
+    ``seconds`` holds the totals once the block ends.
+
+    >>> with CpuSplit({"me": os.getpid()}) as split:
+    ...     _ = sum(range(10**6))
+    >>> split.seconds["me"] >= 0
+    True
+    """
+
+    def __init__(self, pids: dict[str, int | None], trees: dict[str, int | None] | None = None) -> None:
+        self.pids = {k: v for k, v in pids.items() if v}
+        self.trees = {k: v for k, v in (trees or {}).items() if v}
+        self.seconds: dict[str, float] = {}
+        self._before: dict[int, float] = {}
+
+    def _snapshot(self) -> dict[int, tuple[str, float]]:
+        out = {}
+        for label, root in self.trees.items():
+            out[root] = (label, _cpu_seconds(root))
+            todo = _children(root)
+            while todo:
+                pid = todo.pop()
+                if pid not in out:
+                    out[pid] = (f"{label}/{_comm(pid)}", _cpu_seconds(pid))
+                    todo += _children(pid)
+        for label, pid in self.pids.items():
+            out[pid] = (label, _cpu_seconds(pid))
+        return out
+
+    def __enter__(self) -> CpuSplit:
+        self._before = {pid: cpu for pid, (_, cpu) in self._snapshot().items()}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for pid, (name, cpu) in self._snapshot().items():
+            spent = cpu - self._before.get(pid, 0.0)
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + spent, 2)
+
+
 class PeakRss:
     """Samples RSS in a thread; ``peaks`` holds the maxima (MB) per name.
 
