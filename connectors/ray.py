@@ -73,7 +73,18 @@ def run_index_on_ray(
     Up to ``workers`` Ray actors embed concurrently (default: one per target, at least 2).
     """
 
+    # Ray starts its GCS and raylet processes with fork + a preexec hook; do that before this
+    # process opens any gRPC channel of ours (run_pass opens one to ask the server's dims).
+    # A failure is reported by the pass, as any other.
+    try:
+        _init_ray(ray_address)
+        ray_error = None
+    except Exception as exc:  # noqa: BLE001 - re-raised inside the pass
+        ray_error = exc
+
     def embed_on_ray(con, state: IndexState, client, total: int, summary: IndexSummary, log) -> None:
+        if ray_error is not None:
+            raise ray_error
         export_dir = tempfile.mkdtemp(prefix="embedtext-ray-")
         try:
             _export_pending(con, state, export_dir)
@@ -104,13 +115,19 @@ def _export_pending(con, state: IndexState, export_dir: str) -> None:
         reader_con.close()
 
 
-def _embedding_dataset(spec: IndexSpec, export_dir: str, workers: int | None, ray_address: str | None):
+def _init_ray(ray_address: str | None) -> None:
     import ray
 
     if not ray.is_initialized():
         # Ray's GCS can take longer than its default 30 s to come up on a small, busy machine.
         os.environ.setdefault("RAY_gcs_server_port_wait_time_s", "180")
         ray.init(address=ray_address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
+
+
+def _embedding_dataset(spec: IndexSpec, export_dir: str, workers: int | None, ray_address: str | None):
+    import ray
+
+    _init_ray(ray_address)
     targets = [spec.target] if isinstance(spec.target, str) else list(spec.target or ())
     files = len(os.listdir(export_dir))
     most = min(workers or max(2, len(targets)), files)

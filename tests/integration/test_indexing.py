@@ -183,25 +183,30 @@ def test_every_parsing(every, seconds):
 
 
 def test_ray_data_run_gives_the_same_table_as_a_local_run(tmp_path, servers):
-    from embedtext.connectors.ray import run_index_on_ray
-
     local, on_ray = tmp_path / "local.duckdb", tmp_path / "ray.duckdb"
     for d in (local, on_ray):
         _make_docs(d, 3000)
         _sql(d, "UPDATE docs SET body = repeat('word ', 300) WHERE id = 77")
     _index(local, servers, truncate=False)
-    lines = []
-    spec = IndexSpec(str(on_ray), "docs", key="id", text="body", target=(servers.tiny.target, servers.tiny.target),
-                     batch_rows=500, truncate=False)
-    summary = run_index_on_ray(spec, workers=2, log=lines.append)
-    assert summary.error is None, lines
-    assert (summary.embedded, summary.failed) == (2999, 1)
-    assert lines[-1] == summary.line
+    # Through the CLI, in a process of its own, as users run it: Ray starts its cluster processes
+    # from there, not from this test process with its many gRPC channels and servers.
+    cmd = [sys.executable, "-m", "embedtext.cli", "index", str(on_ray), "--table", "docs", "--key", "id",
+           "--text", "body", "--target", f"{servers.tiny.target},{servers.tiny.target}", "--batch-rows", "500",
+           "--no-truncate", "--engine", "ray", "--workers", "2"]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    def summary_line(out: subprocess.CompletedProcess) -> str:  # the job's last line, on stderr
+        lines = [line for line in out.stderr.splitlines() if " rows embedded, " in line]
+        return lines[-1] if lines else out.stderr[-3000:]
+
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert done.returncode == 0 and summary_line(done).startswith("2999 rows embedded, 0 removed, 1 failed in "), (
+        summary_line(done))
     a, b = _table(local), _table(on_ray)
     assert [r[:4] for r in a] == [r[:4] for r in b]
     np.testing.assert_allclose(np.array([r[4] for r in a]), np.array([r[4] for r in b]), atol=1e-5)
     assert _sql(on_ray, "SELECT key FROM docs_embeddings_failed") == [(77,)]
-    assert run_index_on_ray(spec, workers=2, log=lambda _: None).embedded == 0
+    again = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
+    assert again.returncode == 0 and summary_line(again).startswith("0 rows embedded"), summary_line(again)
 
 
 @pytest.mark.slow
