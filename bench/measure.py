@@ -32,32 +32,35 @@ def _rss_kib(pid: int) -> int:
     return 0
 
 
-def tree_rss_mb(pid: int) -> float:
-    """RSS of ``pid`` and all its descendants (vLLM runs its engine in child processes)."""
-    total, todo, seen = 0, [pid], set()
+def _tree(pid: int) -> list[int]:
+    """``pid`` and all its descendants, each once (parents before their children)."""
+    out, todo, seen = [], [pid], set()
     while todo:
         p = todo.pop()
-        if p in seen:
-            continue
-        seen.add(p)
-        total += _rss_kib(p)
-        todo += _children(p)
-    return total / 1024
+        if p not in seen:
+            seen.add(p)
+            out.append(p)
+            todo += _children(p)
+    return out
+
+
+def _comm(pid: int) -> str | None:
+    """The process name, or None once it is gone."""
+    try:
+        with open(f"/proc/{pid}/comm") as fh:
+            return fh.read().strip()
+    except OSError:
+        return None
+
+
+def tree_rss_mb(pid: int) -> float:
+    """RSS of ``pid`` and all its descendants (vLLM runs its engine in child processes)."""
+    return sum(_rss_kib(p) for p in _tree(pid)) / 1024
 
 
 def tree_rss_by_process(pid: int) -> dict[str, float]:
     """RSS (MB) of ``pid`` and each descendant, keyed ``name[pid]``: which process holds the memory."""
-    out, todo = {}, [pid]
-    while todo:
-        p = todo.pop()
-        try:
-            with open(f"/proc/{p}/comm") as fh:
-                name = fh.read().strip()
-        except OSError:
-            continue
-        out[f"{name}[{p}]"] = round(_rss_kib(p) / 1024, 1)
-        todo += _children(p)
-    return out
+    return {f"{name}[{p}]": round(_rss_kib(p) / 1024, 1) for p in _tree(pid) if (name := _comm(p)) is not None}
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
@@ -71,14 +74,6 @@ def _cpu_seconds(pid: int) -> float:
         return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
     except (OSError, IndexError, ValueError):
         return 0.0
-
-
-def _comm(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/comm") as fh:
-            return fh.read().strip()
-    except OSError:
-        return "?"
 
 
 class CpuSplit:
@@ -104,13 +99,9 @@ class CpuSplit:
     def _snapshot(self) -> dict[int, tuple[str, float]]:
         out = {}
         for label, root in self.trees.items():
-            out[root] = (label, _cpu_seconds(root))
-            todo = _children(root)
-            while todo:
-                pid = todo.pop()
-                if pid not in out:
-                    out[pid] = (f"{label}/{_comm(pid)}", _cpu_seconds(pid))
-                    todo += _children(pid)
+            for pid in _tree(root):
+                name = label if pid == root else f"{label}/{_comm(pid) or '?'}"
+                out.setdefault(pid, (name, _cpu_seconds(pid)))
         for label, pid in self.pids.items():
             out[pid] = (label, _cpu_seconds(pid))
         return out

@@ -88,7 +88,7 @@ def run_index_on_ray(
         export_dir = tempfile.mkdtemp(prefix="embedtext-ray-")
         try:
             _export_pending(con, state, export_dir)
-            dataset = _embedding_dataset(spec, export_dir, workers, ray_address)
+            dataset = _embedding_dataset(spec, export_dir, workers)
             progress = _Progress(total, log)
             try:
                 for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
@@ -124,10 +124,9 @@ def _init_ray(ray_address: str | None) -> None:
         ray.init(address=ray_address, include_dashboard=False, log_to_driver=False, ignore_reinit_error=True)
 
 
-def _embedding_dataset(spec: IndexSpec, export_dir: str, workers: int | None, ray_address: str | None):
-    import ray
+def _embedding_dataset(spec: IndexSpec, export_dir: str, workers: int | None):
+    import ray  # started by run_index_on_ray, before the pass's gRPC client
 
-    _init_ray(ray_address)
     targets = [spec.target] if isinstance(spec.target, str) else list(spec.target or ())
     files = len(os.listdir(export_dir))
     most = min(workers or max(2, len(targets)), files)

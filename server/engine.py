@@ -162,8 +162,8 @@ class VllmBackend:
             except BaseException:
                 # Cancelled (the caller left, or its deadline passed) or failed: the engine must
                 # not keep working on rows nobody will read.
-                # Our (external) ids: a collector holds vLLM's internal id, which abort() would
-                # not find without internal=True (a flag older vLLM lacks).
+                # Our (external) ids: a collector holds vLLM's internal id (ours plus a random
+                # suffix), which abort() finds only with internal=True.
                 if request_ids and self.alive:
                     await asyncio.shield(engine.abort(request_ids))
                 raise

@@ -28,7 +28,8 @@ class TokenizerPool:
         self._truncating.enable_truncation(max_length=max_tokens)
         self._whole = self._load(tokenizer_file)
         self.vocab_size = self._whole.get_vocab_size(with_added_tokens=True)
-        self._encode_name = "encode_batch_fast" if hasattr(self._whole, "encode_batch_fast") else "encode_batch"
+        encode = "encode_batch_fast" if hasattr(self._whole, "encode_batch_fast") else "encode_batch"
+        self._encode_truncating, self._encode_whole = getattr(self._truncating, encode), getattr(self._whole, encode)
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embedtext-tokenizer")
 
     @staticmethod
@@ -43,8 +44,8 @@ class TokenizerPool:
         if not texts:
             return []
         if truncate:
-            return [enc.ids for enc in getattr(self._truncating, self._encode_name)(texts)]
-        ids = [enc.ids for enc in getattr(self._whole, self._encode_name)(texts)]
+            return [enc.ids for enc in self._encode_truncating(texts)]
+        ids = [enc.ids for enc in self._encode_whole(texts)]
         for row, row_ids in enumerate(ids):
             if len(row_ids) > self.max_tokens:
                 raise InvalidInputError(

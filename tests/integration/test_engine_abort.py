@@ -6,10 +6,9 @@ batches start; this one looks inside vLLM: right after the cancelled ``embed`` r
 engine holds none of its requests (vLLM's own count of unfinished requests), and the same
 engine embeds the next batch.
 
-The engine runs in a child process (this file run as a script): vLLM sets process-wide
-variables when it starts an engine (``LD_PRELOAD`` of torch's libgomp among them) that every
-later child of the test process would inherit; Ray's GCS server, started by a later test,
-did not come up under them.
+The engine runs in a child process (this file run as a script): vLLM rewrites the caller's
+``os.environ`` when it starts an engine (``LD_PRELOAD`` of torch's libgomp, ``LD_LIBRARY_PATH``,
+``KMP_*``), which every later child of the test process would otherwise inherit.
 """
 
 import asyncio

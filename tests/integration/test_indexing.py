@@ -194,6 +194,7 @@ def test_ray_data_run_gives_the_same_table_as_a_local_run(tmp_path, servers):
            "--text", "body", "--target", f"{servers.tiny.target},{servers.tiny.target}", "--batch-rows", "500",
            "--no-truncate", "--engine", "ray", "--workers", "2"]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+
     def summary_line(out: subprocess.CompletedProcess) -> str:  # the job's last line, on stderr
         lines = [line for line in out.stderr.splitlines() if " rows embedded, " in line]
         return lines[-1] if lines else out.stderr[-3000:]
