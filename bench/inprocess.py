@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 
+from embedtext.server.allocator import engine_allocator
 from embedtext.server.cpu_threads import cpu_engine_env
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -35,8 +36,8 @@ def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dt
     if text:
         command.append("--text")
     command += ["--repeats", str(repeats)]
-    # cpu_engine_env: the engine settings embedtext's server uses (every core on a small CPU).
-    env = {**os.environ, **cpu_engine_env()}
+    # The engine settings embedtext's server uses: every core on a small CPU, and the same allocator.
+    env = {**os.environ, **cpu_engine_env(), **engine_allocator().env}
     out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
     cases = [json.loads(line[len("CASE "):]) for line in out.stdout.splitlines() if line.startswith("CASE ")]
     if out.returncode != 0 or len(cases) != len(work) * (2 if text else 1):

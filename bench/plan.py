@@ -8,8 +8,8 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-SUITES = ("cpu", "transport", "latency", "scaling", "gpu")
-DEFAULT_SUITES = ("cpu", "transport", "latency", "scaling")  # gpu: only when asked for
+SUITES = ("cpu", "transport", "latency", "scaling", "allocator", "gpu")
+DEFAULT_SUITES = ("cpu", "transport", "latency", "scaling")  # allocator, gpu: only when asked for
 
 
 @dataclass(frozen=True)
@@ -24,6 +24,7 @@ class BenchPlan:
     latency_chunk_requests: int  # 2048-row requests per load step
     scaling_rows: tuple[int, ...]
     scaling_tokens: int
+    allocator_rows: tuple[int, ...]  # the allocator suite's sizes (16-token rows, like scaling)
     # Quick runs start engines with --enforce-eager (no torch.compile: ~25 s less per engine start on
     # 2 cores); every engine of a run gets the same setting, so ratios stay like for like.
     eager: bool = False
@@ -44,6 +45,7 @@ QUICK = BenchPlan(
     latency_chunk_requests=2,
     scaling_rows=(2_000, 5_000, 10_000),
     scaling_tokens=16,
+    allocator_rows=(2_000, 10_000, 20_000),
     eager=True,
     cpu_repeats=3,
 )
@@ -57,6 +59,7 @@ FULL = replace(
     latency_single_s=10.0,
     latency_chunk_requests=8,
     scaling_rows=(10_000, 100_000, 1_000_000),
+    allocator_rows=(10_000, 100_000, 400_000),
     eager=False,
     cpu_repeats=1,
 )

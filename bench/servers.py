@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 
 from embedtext.connectors.local_server import LocalServer
+from embedtext.server.allocator import engine_allocator
 from embedtext.server.cpu_threads import cpu_engine_env
 
 
@@ -22,9 +23,10 @@ def free_port() -> int:
 
 
 @contextmanager
-def embedtext_server(models: Sequence[str], *, replicas: int = 1, args: Sequence[str] = (), timeout: float = 900):
+def embedtext_server(models: Sequence[str], *, replicas: int = 1, args: Sequence[str] = (), timeout: float = 900,
+                     env: dict[str, str] | None = None):
     """A running ``embedtext serve`` (one process tree); yields the LocalServer."""
-    server = LocalServer(list(models), replicas=replicas, args=["--log-level", "WARNING", *args])
+    server = LocalServer(list(models), replicas=replicas, args=["--log-level", "WARNING", *args], env=env)
     server.start()
     try:
         server.wait_ready(timeout)
@@ -37,8 +39,10 @@ class HttpServerProcess(LocalServer):
     """A child HTTP server (LocalServer's process handling), ready once ``GET /health`` answers 200."""
 
     def __init__(self, command: list[str], port: int, name: str) -> None:
-        # cpu_engine_env: the engine settings embedtext's server uses (every core on a small CPU).
-        super().__init__(port=port, env={"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1", **cpu_engine_env()})
+        # The engine settings embedtext's server uses: every core on a small CPU, and the same
+        # allocator (tcmalloc where the system has it).
+        env = {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1", **cpu_engine_env(), **engine_allocator().env}
+        super().__init__(port=port, env=env)
         self.command = command
         self.name = name
         self.url = f"http://127.0.0.1:{port}"

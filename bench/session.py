@@ -26,6 +26,13 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
         cases += run_transport({d: models.null_dim(d) for d in plan.dims}, plan.transport_rows, plan.transport_tokens)
     if {"cpu", "latency", "scaling"} & set(suites):
         cases += _tiny_model_suites(plan, suites, models, progress)
+    if "allocator" in suites:
+        from embedtext.bench.allocator import run_allocator
+        from embedtext.bench.corpus import BenchCorpus
+
+        tiny = models.tiny()
+        cases += run_allocator(tiny, BenchCorpus(tiny), plan.allocator_rows, plan.scaling_tokens, plan.workdir,
+                               args=["--enforce-eager"] if plan.eager else [], progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
@@ -48,12 +55,14 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
 
 def all_ratios(cases: list[dict]) -> dict[str, float]:
     """Every suite's ratios from its cases (suites absent from ``cases`` give none)."""
+    from embedtext.bench.allocator import allocator_ratios
     from embedtext.bench.cpu_suite import cpu_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
     from embedtext.bench.scaling import scaling_ratios
     from embedtext.bench.transport import transport_ratios
 
-    return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **gpu_ratios(cases)}
+    return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
+            **gpu_ratios(cases)}
 
 
 def print_report(report: dict) -> None:

@@ -12,6 +12,7 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from embedtext.protocol import embedding_pb2 as pb
+from embedtext.server.allocator import engine_allocator
 from embedtext.server.config import ServerConfig
 from embedtext.server.cpu_threads import cpu_engine_env, usable_cores
 from embedtext.server.decoding import add_service
@@ -41,7 +42,10 @@ def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRu
         extra_env = cpu_engine_env()
         if extra_env:
             log.info("vLLM-CPU on %d cores: %s (the model gets every core)", usable_cores(), extra_env)
-        os.environ.update(extra_env)  # inherited by the engine processes started below
+        allocator = engine_allocator()
+        (log.warning if allocator.missing else log.info)("%s", allocator.message)
+        # Inherited by the engine processes started below (vLLM-CPU spawns them).
+        os.environ.update({**extra_env, **allocator.env})
     total = config.memory_fraction if config.memory_fraction is not None else (0.9 if device == "cuda" else 0.2)
     share = total / (len(config.models) * config.replicas)
     runtimes = []

@@ -70,11 +70,12 @@ def serve_command(**kwargs) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if config.log_level.upper() != "DEBUG" else "DEBUG")
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("VLLM_DO_NOT_TRACK", "1")
+    from embedtext.server.allocator import AllocatorError
     from embedtext.server.models import ModelSourceError
 
     try:
         asyncio.run(serve(config))
-    except ModelSourceError as exc:
+    except (ModelSourceError, AllocatorError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         pass
