@@ -1,8 +1,11 @@
 """Scaling: 10k, 100k and 1M rows through ``SELECT embed_text(body)`` on the real server.
 
-The rows are read from a Parquet file (row groups of 122,880 rows, so DuckDB scans the larger
-files from several threads, as it would a real table), so the client's memory is what the query
-path holds, not the table. Per size: rows/s, and the peak RSS of the DuckDB client process and of
+The rows are read from a Parquet file, so the client's memory is what the query path holds, not
+the table. Row groups hold 10,240 rows, so every size from 20k up is scanned by as many DuckDB
+threads as the machine has, each with its own ``embed_text`` calls in flight: with 122,880-row
+groups (DuckDB's default) the 100k file was one group, scanned by one thread, and the 1M file by
+two, so the client's memory went up 1.19x from 100k to 1M for the second thread's buffers, not for
+the rows (measured: with 10,240-row groups 281 MB at 100k, 281 MB at 1M, 281 MB at 1M again). Per size: rows/s, and the peak RSS of the DuckDB client process and of
 the server's process tree. Ratios ``scaling_rows_per_s_{L}_vs_{M}`` and
 ``scaling_peak_rss_{L}_vs_{M}`` (largest vs middle size; 1m_vs_100k in full mode). Full mode
 uses shorter rows (16 tokens, in the case names) so 1M rows fit in minutes on 2 cores; quick
@@ -28,6 +31,7 @@ from embedtext.bench.plan import rows_label
 from embedtext.bench.queries import embed_query_case
 
 SUITE = "scaling"
+ROW_GROUP_ROWS = 10_240
 
 
 def run_scaling(server, corpus: BenchCorpus, sizes: Sequence[int], tokens: int, workdir: Path, *,
@@ -36,8 +40,9 @@ def run_scaling(server, corpus: BenchCorpus, sizes: Sequence[int], tokens: int, 
     cases = []
     for rows in sizes:
         path = workdir / f"scaling_{rows}.parquet"
-        pq.write_table(pa.table({"body": corpus.repeated(rows, tokens)}), path, row_group_size=122_880)
+        pq.write_table(pa.table({"body": corpus.repeated(rows, tokens)}), path, row_group_size=ROW_GROUP_ROWS)
         gc.collect()
+        pa.default_memory_pool().release_unused()  # the table just written is not the query's memory
         con = duckdb.connect()
         embedtext.register(con, server.target)
         case = embed_query_case(
