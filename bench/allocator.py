@@ -2,9 +2,10 @@
 
 The evidence for server/allocator.py. One embedtext server per allocator (the tiny model, one
 replica; each stopped before the next starts), each running the same sizes in the same order as
-the scaling suite does (``allocator_{glibc|tcmalloc}_{size}_rows_16tok``). Per size: rows/s and the
+the scaling suite does (``allocator_{glibc|tcmalloc}_{size}_rows_16tok``), then 4,096 rows of 512
+tokens (``allocator_{name}_512tok``). Per size: rows/s and the
 RSS of each server process after the query (``server_rss_by_process_mb``: the engine worker is the
-one that grows). Ratios: ``allocator_rows_per_s_tcmalloc_vs_glibc_{size}`` and, per allocator,
+one that grows). Ratios: ``allocator_rows_per_s_tcmalloc_vs_glibc_{size|512tok}`` and, per allocator,
 ``allocator_{name}_server_rss_{largest}_vs_{middle}`` (memory growth of the server's tree). Needs a
 tcmalloc on the system (or ``EMBEDTEXT_TCMALLOC``); without one the suite says so and measures
 nothing. Not in the default suites (about 8 minutes at full size):
@@ -17,18 +18,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+import duckdb
+
+import embedtext
 from embedtext.bench.corpus import BenchCorpus
 from embedtext.bench.plan import rows_label
+from embedtext.bench.queries import embed_query_case, load_docs
 from embedtext.bench.scaling import run_scaling
 from embedtext.bench.servers import embedtext_server
 from embedtext.server.allocator import TCMALLOC_VAR, engine_allocator
 
 SUITE = "allocator"
+LONG_TOKENS = 512
 ALLOCATORS = ("glibc", "tcmalloc")
 
 
 def run_allocator(model_dir: Path, corpus: BenchCorpus, sizes: Sequence[int], tokens: int, workdir: Path, *,
-                  args: Sequence[str] = (), progress=print) -> list[dict]:
+                  long_rows: int = 4096, args: Sequence[str] = (), progress=print) -> list[dict]:
     choice = engine_allocator()
     if not choice.env:
         progress(f"allocator: skipped, nothing to compare ({choice.message})")
@@ -37,16 +43,34 @@ def run_allocator(model_dir: Path, corpus: BenchCorpus, sizes: Sequence[int], to
     for name, env in (("glibc", {TCMALLOC_VAR: "off"}), ("tcmalloc", {})):
         progress(f"allocator: {name}, {tuple(sizes)} rows x {tokens} tokens")
         with embedtext_server([f"tiny={model_dir}"], args=args, env=env) as server:
-            for case in run_scaling(server, corpus, sizes, tokens, workdir, suite=SUITE, prefix=f"allocator_{name}"):
+            mine = run_scaling(server, corpus, sizes, tokens, workdir, suite=SUITE, prefix=f"allocator_{name}")
+            mine.append(_long_rows_case(server, corpus, name, long_rows))
+            for case in mine:
                 case["allocator"] = name
-                cases.append(case)
+            cases += mine
     return cases
 
 
+def _long_rows_case(server, corpus: BenchCorpus, name: str, rows: int) -> dict:
+    """512-token rows: the model's activations are 10x larger, where the allocator matters most."""
+    con = duckdb.connect()
+    embedtext.register(con, server.target)
+    load_docs(con, corpus.texts(rows, LONG_TOKENS))
+    case = embed_query_case(con, f"allocator_{name}_{LONG_TOKENS}tok", SUITE, fn="embed_text", source="docs",
+                            rows=rows, tokens_per_row=LONG_TOKENS, server_pid=server.pid)
+    con.close()
+    return case
+
+
 def allocator_ratios(cases: Sequence[dict]) -> dict[str, float]:
-    by = {(c["allocator"], c["rows"]): c for c in cases if c["suite"] == SUITE}
-    sizes = sorted({rows for _, rows in by})
+    mine = [c for c in cases if c["suite"] == SUITE]
     ratios: dict[str, float] = {}
+    long = {c["allocator"]: c for c in mine if c["tokens_per_row"] == LONG_TOKENS}
+    if len(long) == 2:
+        ratios[f"allocator_rows_per_s_tcmalloc_vs_glibc_{LONG_TOKENS}tok"] = round(
+            long["tcmalloc"]["rows_per_s"] / long["glibc"]["rows_per_s"], 3)
+    by = {(c["allocator"], c["rows"]): c for c in mine if c["tokens_per_row"] != LONG_TOKENS}
+    sizes = sorted({rows for _, rows in by})
     for rows in sizes:
         glibc, tcmalloc = by.get(("glibc", rows)), by.get(("tcmalloc", rows))
         if glibc and tcmalloc:

@@ -26,7 +26,7 @@ def _progress(t0: float, message: str) -> None:
 @click.command("bench")
 @click.option("--quick", is_flag=True, help="Small sizes: the whole run in under 5 minutes on 2 cores.")
 @click.option("--only", "only", multiple=True, type=click.Choice(SUITES),
-              help=f"Run only this suite (repeatable) [default: {', '.join(DEFAULT_SUITES)}; gpu only when named].")
+              help=f"Run only this suite (repeatable) [default: {', '.join(DEFAULT_SUITES)}; allocator and gpu only when named].")
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the report here.")
 @click.option("--rows", type=int, default=None, help="Rows per case of the cpu (50 tokens) and transport suites.")
 @click.option("--dims", default=None, help="Transport suite dims, comma-separated [default: 384,768,1024; --quick: 768].")

@@ -32,7 +32,8 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
 
         tiny = models.tiny()
         cases += run_allocator(tiny, BenchCorpus(tiny), plan.allocator_rows, plan.scaling_tokens, plan.workdir,
-                               args=["--enforce-eager"] if plan.eager else [], progress=progress)
+                               long_rows=dict(plan.cpu_work)[512], args=["--enforce-eager"] if plan.eager else [],
+                               progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 

