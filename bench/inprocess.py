@@ -36,7 +36,8 @@ def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dt
     if text:
         command.append("--text")
     command += ["--repeats", str(repeats)]
-    # The engine settings embedtext's server uses: every core on a small CPU, and the same allocator.
+    # The engine settings embedtext's server uses: every core on a small CPU, and the same allocator
+    # (in this whole process: if anything, that favours this baseline).
     env = {**os.environ, **cpu_engine_env(), **engine_allocator().env}
     out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
     cases = [json.loads(line[len("CASE "):]) for line in out.stdout.splitlines() if line.startswith("CASE ")]

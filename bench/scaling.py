@@ -2,14 +2,15 @@
 
 The rows are read from a Parquet file, so the client's memory is what the query path holds, not
 the table. Row groups hold 10,240 rows, so every size from 20k up is scanned by as many DuckDB
-threads as the machine has, each with its own ``embed_text`` calls in flight: with 122,880-row
-groups (DuckDB's default) the 100k file was one group, scanned by one thread, and the 1M file by
-two, so the client's memory went up 1.19x from 100k to 1M for the second thread's buffers, not for
-the rows (measured: with 10,240-row groups 281 MB at 100k, 281 MB at 1M, 281 MB at 1M again). Per size: rows/s, and the peak RSS of the DuckDB client process and of
-the server's process tree. Ratios ``scaling_rows_per_s_{L}_vs_{M}`` and
+threads as the machine has, each with its own ``embed_text`` calls in flight. With the 122,880-row
+groups used before, the 100k file was one group, scanned by one thread, and the 1M file by two,
+so the client's memory went up 1.15-1.19x from 100k to 1M for the second thread's buffers, not
+for the rows (measured with 10,240-row groups: 281 MB at 100k, at 1M, and at 1M again). Quick
+sizes (at most 10k) are one group each. Per size: rows/s, and the peak RSS of the DuckDB client
+process and of the server's process tree. Ratios ``scaling_rows_per_s_{L}_vs_{M}`` and
 ``scaling_peak_rss_{L}_vs_{M}`` (largest vs middle size; 1m_vs_100k in full mode). Full mode
 uses shorter rows (16 tokens, in the case names) so 1M rows fit in minutes on 2 cores; quick
-mode uses smaller sizes (2k/10k/20k), also in the names.
+mode uses smaller sizes (2k/5k/10k), also in the names.
 
     uv run --extra cpu embedtext bench --only scaling
 """

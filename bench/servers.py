@@ -38,11 +38,8 @@ def embedtext_server(models: Sequence[str], *, replicas: int = 1, args: Sequence
 class HttpServerProcess(LocalServer):
     """A child HTTP server (LocalServer's process handling), ready once ``GET /health`` answers 200."""
 
-    def __init__(self, command: list[str], port: int, name: str) -> None:
-        # The engine settings embedtext's server uses: every core on a small CPU, and the same
-        # allocator (tcmalloc where the system has it).
-        env = {"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1", **cpu_engine_env(), **engine_allocator().env}
-        super().__init__(port=port, env=env)
+    def __init__(self, command: list[str], port: int, name: str, env: dict[str, str] | None = None) -> None:
+        super().__init__(port=port, env={"VLLM_NO_USAGE_STATS": "1", "VLLM_DO_NOT_TRACK": "1", **(env or {})})
         self.command = command
         self.name = name
         self.url = f"http://127.0.0.1:{port}"
@@ -66,7 +63,7 @@ class HttpServerProcess(LocalServer):
 
 def vllm_http_server(model_dir: str, served_name: str, *, max_tokens: int, max_batch_tokens: int = 16384,
                      max_num_seqs: int = 1024, dtype: str = "float32", memory_fraction: float = 0.2,
-                     extra: Sequence[str] = ()) -> HttpServerProcess:
+                     extra: Sequence[str] = (), on_cpu: bool = True) -> HttpServerProcess:
     """vLLM's own OpenAI-compatible server from the same install, with our engine's settings."""
     port = free_port()
     command = [
@@ -77,7 +74,11 @@ def vllm_http_server(model_dir: str, served_name: str, *, max_tokens: int, max_b
         "--no-enable-prefix-caching", "--disable-log-stats", "--uvicorn-log-level", "warning",
         "--host", "127.0.0.1", "--port", str(port), *extra,
     ]
-    return HttpServerProcess(command, port, "vllm-openai")
+    # On a CPU, what embedtext's server gives its engines: every core on a small machine, and
+    # tcmalloc where the system has one. LD_PRELOAD reaches vLLM's API process too (ours keeps
+    # glibc in its own process): if anything, that favours this baseline.
+    env = {**cpu_engine_env(), **engine_allocator().env} if on_cpu else {}
+    return HttpServerProcess(command, port, "vllm-openai", env)
 
 
 def null_json_server(models: dict[str, str]) -> HttpServerProcess:
