@@ -35,8 +35,10 @@ def _progress(t0: float, message: str) -> None:
               help="GPU suite model: BERT-base in arctic-embed-m-v1.5's shape, or the tiny CPU model (code-path check).")
 @click.option("--gpu-http/--no-gpu-http", default=True, show_default=True,
               help="GPU suite: also measure vLLM's HTTP/JSON server (once is enough when replica counts are split).")
+@click.option("--gpu-processes", type=click.IntRange(1), default=1, show_default=True,
+              help="GPU suite: server processes sharing each replica count (N/K replicas each); the client spreads calls over them.")
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where generated models go.")
-def bench_command(quick, only, json_path, rows, dims, replicas, gpu_model, gpu_http, workdir) -> None:
+def bench_command(quick, only, json_path, rows, dims, replicas, gpu_model, gpu_http, gpu_processes, workdir) -> None:
     """Benchmarks: embed_text vs vLLM in-process and vLLM's HTTP/JSON server, transports (null engine),
     latency under load, and scaling. Compare within a run: the figures are ratios on one machine."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -44,8 +46,11 @@ def bench_command(quick, only, json_path, rows, dims, replicas, gpu_model, gpu_h
     from embedtext.bench.plan import make_plan
     from embedtext.bench.session import run_bench
 
+    uneven = [n for n in _ints(replicas) if n % min(gpu_processes, n)]
+    if uneven:
+        raise click.UsageError(f"--replicas {uneven} do not split evenly over --gpu-processes {gpu_processes}")
     plan = make_plan(quick, rows=rows, dims=_ints(dims), workdir=workdir)
     suites = tuple(only) or DEFAULT_SUITES
     command = "embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     run_bench(plan, suites, json_path=json_path, command=command, replicas=_ints(replicas), gpu_model=gpu_model,
-              gpu_http=gpu_http, gpu_rows=rows, progress=lambda msg, t0=time.perf_counter(): _progress(t0, msg))
+              gpu_http=gpu_http, gpu_rows=rows, gpu_processes=gpu_processes, progress=lambda msg, t0=time.perf_counter(): _progress(t0, msg))

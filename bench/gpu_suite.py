@@ -13,6 +13,12 @@ Model: BERT-base with random weights in snowflake-arctic-embed-m-v1.5's shape (1
 Each case also reports its share of the compute ceiling (BERT-base on an H200: 4.60M tokens/s at
 50 tokens, 4.19M at 512; REFERENCE section 5). Targets: >= 2.3M tokens/s at 50, >= 2.1M at 512.
 
+``--gpu-processes K`` splits each replica count over K embedtext server processes (N/K replicas and
+1/K of the device memory each; cases ``..._r{N}_p{K}``); the client and DuckDB spread calls over
+all of them. One server process adds every row to vLLM from one Python thread (~100-160 us a row
+on the CPU here), which caps 50-token rows far below the target: more processes is the lever
+(bench/GPU.md).
+
 A GPU machine allows 10 minutes per command: run one replica count per command and merge:
 
     embedtext bench --only gpu --replicas 1 --json bench/results/gpu-r1.json
@@ -27,6 +33,7 @@ from __future__ import annotations
 import gc
 import os
 from collections.abc import Callable, Sequence
+from contextlib import ExitStack
 
 import duckdb
 import pyarrow as pa
@@ -64,7 +71,7 @@ def _with_ceiling(case: dict, tokens: int, replicas: int | None, model: str) -> 
     return case
 
 
-def _client_case(target: str, texts: pa.Array, tokens: int, name: str, server_pid: int | None) -> dict:
+def _client_case(target: str | list[str], texts: pa.Array, tokens: int, name: str, server_pid: int | None) -> dict:
     with Client(target, max_batch_rows=2048, max_in_flight=32) as client:
         client.embed_arrow(texts[:2048])  # warm-up
         with PeakRss({"client": os.getpid()}, {"server": server_pid}) as rss:
@@ -75,11 +82,15 @@ def _client_case(target: str, texts: pa.Array, tokens: int, name: str, server_pi
 
 
 def run_gpu_suite(models: GeneratedModels, *, quick: bool, replicas: Sequence[int] = (), model: str = "base",
-                  rows: int | None = None, http: bool = True, progress: Callable[[str], None] = print) -> list[dict]:
+                  rows: int | None = None, http: bool = True, processes: int = 1,
+                  progress: Callable[[str], None] = print) -> list[dict]:
     if model == "base":
         model_dir = models.get("bert-base", layers=12, hidden=768, heads=12, max_tokens=512, pooling="cls")
     else:
         model_dir = models.tiny()
+    uneven = [n for n in replicas or DEFAULT_REPLICAS if n % min(processes, n)]
+    if uneven:  # before any engine starts
+        raise ValueError(f"replica counts {uneven} do not split evenly over {processes} server processes")
     on_gpu = hardware_info()["gpu"] is not None
     corpus = BenchCorpus(model_dir)
     files = {}
@@ -91,16 +102,26 @@ def run_gpu_suite(models: GeneratedModels, *, quick: bool, replicas: Sequence[in
     gc.collect()
     cases: list[dict] = []
     for n in replicas or DEFAULT_REPLICAS:
-        progress(f"gpu: embedtext server, {n} replica(s)")
-        with embedtext_server([f"{model}={model_dir}"], replicas=n) as server:
+        k = min(processes, n)
+        progress(f"gpu: embedtext server, {n} replica(s)" + (f" in {k} processes" if k > 1 else ""))
+        tag = f"r{n}" + (f"_p{k}" if k > 1 else "")
+        with ExitStack() as stack:
+            # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
+            share = ["--memory-fraction", str(round((0.9 if on_gpu else 0.2) / k, 4))] if k > 1 else []
+            servers = [stack.enter_context(embedtext_server([f"{model}={model_dir}"], replicas=n // k, args=share))
+                       for _ in range(k)]
+            targets = [s.target for s in servers]
+            # Memory: the first server's process tree (the others hold the same).
+            pid = servers[0].pid
             con = duckdb.connect()
-            embedtext.register(con, server.target)
+            embedtext.register(con, targets)
             for tokens, (path, texts) in files.items():
-                case = embed_query_case(con, f"gpu_udf_embed_text_{tokens}tok_r{n}", SUITE, fn="embed_text",
+                case = embed_query_case(con, f"gpu_udf_embed_text_{tokens}tok_{tag}", SUITE, fn="embed_text",
                                         source=f"read_parquet('{path}')", rows=len(texts), tokens_per_row=tokens,
-                                        server_pid=server.pid)
+                                        server_pid=pid, processes=k)
                 cases.append(_with_ceiling(case, tokens, n, model))
-                case = _client_case(server.target, texts, tokens, f"gpu_client_embed_{tokens}tok_r{n}", server.pid)
+                case = _client_case(targets, texts, tokens, f"gpu_client_embed_{tokens}tok_{tag}", pid)
+                case["processes"] = k
                 cases.append(_with_ceiling(case, tokens, n, model))
             con.close()
     if http:

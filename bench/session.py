@@ -12,7 +12,7 @@ LATENCY_TOKENS = 50
 
 def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, command: str,
               replicas: Sequence[int] = (), gpu_model: str = "base", gpu_http: bool = True,
-              gpu_rows: int | None = None, progress: Callable[[str], None] = print) -> dict:
+              gpu_rows: int | None = None, gpu_processes: int = 1, progress: Callable[[str], None] = print) -> dict:
     from embedtext.bench.hardware import hardware_info
     from embedtext.bench.report import check_targets, write_json
 
@@ -39,7 +39,7 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
 
         progress(f"gpu: model {gpu_model}, replicas {tuple(replicas) or 'default'}")
         cases += run_gpu_suite(models, quick=plan.quick, replicas=replicas, model=gpu_model, rows=gpu_rows,
-                               http=gpu_http, progress=progress)
+                               http=gpu_http, processes=gpu_processes, progress=progress)
     ratios = all_ratios(cases)
     targets = check_targets(ratios)
     hardware = hardware_info()
