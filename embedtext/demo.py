@@ -36,10 +36,13 @@ def run_demo(target: str | None = None, rows: int = 3000, database: str = ":memo
     con.execute("CREATE OR REPLACE TABLE docs AS SELECT * FROM corpus").fetchall()
     n = con.execute("SELECT count(*) FROM docs").fetchall()[0][0]
 
+    bar = None
+    # register() may start the co-deployed server first (about a minute): the bar starts after it,
+    # so its rate and ETA are the embedding's, not the start-up's.
+    registration = register(con, target, on_rows=lambda rows: bar.update(rows))
+    click.echo(f"embedding {n} rows with {registration.model} (FLOAT[{registration.dim}]) via {registration.target}")
     # On a terminal a live bar; in a log, a line every few seconds.
     bar = tqdm(total=n, unit="rows", desc="embed_text", file=sys.stderr, mininterval=0.2 if sys.stderr.isatty() else 5)
-    registration = register(con, target, on_rows=bar.update)
-    click.echo(f"embedding {n} rows with {registration.model} (FLOAT[{registration.dim}]) via {registration.target}")
     started = time.perf_counter()
     con.execute("CREATE OR REPLACE TABLE doc_vectors AS SELECT id, embed_text(body) AS v FROM docs").fetchall()
     elapsed = time.perf_counter() - started

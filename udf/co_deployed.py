@@ -40,7 +40,20 @@ def default_target(models: tuple[str, ...] = ("default",), timeout: float = 900.
             server.stop()
             raise
         _server = server
+        _echo_allocator(server)
         return server.target
+
+
+def _echo_allocator(server: LocalServer) -> None:
+    """Show the server's engine-allocator line (on a CPU without tcmalloc it says how to get it)."""
+    try:
+        lines = server.log_path.read_text(errors="replace").splitlines()
+    except OSError:
+        return
+    for line in lines:
+        if "engine allocator:" in line:
+            print("embedtext: " + line[line.index("engine allocator:"):], file=sys.stderr, flush=True)
+            return
 
 
 def stop_default_server() -> None:
