@@ -12,7 +12,7 @@ import time
 
 import click
 
-from embedtext.bench.plan import DEFAULT_SUITES, SUITES
+from embedtext.bench.plan import DEFAULT_SUITES, SUITES, uneven_replica_counts
 
 
 def _ints(value: str | None) -> tuple[int, ...]:
@@ -46,9 +46,9 @@ def bench_command(quick, only, json_path, rows, dims, replicas, gpu_model, gpu_h
     from embedtext.bench.plan import make_plan
     from embedtext.bench.session import run_bench
 
-    uneven = [n for n in _ints(replicas) if n % min(gpu_processes, n)]
+    uneven = uneven_replica_counts(_ints(replicas), gpu_processes)
     if uneven:
-        raise click.UsageError(f"--replicas {uneven} do not split evenly over --gpu-processes {gpu_processes}")
+        raise click.UsageError(f"replica counts {uneven} do not split evenly over --gpu-processes {gpu_processes}")
     plan = make_plan(quick, rows=rows, dims=_ints(dims), workdir=workdir)
     suites = tuple(only) or DEFAULT_SUITES
     command = "embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])

@@ -44,13 +44,12 @@ from embedtext.bench.baselines import OpenAIJsonEmbedder, register_udf
 from embedtext.bench.corpus import BenchCorpus
 from embedtext.bench.hardware import hardware_info
 from embedtext.bench.measure import PeakRss, make_case, timed
-from embedtext.bench.plan import GeneratedModels
+from embedtext.bench.plan import GPU_REPLICAS, GeneratedModels, uneven_replica_counts
 from embedtext.bench.queries import embed_query_case
 from embedtext.bench.servers import embedtext_server, vllm_http_server
 from embedtext.connectors.client import Client
 
 SUITE = "gpu"
-DEFAULT_REPLICAS = (1, 2, 4, 8, 16, 32)
 CEILING_TOKENS_PER_S = {50: 4.60e6, 512: 4.19e6}  # BERT-base on an H200 (REFERENCE section 5)
 TOKENS = (50, 512)
 ROW_GROUP = 16_384
@@ -88,7 +87,7 @@ def run_gpu_suite(models: GeneratedModels, *, quick: bool, replicas: Sequence[in
         model_dir = models.get("bert-base", layers=12, hidden=768, heads=12, max_tokens=512, pooling="cls")
     else:
         model_dir = models.tiny()
-    uneven = [n for n in replicas or DEFAULT_REPLICAS if n % min(processes, n)]
+    uneven = uneven_replica_counts(tuple(replicas), processes)
     if uneven:  # before any engine starts
         raise ValueError(f"replica counts {uneven} do not split evenly over {processes} server processes")
     on_gpu = hardware_info()["gpu"] is not None
@@ -101,7 +100,7 @@ def run_gpu_suite(models: GeneratedModels, *, quick: bool, replicas: Sequence[in
         files[tokens] = (path, texts)
     gc.collect()
     cases: list[dict] = []
-    for n in replicas or DEFAULT_REPLICAS:
+    for n in replicas or GPU_REPLICAS:
         k = min(processes, n)
         progress(f"gpu: embedtext server, {n} replica(s)" + (f" in {k} processes" if k > 1 else ""))
         tag = f"r{n}" + (f"_p{k}" if k > 1 else "")

@@ -74,7 +74,7 @@ def _engine_allocator() -> str:
     from embedtext.server.allocator import AllocatorError, engine_allocator
 
     try:
-        return engine_allocator().message.removeprefix("engine allocator: ").split(";")[0]
+        return engine_allocator().summary
     except AllocatorError as exc:
         return str(exc)
 

@@ -10,6 +10,13 @@ from pathlib import Path
 
 SUITES = ("cpu", "transport", "latency", "scaling", "allocator", "gpu")
 DEFAULT_SUITES = ("cpu", "transport", "latency", "scaling")  # allocator, gpu: only when asked for
+GPU_REPLICAS = (1, 2, 4, 8, 16, 32)  # the GPU suite's replica counts unless given
+
+
+def uneven_replica_counts(replicas: tuple[int, ...], processes: int) -> list[int]:
+    """Replica counts (the GPU suite's defaults when none are given) that K server processes
+    cannot share evenly; counts below K run in that many processes."""
+    return [n for n in replicas or GPU_REPLICAS if n % min(processes, n)]
 
 
 @dataclass(frozen=True)

@@ -52,8 +52,18 @@ def find_tcmalloc(dirs: list[str] | None = None) -> str | None:
 @dataclass(frozen=True)
 class AllocatorChoice:
     env: dict[str, str]  # variables to add to the engines' environment (empty: change nothing)
-    message: str  # one line for the server's log: what the engines run with, and why
-    missing: bool = False  # no tcmalloc found: the log line is a warning with the fix
+    summary: str  # what the engines run with ("tcmalloc (PATH)", "glibc malloc (...)", ...)
+    advice: str = ""  # set when no tcmalloc was found: what that costs and how to get one
+
+    @property
+    def missing(self) -> bool:
+        """No tcmalloc found: the log line is a warning with the fix."""
+        return bool(self.advice)
+
+    @property
+    def message(self) -> str:
+        """The server's log line."""
+        return f"engine allocator: {self.summary}" + (f"; {self.advice}" if self.advice else "")
 
 
 def engine_allocator(environ: Mapping[str, str] = os.environ, dirs: list[str] | None = None) -> AllocatorChoice:
@@ -62,9 +72,9 @@ def engine_allocator(environ: Mapping[str, str] = os.environ, dirs: list[str] | 
     preload = environ.get(PRELOAD_VAR, "")
     chosen = environ.get(TCMALLOC_VAR, "").strip()
     if any(name in preload for name in _USER_ALLOCATORS):
-        return AllocatorChoice({}, f"engine allocator: the one in {PRELOAD_VAR} ({preload})")
+        return AllocatorChoice({}, f"the one in {PRELOAD_VAR} ({preload})")
     if chosen.lower() in ("off", "0", "false", "no"):
-        return AllocatorChoice({}, f"engine allocator: glibc malloc ({TCMALLOC_VAR}={chosen})")
+        return AllocatorChoice({}, f"glibc malloc ({TCMALLOC_VAR}={chosen})")
     if chosen:
         if not (os.path.isfile(chosen) and os.access(chosen, os.R_OK)):
             raise AllocatorError(f"{TCMALLOC_VAR}={chosen}: no readable file there (give the path of "
@@ -74,10 +84,10 @@ def engine_allocator(environ: Mapping[str, str] = os.environ, dirs: list[str] | 
         path = find_tcmalloc(dirs)
     if path is None:
         return AllocatorChoice(
-            {}, "engine allocator: glibc malloc, no tcmalloc found; engine memory grows over long runs and "
-            "rows/s are lower (measured: flat memory and 1.13-1.25x rows/s with it). Install it "
-            f"(apt install libtcmalloc-minimal4) or set {TCMALLOC_VAR}=/path/to/libtcmalloc_minimal.so.4",
-            missing=True,
+            {}, "glibc malloc, no tcmalloc found",
+            "engine memory grows over long runs and rows/s are lower (measured: flat memory and "
+            "1.13-1.25x rows/s with it). Install it (apt install libtcmalloc-minimal4) or set "
+            f"{TCMALLOC_VAR}=/path/to/libtcmalloc_minimal.so.4",
         )
     value = f"{path}:{preload}" if preload else path
-    return AllocatorChoice({PRELOAD_VAR: value}, f"engine allocator: tcmalloc ({path})")
+    return AllocatorChoice({PRELOAD_VAR: value}, f"tcmalloc ({path})")
