@@ -15,9 +15,10 @@ Each case also reports its share of the compute ceiling (BERT-base on an H200: 4
 
 ``--gpu-processes K`` splits each replica count over K embedtext server processes (N/K replicas and
 1/K of the device memory each; cases ``..._r{N}_p{K}``); the client and DuckDB spread calls over
-all of them. One server process adds every row to vLLM from one Python thread (~100-160 us a row
-on the CPU here), which caps 50-token rows far below the target: more processes is the lever
-(bench/GPU.md).
+all of them. ``--gpu-replica-processes on|off`` sets the servers' ``--replica-processes`` (cases
+``..._rp-on`` / ``..._rp-off``; without it the servers' ``auto``: on for several replicas on a GPU).
+With it off, one server process adds every row to vLLM from one event loop (~93 us a 50-token row
+on the CPU here), which caps 50-token rows far below the target (bench/GPU.md).
 
 A GPU machine allows 10 minutes per command: run one replica count per command and merge:
 
@@ -81,7 +82,7 @@ def _client_case(target: str | list[str], texts: pa.Array, tokens: int, name: st
 
 
 def run_gpu_suite(models: GeneratedModels, *, quick: bool, replicas: Sequence[int] = (), model: str = "base",
-                  rows: int | None = None, http: bool = True, processes: int = 1,
+                  rows: int | None = None, http: bool = True, processes: int = 1, replica_processes: str = "auto",
                   progress: Callable[[str], None] = print) -> list[dict]:
     if model == "base":
         model_dir = models.get("bert-base", layers=12, hidden=768, heads=12, max_tokens=512, pooling="cls")
@@ -103,10 +104,11 @@ def run_gpu_suite(models: GeneratedModels, *, quick: bool, replicas: Sequence[in
     for n in replicas or GPU_REPLICAS:
         k = min(processes, n)
         progress(f"gpu: embedtext server, {n} replica(s)" + (f" in {k} processes" if k > 1 else ""))
-        tag = f"r{n}" + (f"_p{k}" if k > 1 else "")
+        tag = f"r{n}" + (f"_p{k}" if k > 1 else "") + ("" if replica_processes == "auto" else f"_rp-{replica_processes}")
         with ExitStack() as stack:
             # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
             share = ["--memory-fraction", str(round((0.9 if on_gpu else 0.2) / k, 4))] if k > 1 else []
+            share += ["--replica-processes", replica_processes]
             servers = [stack.enter_context(embedtext_server([f"{model}={model_dir}"], replicas=n // k, args=share))
                        for _ in range(k)]
             targets = [s.target for s in servers]
@@ -117,10 +119,11 @@ def run_gpu_suite(models: GeneratedModels, *, quick: bool, replicas: Sequence[in
             for tokens, (path, texts) in files.items():
                 case = embed_query_case(con, f"gpu_udf_embed_text_{tokens}tok_{tag}", SUITE, fn="embed_text",
                                         source=f"read_parquet('{path}')", rows=len(texts), tokens_per_row=tokens,
-                                        server_pid=pid, processes=k)
+                                        server_pid=pid, processes=k, replica_processes=replica_processes)
                 cases.append(_with_ceiling(case, tokens, n, model))
                 case = _client_case(targets, texts, tokens, f"gpu_client_embed_{tokens}tok_{tag}", pid)
                 case["processes"] = k
+                case["replica_processes"] = replica_processes
                 cases.append(_with_ceiling(case, tokens, n, model))
             con.close()
     if http:

@@ -66,10 +66,11 @@ def tree_rss_by_process(pid: int) -> dict[str, float]:
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds of one process so far (0 once it is gone)."""
+def _cpu_seconds(pid: int, thread: int | None = None) -> float:
+    """User + system CPU seconds of one process (or of one of its threads) so far (0 once gone)."""
+    path = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
     try:
-        with open(f"/proc/{pid}/stat") as fh:
+        with open(path) as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
     except (OSError, IndexError, ValueError):
@@ -82,11 +83,17 @@ class CpuSplit:
 
     ``pids`` are counted alone (the client: its children are servers counted apart), ``trees``
     with their descendants, each named ``label/process-name`` (``server/VLLM::EngineCore``);
-    ``seconds`` holds the totals once the block ends.
+    a tree's root also gets ``label:main-thread``, the thread its event loop runs on (a part of
+    ``label``: the one thread whose CPU caps what one server process can do). ``seconds`` holds
+    the totals once the block ends.
 
     >>> with CpuSplit({"me": os.getpid()}) as split:
     ...     _ = sum(range(10**6))
     >>> split.seconds["me"] >= 0
+    True
+    >>> with CpuSplit({}, {"tree": os.getpid()}) as split:
+    ...     _ = sum(range(10**6))
+    >>> 0 <= split.seconds["tree:main-thread"] <= split.seconds["tree"]
     True
     """
 
@@ -96,9 +103,10 @@ class CpuSplit:
         self.seconds: dict[str, float] = {}
         self._before: dict[int, float] = {}
 
-    def _snapshot(self) -> dict[int, tuple[str, float]]:
-        out = {}
+    def _snapshot(self) -> dict[int | str, tuple[str, float]]:
+        out: dict[int | str, tuple[str, float]] = {}
         for label, root in self.trees.items():
+            out[f"{root}:main"] = (f"{label}:main-thread", _cpu_seconds(root, thread=root))
             for pid in _tree(root):
                 name = label if pid == root else f"{label}/{_comm(pid) or '?'}"
                 out.setdefault(pid, (name, _cpu_seconds(pid)))

@@ -12,7 +12,8 @@ LATENCY_TOKENS = 50
 
 def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, command: str,
               replicas: Sequence[int] = (), gpu_model: str = "base", gpu_http: bool = True,
-              gpu_rows: int | None = None, gpu_processes: int = 1, progress: Callable[[str], None] = print) -> dict:
+              gpu_rows: int | None = None, gpu_processes: int = 1, gpu_replica_processes: str = "auto",
+              progress: Callable[[str], None] = print) -> dict:
     from embedtext.bench.hardware import hardware_info
     from embedtext.bench.report import check_targets, write_json
 
@@ -34,12 +35,21 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
         cases += run_allocator(tiny, BenchCorpus(tiny), plan.allocator_rows, plan.scaling_tokens, plan.workdir,
                                long_rows=dict(plan.cpu_work)[512], args=["--enforce-eager"] if plan.eager else [],
                                progress=progress)
+    if "replica-processes" in suites:
+        from embedtext.bench.corpus import BenchCorpus
+        from embedtext.bench.replica_processes import run_replica_processes
+
+        tiny = models.tiny()
+        cases += run_replica_processes(tiny, BenchCorpus(tiny), plan.cpu_work, plan.transport_rows,
+                                       args=["--enforce-eager"] if plan.eager else [], repeats=plan.cpu_repeats,
+                                       progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
         progress(f"gpu: model {gpu_model}, replicas {tuple(replicas) or 'default'}")
         cases += run_gpu_suite(models, quick=plan.quick, replicas=replicas, model=gpu_model, rows=gpu_rows,
-                               http=gpu_http, processes=gpu_processes, progress=progress)
+                               http=gpu_http, processes=gpu_processes,
+                               replica_processes=gpu_replica_processes, progress=progress)
     ratios = all_ratios(cases)
     targets = check_targets(ratios)
     hardware = hardware_info()
@@ -59,11 +69,12 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     from embedtext.bench.allocator import allocator_ratios
     from embedtext.bench.cpu_suite import cpu_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
+    from embedtext.bench.replica_processes import replica_processes_ratios
     from embedtext.bench.scaling import scaling_ratios
     from embedtext.bench.transport import transport_ratios
 
     return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
-            **gpu_ratios(cases)}
+            **replica_processes_ratios(cases), **gpu_ratios(cases)}
 
 
 def print_report(report: dict) -> None:

@@ -51,6 +51,14 @@ from embedtext.server.config import ServerConfig
 @click.option("--max-num-seqs", type=click.IntRange(1), default=1024, help="vLLM max_num_seqs per engine.")
 @click.option("--enforce-eager/--no-enforce-eager", default=False, help="Disable CUDA graphs / compilation.")
 @click.option("--tokenizer-threads", type=click.IntRange(1), default=2)
+@click.option(
+    "--replica-processes",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="Run each replica's engine client in a process of its own: vLLM's per-row request work then "
+    "spreads over cores instead of the server's one event loop. auto: on for several replicas on a GPU.",
+)
 @click.option("--metrics-port", type=click.IntRange(1, 65535), default=None, help="Serve Prometheus metrics on 127.0.0.1:PORT.")
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))
 def serve_command(**kwargs) -> None:

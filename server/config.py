@@ -45,6 +45,9 @@ class ServerConfig:
     max_num_seqs: int = 1024
     enforce_eager: bool = False
     tokenizer_threads: int = 2
+    # Each replica's engine client in a worker process of its own (server/engine_process.py):
+    # "on", "off", or "auto" (on for several replicas on a GPU).
+    replica_processes: str = "auto"
     metrics_port: int | None = None
     log_level: str = "INFO"
     extra: dict = field(default_factory=dict, compare=False)
@@ -52,6 +55,8 @@ class ServerConfig:
     def __post_init__(self) -> None:
         if self.engine not in ("vllm", "null"):
             raise ValueError(f"--engine must be vllm or null, not {self.engine!r}")
+        if self.replica_processes not in ("auto", "on", "off"):
+            raise ValueError(f"--replica-processes must be auto, on or off, not {self.replica_processes!r}")
         if self.replicas < 1:
             raise ValueError("--replicas must be at least 1")
         if not self.models:

@@ -7,6 +7,7 @@ import time
 
 import grpc
 import numpy as np
+import psutil
 import pyarrow as pa
 import pytest
 
@@ -15,6 +16,7 @@ from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import InvalidInputError, ModelNotFoundError
+from embedtext.server.engine_worker import PROCESS_NAME
 
 TEXTS = [
     "a cat sleeps on the warm mat",
@@ -250,18 +252,25 @@ def test_replicas_share_work_and_accounting_returns_to_zero(servers):
         assert ran > 0, f"replica {i} received no work"
 
 
-def _engine_core_pids(server_pid):
-    import psutil
-
-    return sorted(
-        p.pid for p in psutil.Process(server_pid).children(recursive=True) if "EngineCore" in " ".join(p.cmdline()) or p.name().startswith("VLLM::EngineCore")
-    )
+def _replica_pids(server_pid, name):
+    """PIDs of the tiny server's processes called ``name``: its replicas' vLLM engine cores, or
+    the worker processes their engine clients run in (``--replica-processes``)."""
+    return sorted(p.pid for p in psutil.Process(server_pid).children(recursive=True) if p.name().startswith(name))
 
 
 @pytest.mark.slow
-def test_killed_replica_is_replaced_and_requests_survive(servers, tiny_client):
-    cores = _engine_core_pids(servers.tiny.pid)
+@pytest.mark.parametrize("process", ["VLLM::EngineCor", PROCESS_NAME])
+def test_killed_replica_is_replaced_and_requests_survive(servers, tiny_client, process):
+    """SIGKILL under load, of a replica's vLLM engine (its worker reports it dead and exits) or of
+    the worker process itself (its engine is ended with it): no call fails, the replica comes back."""
+    if servers.tiny.pid is None:
+        pytest.skip("external test servers: not ours to kill")
+    cores = _replica_pids(servers.tiny.pid, process)
     assert len(cores) == 2, cores
+    engines_before = [psutil.Process(pid) for pid in _replica_pids(servers.tiny.pid, "VLLM::EngineCor")]
+    before_restarts = sum(
+        _replica_metric(servers.tiny_metrics(), "embedtext_replica_restarts_total", i) for i in (0, 1)
+    )
     expected = tiny_client.embed(TEXTS)
 
     async def load_while_killing():
@@ -284,10 +293,15 @@ def test_killed_replica_is_replaced_and_requests_survive(servers, tiny_client):
         healthy = _replica_metric(metrics, "embedtext_replica_healthy", 0) + _replica_metric(
             metrics, "embedtext_replica_healthy", 1
         )
-        if restarts >= 1 and healthy == 2:
+        if restarts >= before_restarts + 1 and healthy == 2:
             break
         assert time.monotonic() < deadline, "the killed replica was not restarted in time"
         time.sleep(1)
-    new_cores = _engine_core_pids(servers.tiny.pid)
+    new_cores = _replica_pids(servers.tiny.pid, process)
     assert len(new_cores) == 2 and cores[0] not in new_cores
+    # Nothing left behind: the killed replica's engine is gone (an orphan would have left the
+    # server's tree, so look at the old processes themselves); the other replica's still runs.
+    still = [p.pid for p in engines_before if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    assert len(still) == 1, f"engines {[p.pid for p in engines_before]}: {still} still run"
+    assert len(_replica_pids(servers.tiny.pid, "VLLM::EngineCor")) == 2
     np.testing.assert_allclose(tiny_client.embed(TEXTS), expected, atol=1e-6)

@@ -18,3 +18,25 @@ def test_wider_binds_are_refused_without_tls(host):
 def test_bounds_must_be_positive():
     with pytest.raises(ValueError, match="max-queued-rows"):
         ServerConfig(max_queued_rows=0)
+
+
+@pytest.mark.parametrize(
+    ("setting", "device", "replicas", "wanted"),
+    [
+        ("auto", "cuda", 8, True),  # one event loop would cap the GPU
+        ("auto", "cuda", 1, False),
+        ("auto", "cpu", 2, False),  # on a small CPU the extra process takes cores from the model
+        ("on", "cpu", 1, True),
+        ("off", "cuda", 8, False),
+    ],
+)
+def test_replica_processes_auto_means_several_replicas_on_a_gpu(setting, device, replicas, wanted):
+    from embedtext.server.app import replica_processes_wanted
+
+    config = ServerConfig(replica_processes=setting, replicas=replicas)
+    assert replica_processes_wanted(config, device) is wanted
+
+
+def test_replica_processes_takes_auto_on_or_off():
+    with pytest.raises(ValueError, match="auto, on or off"):
+        ServerConfig(replica_processes="yes")

@@ -1,0 +1,213 @@
+"""A replica whose engine client runs in a process of its own (``--replica-processes``).
+
+In one server process every replica's vLLM ``AsyncLLM`` shares one event loop and one GIL,
+and vLLM's request path costs Python work per row (about 100 us on the CPU machine): one
+process then tops out near 10k rows/s whatever the GPU could do. ``EngineProcessBackend``
+moves that work into a worker process per replica (server/engine_worker.py) and hands it
+whole batches over a socketpair: token ids in, float32 vectors out, a few bytes of header
+per batch (server/engine_frames.py). The server keeps gRPC, tokenizing, batching and routing.
+
+It is a ``Backend`` like ``VllmBackend``: the supervisor starts, watches and restarts it the
+same way. The replica is dead when its process exits or its socket closes; batches in
+flight then fail with ``ReplicaDeadError`` and are retried on another replica.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import itertools
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+
+import numpy as np
+
+from embedtext.server import engine_frames as frames
+from embedtext.server.engine import EngineRequestError, EngineSettings, ReplicaDeadError
+from embedtext.server.models import ModelSpec
+
+log = logging.getLogger(__name__)
+
+_STOP_GRACE_S = 60.0  # an engine's own shutdown takes seconds; past this the worker is killed
+
+
+def spec_to_json(spec: ModelSpec) -> str:
+    fields = dataclasses.asdict(spec)
+    fields["path"] = str(spec.path)
+    return json.dumps(fields)
+
+
+class EngineProcessBackend:
+    """One replica: a worker process running one engine, fed whole batches."""
+
+    def __init__(
+        self, spec: ModelSpec, settings: EngineSettings, *, name: str = "replica", engine: str = "vllm"
+    ) -> None:
+        self.spec = spec
+        self.settings = settings
+        self.name = name
+        self.engine = engine
+        self._process: asyncio.subprocess.Process | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task | None = None
+        self._pending: dict[int, asyncio.Future] = {}
+        self._ids = itertools.count(1)
+        self._engine_pids: list[int] = []
+        self._engine_processes: list = []  # psutil.Process: the engine's processes, to end orphans
+        self._dead: str | None = None
+
+    async def start(self) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        command = [
+            sys.executable, "-m", "embedtext.server.engine_worker",
+            "--fd", str(theirs.fileno()), "--name", self.name, "--engine", self.engine,
+            "--spec", spec_to_json(self.spec), "--settings", json.dumps(dataclasses.asdict(self.settings)),
+            "--log-level", logging.getLevelName(logging.getLogger().getEffectiveLevel()),
+        ]  # fmt: skip
+        log.info("starting %s for model %s in a process of its own", self.name, self.spec.name)
+        try:
+            # The worker's stdout/stderr are the server's: its log lines land in the server log.
+            self._process = await asyncio.create_subprocess_exec(
+                *command, pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL
+            )
+        finally:
+            theirs.close()
+        try:
+            reader, self._writer = await asyncio.open_unix_connection(sock=ours)
+            first = await frames.read_frame(reader)
+        except (frames.FrameError, ConnectionError) as exc:
+            first, why = None, str(exc)
+        except BaseException:  # cancelled while the engine starts (the server is stopping)
+            await asyncio.shield(self._reap(kill=True))
+            raise
+        else:
+            why = "it exited before it was ready"
+        if first is None or first.kind != frames.READY:
+            if first is not None and first.kind == frames.FAILED:
+                why = first.payload.decode(errors="replace")
+            await self._reap(kill=True)
+            raise RuntimeError(f"{self.name}'s engine process did not start: {why}")
+        self._engine_pids = list(json.loads(first.payload).get("pids", []))
+        self._engine_processes = _process_trees(self._engine_pids)
+        self._reader_task = asyncio.create_task(self._read_replies(reader), name=f"replies-{self.name}")
+        log.info("%s ready (worker pid %d, engine pids %s)", self.name, self._process.pid, self._engine_pids)
+
+    async def _read_replies(self, reader: asyncio.StreamReader) -> None:
+        why = "its engine process exited"
+        try:
+            while (found := await frames.read_frame(reader)) is not None:
+                waiter = self._pending.pop(found.request_id, None)
+                if waiter is None or waiter.done():
+                    continue  # aborted by us meanwhile
+                if found.kind == frames.VECTORS:
+                    waiter.set_result(frames.decode_vectors(found))
+                elif found.kind == frames.REFUSED:
+                    waiter.set_exception(EngineRequestError(found.payload.decode(errors="replace")))
+                elif found.kind == frames.DEAD:
+                    waiter.set_exception(ReplicaDeadError(found.payload.decode(errors="replace")))
+                else:
+                    raise frames.FrameError(f"unexpected frame kind {found.kind}")
+        except ConnectionError as exc:  # a killed worker resets its end
+            why = f"its engine process went away ({exc})"
+        except frames.FrameError as exc:
+            why = f"its engine process broke the protocol: {exc}"
+            log.error("%s: %s", self.name, why)
+        finally:
+            self._dead = self._dead or why
+            error = ReplicaDeadError(f"{self.name} died: {why}")
+            for waiter in self._pending.values():
+                if not waiter.done():
+                    waiter.set_exception(error)
+            self._pending.clear()
+
+    @property
+    def alive(self) -> bool:
+        return self._process is not None and self._process.returncode is None and self._dead is None
+
+    @property
+    def pids(self) -> list[int]:
+        return ([self._process.pid] if self._process is not None else []) + self._engine_pids
+
+    async def embed(self, rows: list[list[int]]) -> np.ndarray:
+        if not self.alive or self._writer is None:
+            raise ReplicaDeadError(f"{self.name} is not running ({self._dead or 'not started'})")
+        request_id = next(self._ids)
+        waiter = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = waiter
+        try:
+            self._writer.write(frames.frame(frames.EMBED, request_id, frames.encode_rows(rows), rows=len(rows)))
+            await self._writer.drain()
+            return await waiter
+        except ConnectionError as exc:
+            raise ReplicaDeadError(f"{self.name} died: {exc}") from exc
+        except asyncio.CancelledError:
+            # The callers went away: the worker aborts the rows in its engine.
+            if self._pending.pop(request_id, None) is not None and self.alive:
+                self._writer.write(frames.frame(frames.ABORT, request_id))
+            raise
+        finally:
+            self._pending.pop(request_id, None)
+
+    async def stop(self) -> None:
+        if self._process is None:
+            return
+        if self._writer is not None and not self._writer.is_closing():
+            self._writer.write(frames.frame(frames.STOP))
+            self._writer.close()
+        await self._reap(kill=False)
+        # A worker that was killed leaves its engine running (on a GPU, holding memory the
+        # restarted replica needs): end what is left of the engine's processes.
+        for process in self._engine_processes:
+            try:
+                if process.is_running():  # false for a pid reused since (psutil checks start time)
+                    log.warning("%s: ending engine process %d, still running after its worker exited", self.name,
+                                process.pid)
+                    process.kill()
+            except Exception:
+                pass
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            await asyncio.gather(self._reader_task, return_exceptions=True)
+
+    async def _reap(self, kill: bool) -> None:
+        """Wait for the worker to exit; past the grace period (or at once with ``kill``) end it,
+        and its engine processes with it."""
+        process = self._process
+        if process is None or process.returncode is not None:
+            return
+        if not kill:
+            try:
+                await asyncio.wait_for(process.wait(), _STOP_GRACE_S)
+                return
+            except TimeoutError:
+                log.warning("%s's engine process did not stop in %.0fs; killing it", self.name, _STOP_GRACE_S)
+        for pid in [*_children(process.pid), process.pid]:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        await process.wait()
+
+
+def _process_trees(pids: list[int]) -> list:
+    """psutil handles on ``pids`` and their descendants (empty without psutil)."""
+    try:
+        import psutil  # comes with vLLM
+
+        roots = [psutil.Process(pid) for pid in pids]
+        return [p for root in roots for p in (root, *root.children(recursive=True))]
+    except Exception:
+        return []
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        import psutil  # comes with vLLM
+
+        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
+    except Exception:
+        return []

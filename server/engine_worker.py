@@ -1,0 +1,176 @@
+"""A replica's engine in a process of its own: ``python -m embedtext.server.engine_worker``.
+
+Started by server/engine_process.py with one end of a socketpair. It runs one backend
+(vLLM's ``AsyncLLM`` or the null engine), reads ``EMBED`` frames, and answers each with the
+batch's vectors. vLLM's per-row request path (building, sending and collecting one request
+per row) then runs here, on a core of its own, instead of in the server's one event loop.
+
+It exits when the server says ``STOP``, when the server's end of the socket closes (the
+server died), on SIGTERM, or when its engine dies (the server sees the socket close and
+restarts the replica). Ctrl-C is the server's to handle: this process ignores SIGINT.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import signal
+import socket
+import sys
+from pathlib import Path
+
+from embedtext.server import engine_frames as frames
+from embedtext.server.engine import EngineRequestError, EngineSettings, ReplicaDeadError
+from embedtext.server.models import ModelSpec
+
+log = logging.getLogger("embedtext.server.engine_worker")
+
+_WATCH_INTERVAL_S = 0.5
+
+
+def spec_from_json(text: str) -> ModelSpec:
+    fields = json.loads(text)
+    fields["path"] = Path(fields["path"])
+    fields["matryoshka_dimensions"] = tuple(fields.get("matryoshka_dimensions", ()))
+    fields["aliases"] = tuple(fields.get("aliases", ()))
+    return ModelSpec(**fields)
+
+
+def _backend(kind: str, spec: ModelSpec, settings: EngineSettings, name: str):
+    if kind == "null":
+        from embedtext.server.null_engine import NullBackend
+
+        return NullBackend(spec, name=name)
+    from embedtext.server.engine import VllmBackend
+
+    return VllmBackend(spec, settings, name=name)
+
+
+class EngineWorker:
+    def __init__(self, backend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.backend = backend
+        self.reader = reader
+        self.writer = writer
+        self.requests: dict[int, asyncio.Task] = {}
+        self.stopping = asyncio.Event()
+
+    def send(self, kind: int, request_id: int = 0, payload: bytes = b"", rows: int = 0, dim: int = 0) -> None:
+        if not self.writer.is_closing():
+            self.writer.write(frames.frame(kind, request_id, payload, rows, dim))
+
+    async def run(self) -> int:
+        try:
+            path = self.backend.spec.path
+            if not path.is_dir():  # say so plainly, not as an engine's traceback
+                raise FileNotFoundError(f"the model directory {path} is gone")
+            await self.backend.start()
+        except Exception as exc:
+            log.exception("%s did not start", self.backend.name)
+            self.send(frames.FAILED, payload=f"{type(exc).__name__}: {exc}".encode())
+            await self.writer.drain()
+            return 1
+        self.send(frames.READY, payload=json.dumps({"pids": self.backend.pids}).encode())
+        await self.writer.drain()
+        watching = [
+            asyncio.create_task(self._read_requests()),
+            asyncio.create_task(self._watch_engine()),
+            asyncio.create_task(self.stopping.wait()),
+        ]
+        await asyncio.wait(watching, return_when=asyncio.FIRST_COMPLETED)
+        for task in watching:
+            task.cancel()
+        for task in self.requests.values():
+            task.cancel()
+        await asyncio.gather(*watching, *self.requests.values(), return_exceptions=True)
+        await self.backend.stop()
+        return 0
+
+    async def _read_requests(self) -> None:
+        while True:
+            found = await frames.read_frame(self.reader)
+            if found is None or found.kind == frames.STOP:
+                return
+            if found.kind == frames.ABORT:
+                task = self.requests.get(found.request_id)
+                if task is not None:
+                    task.cancel()  # the backend aborts the rows in the engine
+            elif found.kind == frames.EMBED:
+                rows = frames.decode_rows(found.payload, found.rows)
+                task = asyncio.create_task(self._embed(found.request_id, rows))
+                self.requests[found.request_id] = task
+                task.add_done_callback(lambda _t, rid=found.request_id: self.requests.pop(rid, None))
+            else:
+                raise frames.FrameError(f"unexpected frame kind {found.kind}")
+
+    async def _embed(self, request_id: int, rows: list[list[int]]) -> None:
+        try:
+            vectors = await self.backend.embed(rows)
+        except ReplicaDeadError as exc:
+            self.send(frames.DEAD, request_id, str(exc).encode())
+            self.stopping.set()  # the server restarts this replica as a new process
+            return
+        except EngineRequestError as exc:
+            self.send(frames.REFUSED, request_id, str(exc).encode())
+            return
+        except Exception as exc:
+            log.exception("%s failed a batch", self.backend.name)
+            self.send(frames.REFUSED, request_id, f"{type(exc).__name__}: {exc}".encode())
+            return
+        vectors = vectors.astype("<f4", copy=False)
+        self.send(frames.VECTORS, request_id, vectors.tobytes(), rows=vectors.shape[0], dim=vectors.shape[1])
+        await self.writer.drain()
+
+    async def _watch_engine(self) -> None:
+        while self.backend.alive:
+            await asyncio.sleep(_WATCH_INTERVAL_S)
+        log.error("%s: the engine stopped; exiting so the server restarts this replica", self.backend.name)
+
+
+async def _main(args: argparse.Namespace) -> int:
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(fileno=args.fd)
+    reader, writer = await asyncio.open_unix_connection(sock=sock)
+    spec = spec_from_json(args.spec)
+    settings = EngineSettings(**json.loads(args.settings))
+    worker = EngineWorker(_backend(args.engine, spec, settings, args.name), reader, writer)
+    loop.add_signal_handler(signal.SIGTERM, worker.stopping.set)
+    try:
+        return await worker.run()
+    finally:
+        writer.close()
+
+
+PROCESS_NAME = "replica-worker"  # what ps, top and the bench's CPU split show (/proc/PID/comm)
+
+
+def _name_this_process() -> None:
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(15, PROCESS_NAME.encode(), 0, 0, 0)  # PR_SET_NAME
+    except (OSError, AttributeError):  # not Linux: keep "python"
+        pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m embedtext.server.engine_worker")
+    parser.add_argument("--fd", type=int, required=True, help="this process's end of the server's socketpair")
+    parser.add_argument("--name", required=True)
+    parser.add_argument("--engine", choices=("vllm", "null"), default="vllm")
+    parser.add_argument("--spec", required=True, help="the ModelSpec as JSON")
+    parser.add_argument("--settings", required=True, help="the EngineSettings as JSON")
+    parser.add_argument("--log-level", default="INFO")
+    args = parser.parse_args(argv)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    _name_this_process()
+    logging.basicConfig(
+        level=args.log_level.upper(), format=f"%(asctime)s %(levelname)s %(name)s[{os.getpid()}]: %(message)s"
+    )
+    return asyncio.run(_main(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

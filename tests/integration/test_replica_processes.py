@@ -1,0 +1,100 @@
+"""``--replica-processes``: a replica's engine client in a worker process of its own.
+
+Here with the null engine (no model: fixed vectors), so the worker process, the socketpair and
+the frames are real and quick to start; the vLLM path in worker processes is the session's
+``tiny`` server (two replicas, ``--replica-processes``), which the service, fault and DuckDB
+tests use, including killing an engine under load (test_embedding_service).
+"""
+
+import asyncio
+import os
+import signal
+
+import numpy as np
+import pytest
+
+from embedtext.server.engine import EngineSettings, ReplicaDeadError
+from embedtext.server.engine_process import EngineProcessBackend
+from embedtext.server.engine_worker import PROCESS_NAME
+from embedtext.server.models import load_model_spec
+from embedtext.server.null_engine import NullBackend
+
+SETTINGS = EngineSettings(memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu")
+ROWS = [[101, 7, 102], [101, 102], list(range(1, 129)), [5]]
+
+
+@pytest.fixture
+def spec(tiny_model_dir):
+    return load_model_spec(str(tiny_model_dir), name="tiny")
+
+
+def _run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 120))
+
+
+def test_worker_process_returns_what_the_engine_returns(spec):
+    async def scenario():
+        inline = NullBackend(spec)
+        await inline.start()
+        expected = await inline.embed(ROWS)
+        backend = EngineProcessBackend(spec, SETTINGS, name="tiny/0", engine="null")
+        await backend.start()
+        try:
+            worker = backend.pids[0]
+            assert worker != os.getpid() and backend.alive
+            with open(f"/proc/{worker}/comm") as fh:
+                name = fh.read().strip()
+            # Batches in flight at once come back to their own callers.
+            batches = [ROWS[i:] for i in range(len(ROWS))]
+            got = await asyncio.gather(*(backend.embed(b) for b in batches))
+        finally:
+            await backend.stop()
+        return expected, got, name, worker, backend.alive
+
+    expected, got, name, worker, alive_after_stop = _run(scenario())
+    for i, vectors in enumerate(got):
+        assert vectors.dtype == np.float32
+        np.testing.assert_array_equal(vectors, expected[i:])
+    assert name == PROCESS_NAME
+    assert not alive_after_stop and not os.path.exists(f"/proc/{worker}")
+
+
+def test_a_killed_worker_fails_its_batches_as_a_dead_replica(spec):
+    """The batch in flight fails with ReplicaDeadError (the runtime retries it elsewhere and the
+    supervisor restarts the replica); later batches fail at once instead of hanging."""
+
+    async def scenario():
+        backend = EngineProcessBackend(spec, SETTINGS, name="tiny/0", engine="null")
+        await backend.start()
+        worker = backend.pids[0]
+        os.kill(worker, signal.SIGSTOP)  # the batch below cannot be answered before the kill
+        in_flight = asyncio.ensure_future(backend.embed(ROWS))
+        await asyncio.sleep(0.2)
+        assert not in_flight.done()
+        os.kill(worker, signal.SIGKILL)
+        with pytest.raises(ReplicaDeadError, match="tiny/0 died"):
+            await in_flight
+        for _ in range(50):
+            if not backend.alive:
+                break
+            await asyncio.sleep(0.1)
+        alive = backend.alive
+        with pytest.raises(ReplicaDeadError, match="not running"):
+            await backend.embed(ROWS)
+        await backend.stop()
+        return alive
+
+    assert _run(scenario()) is False
+
+
+def test_a_worker_that_cannot_start_says_why(spec, tmp_path):
+    """A model directory that vanished before the worker read it: start() raises with the reason."""
+    gone = spec.__class__(**{**spec.__dict__, "path": tmp_path / "gone"})
+
+    async def scenario():
+        backend = EngineProcessBackend(gone, SETTINGS, name="tiny/0", engine="null")
+        with pytest.raises(RuntimeError, match="tiny/0's engine process did not start: .*gone"):
+            await backend.start()
+        return backend.alive
+
+    assert _run(scenario()) is False
