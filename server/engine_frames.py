@@ -6,6 +6,8 @@ bytes only (no pickle): a fixed header, then a payload.
 Header, little-endian: kind (u8), request id (u64), rows (u32), dim (u32), payload bytes (u64).
 
 Server -> worker:
+* ``START``: build the engine now (engines start one at a time: each measures free device memory;
+  the workers load their code side by side before that);
 * ``EMBED``: payload = row lengths (int32 x rows), then every row's token ids (int32);
 * ``ABORT``: drop request ``id`` (its caller went away);
 * ``STOP``: shut the engine down and exit.
@@ -27,7 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-EMBED, ABORT, STOP = 1, 2, 3
+EMBED, ABORT, STOP, START = 1, 2, 3, 4
 READY, VECTORS, REFUSED, DEAD, FAILED = 11, 12, 13, 14, 15
 
 HEADER = struct.Struct("<BQIIQ")

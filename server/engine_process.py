@@ -52,6 +52,7 @@ class EngineProcessBackend:
         self.name = name
         self.engine = engine
         self._process: asyncio.subprocess.Process | None = None
+        self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task | None = None
         self._pending: dict[int, asyncio.Future] = {}
@@ -60,7 +61,11 @@ class EngineProcessBackend:
         self._engine_processes: list = []  # psutil.Process: the engine's processes, to end orphans
         self._dead: str | None = None
 
-    async def start(self) -> None:
+    async def spawn(self) -> None:
+        """Start the worker process: it loads the engine's code, then waits for :meth:`start`.
+        The supervisor spawns every replica's worker at once and starts their engines one by one."""
+        if self._process is not None:
+            return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         command = [
             sys.executable, "-m", "embedtext.server.engine_worker",
@@ -68,7 +73,6 @@ class EngineProcessBackend:
             "--spec", spec_to_json(self.spec), "--settings", json.dumps(dataclasses.asdict(self.settings)),
             "--log-level", logging.getLevelName(logging.getLogger().getEffectiveLevel()),
         ]  # fmt: skip
-        log.info("starting %s for model %s in a process of its own", self.name, self.spec.name)
         try:
             # The worker's stdout/stderr are the server's: its log lines land in the server log.
             self._process = await asyncio.create_subprocess_exec(
@@ -76,9 +80,15 @@ class EngineProcessBackend:
             )
         finally:
             theirs.close()
+        self._reader, self._writer = await asyncio.open_unix_connection(sock=ours)
+        log.info("%s: worker process %d loads the engine's code", self.name, self._process.pid)
+
+    async def start(self) -> None:
+        log.info("starting %s for model %s in a worker process", self.name, self.spec.name)
         try:
-            reader, self._writer = await asyncio.open_unix_connection(sock=ours)
-            first = await frames.read_frame(reader)
+            await self.spawn()
+            self._writer.write(frames.frame(frames.START))
+            first = await frames.read_frame(self._reader)
         except (frames.FrameError, ConnectionError) as exc:
             first, why = None, str(exc)
         except BaseException:  # cancelled while the engine starts (the server is stopping)
@@ -93,7 +103,7 @@ class EngineProcessBackend:
             raise RuntimeError(f"{self.name}'s engine process did not start: {why}")
         self._engine_pids = list(json.loads(first.payload).get("pids", []))
         self._engine_processes = _process_trees(self._engine_pids)
-        self._reader_task = asyncio.create_task(self._read_replies(reader), name=f"replies-{self.name}")
+        self._reader_task = asyncio.create_task(self._read_replies(self._reader), name=f"replies-{self.name}")
         log.info("%s ready (worker pid %d, engine pids %s)", self.name, self._process.pid, self._engine_pids)
 
     async def _read_replies(self, reader: asyncio.StreamReader) -> None:

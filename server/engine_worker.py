@@ -49,9 +49,15 @@ def _backend(kind: str, spec: ModelSpec, settings: EngineSettings, name: str):
     return VllmBackend(spec, settings, name=name)
 
 
+def _load_engine_code(kind: str) -> None:
+    if kind == "vllm":
+        import vllm.v1.engine.async_llm  # noqa: F401
+
+
 class EngineWorker:
-    def __init__(self, backend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, backend, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, engine_kind: str) -> None:
         self.backend = backend
+        self.engine_kind = engine_kind
         self.reader = reader
         self.writer = writer
         self.requests: dict[int, asyncio.Task] = {}
@@ -62,7 +68,28 @@ class EngineWorker:
             self.writer.write(frames.frame(kind, request_id, payload, rows, dim))
 
     async def run(self) -> int:
+        # Load the engine's code (vLLM: ~10-20 s of imports) while other replicas start their
+        # engines; build this one only when the server says so.
         try:
+            await asyncio.to_thread(_load_engine_code, self.engine_kind)
+            load_error = None
+        except Exception as exc:  # reported as the start's failure, below
+            load_error = exc
+        reading = asyncio.ensure_future(frames.read_frame(self.reader))
+        stopped = asyncio.ensure_future(self.stopping.wait())  # SIGTERM while waiting for our turn
+        await asyncio.wait({reading, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not reading.done():
+            reading.cancel()
+            return 0
+        found = reading.result()
+        if found is None or found.kind == frames.STOP:
+            return 0
+        if found.kind != frames.START:
+            raise frames.FrameError(f"expected a start frame, got kind {found.kind}")
+        try:
+            if load_error is not None:
+                raise load_error
             path = self.backend.spec.path
             if not path.is_dir():  # say so plainly, not as an engine's traceback
                 raise FileNotFoundError(f"the model directory {path} is gone")
@@ -135,7 +162,7 @@ async def _main(args: argparse.Namespace) -> int:
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     spec = spec_from_json(args.spec)
     settings = EngineSettings(**json.loads(args.settings))
-    worker = EngineWorker(_backend(args.engine, spec, settings, args.name), reader, writer)
+    worker = EngineWorker(_backend(args.engine, spec, settings, args.name), reader, writer, args.engine)
     loop.add_signal_handler(signal.SIGTERM, worker.stopping.set)
     try:
         return await worker.run()

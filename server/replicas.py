@@ -66,9 +66,12 @@ class ReplicaSupervisor:
 
     async def start(self) -> None:
         for replica in self.replicas:
-            backend = self._factory(replica.index)
-            await backend.start()
-            replica.backend = backend
+            replica.backend = self._factory(replica.index)  # not healthy (routed to) until started
+        # Replicas in worker processes load their code side by side (server/engine_process.py) ...
+        await asyncio.gather(*(r.backend.spawn() for r in self.replicas if hasattr(r.backend, "spawn")))
+        # ... but engines start one after another.
+        for replica in self.replicas:
+            await replica.backend.start()
             replica.healthy = True
             self._export(replica)
             self.policy.changed()

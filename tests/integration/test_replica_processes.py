@@ -98,3 +98,28 @@ def test_a_worker_that_cannot_start_says_why(spec, tmp_path):
         return backend.alive
 
     assert _run(scenario()) is False
+
+
+def _catches_sigterm(pid: int) -> bool:
+    with open(f"/proc/{pid}/status") as fh:
+        caught = next(line for line in fh if line.startswith("SigCgt:")).split()[1]
+    return bool(int(caught, 16) & (1 << (signal.SIGTERM - 1)))
+
+
+def test_a_worker_stopped_before_its_engine_started_exits(spec):
+    """The supervisor spawns every worker at once and starts engines one by one: a server stopped
+    in between (or a SIGTERM) ends the workers still waiting, without starting their engines."""
+
+    async def scenario():
+        stopped, terminated = (EngineProcessBackend(spec, SETTINGS, name=f"tiny/{i}", engine="null") for i in (0, 1))
+        await stopped.spawn()
+        await terminated.spawn()
+        await stopped.stop()
+        while not _catches_sigterm(terminated.pids[0]):  # past its start-up, waiting for its turn
+            await asyncio.sleep(0.05)
+        os.kill(terminated.pids[0], signal.SIGTERM)
+        await asyncio.wait_for(terminated._process.wait(), 60)
+        return [(b.pids[0], b._process.returncode) for b in (stopped, terminated)]
+
+    for worker, code in _run(scenario()):
+        assert code == 0 and not os.path.exists(f"/proc/{worker}")
