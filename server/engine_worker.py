@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -29,6 +30,13 @@ from embedtext.server.models import ModelSpec
 log = logging.getLogger("embedtext.server.engine_worker")
 
 _WATCH_INTERVAL_S = 0.5
+
+
+def spec_to_json(spec: ModelSpec) -> str:
+    """The ``--spec`` argument the server starts a worker with."""
+    fields = dataclasses.asdict(spec)
+    fields["path"] = str(spec.path)
+    return json.dumps(fields)
 
 
 def spec_from_json(text: str) -> ModelSpec:

@@ -35,3 +35,13 @@ def test_unresolvable_sources_say_what_to_do(tmp_path, monkeypatch):
         load_model_spec("someorg/some-model-that-is-not-cached")
     with pytest.raises(ModelSourceError, match="config.json"):
         load_model_spec(str(tmp_path))
+
+
+def test_a_spec_survives_the_worker_command_line(tmp_path):
+    """--replica-processes hands each worker its ModelSpec as JSON (server/engine_worker.py)."""
+    from embedtext.server.engine_worker import spec_from_json, spec_to_json
+    from embedtext.server.models import ModelSpec
+
+    spec = ModelSpec(name="m", path=tmp_path / "m", dim=768, max_tokens=512, pooling="cls", normalize=True,
+                     matryoshka_dimensions=(256, 512), aliases=("org/m",))
+    assert spec_from_json(spec_to_json(spec)) == spec
