@@ -19,8 +19,6 @@ import dataclasses
 import itertools
 import json
 import logging
-import os
-import signal
 import socket
 import sys
 
@@ -190,11 +188,15 @@ class EngineProcessBackend:
                 return
             except TimeoutError:
                 log.warning("%s's engine process did not stop in %.0fs; killing it", self.name, _STOP_GRACE_S)
-        for pid in [*_children(process.pid), process.pid]:
+        for engine in _process_trees([process.pid])[1:]:  # the worker's engine processes first
             try:
-                os.kill(pid, signal.SIGKILL)
-            except ProcessLookupError:
+                engine.kill()
+            except Exception:
                 pass
+        try:
+            process.kill()
+        except ProcessLookupError:
+            pass
         await process.wait()
 
 
@@ -205,14 +207,5 @@ def _process_trees(pids: list[int]) -> list:
 
         roots = [psutil.Process(pid) for pid in pids]
         return [p for root in roots for p in (root, *root.children(recursive=True))]
-    except Exception:
-        return []
-
-
-def _children(pid: int) -> list[int]:
-    try:
-        import psutil  # comes with vLLM
-
-        return [child.pid for child in psutil.Process(pid).children(recursive=True)]
     except Exception:
         return []
