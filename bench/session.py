@@ -43,6 +43,15 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
         cases += run_replica_processes(tiny, BenchCorpus(tiny), plan.cpu_work, plan.transport_rows,
                                        args=["--enforce-eager"] if plan.eager else [], repeats=plan.cpu_repeats,
                                        progress=progress)
+    if "idle-dispatch" in suites:
+        from embedtext.bench.corpus import BenchCorpus
+        from embedtext.bench.idle_dispatch import run_idle_dispatch
+
+        tiny = models.tiny()
+        cases += run_idle_dispatch(tiny, BenchCorpus(tiny), plan.cpu_work[0], sequential=100 if plan.quick else 200,
+                                   concurrent=500 if plan.quick else 1500, rounds=2 if plan.quick else 5,
+                                   args=["--enforce-eager"] if plan.eager else [], repeats=plan.cpu_repeats,
+                                   progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
@@ -69,12 +78,13 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     from embedtext.bench.allocator import allocator_ratios
     from embedtext.bench.cpu_suite import cpu_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
+    from embedtext.bench.idle_dispatch import idle_dispatch_ratios
     from embedtext.bench.replica_processes import replica_processes_ratios
     from embedtext.bench.scaling import scaling_ratios
     from embedtext.bench.transport import transport_ratios
 
     return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
-            **replica_processes_ratios(cases), **gpu_ratios(cases)}
+            **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **gpu_ratios(cases)}
 
 
 def print_report(report: dict) -> None:

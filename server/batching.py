@@ -3,8 +3,10 @@
 Requests arrive already tokenized as :class:`EmbedJob`s. The :class:`BatchQueue` cuts them into
 parts that fit the token budget and closes a batch when it holds ``max_batch_tokens`` (or
 ``max_batch_rows``) or when its oldest row has waited ``max_batch_delay``, whichever comes
-first. A batch may mix rows of several jobs; each job gets its own slice of the pooled
-vectors back and post-processes it with its own options (Matryoshka cut, normalization).
+first, or at once while the caller says an engine is idle (waiting would only add latency: the
+rows that pile up while the engines are busy make the next batch anyway). A batch may mix rows
+of several jobs; each job gets its own slice of the pooled vectors back and post-processes it
+with its own options (Matryoshka cut, normalization).
 
 The queue is bounded in rows: a job that does not fit is refused with
 :class:`~embedtext.protocol.errors.OverloadedError` (RESOURCE_EXHAUSTED) instead of waiting.
@@ -15,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -173,6 +176,10 @@ class BatchQueue:
         self._queued_tokens += sum(p.tokens for p in parts)
         self._arrived.set()
 
+    def wake(self) -> None:
+        """Make a waiting ``next_batch`` check its closing conditions again (an engine went idle)."""
+        self._arrived.set()
+
     def _pop(self) -> _Part:
         part = self._parts.popleft()
         self._queued_rows -= part.stop - part.start
@@ -186,8 +193,9 @@ class BatchQueue:
     def _full(self) -> bool:
         return self._queued_tokens >= self.max_batch_tokens or self._queued_rows >= self.max_batch_rows
 
-    async def next_batch(self) -> Batch:
-        """Wait for rows, then close a batch at the token budget or after the max delay."""
+    async def next_batch(self, engine_idle: Callable[[], bool] | None = None) -> Batch:
+        """Wait for rows, then close a batch at the token budget or after the max delay, or at
+        once while ``engine_idle()`` says an engine has nothing to do."""
         while True:
             self._drop_finished()
             if not self._parts:
@@ -195,7 +203,7 @@ class BatchQueue:
                 await self._arrived.wait()
                 continue
             wait = self._parts[0].job.enqueued_at + self.max_batch_delay_s - time.monotonic()
-            if wait > 0 and not self._full():
+            if wait > 0 and not self._full() and not (engine_idle is not None and engine_idle()):
                 self._arrived.clear()
                 try:
                     await asyncio.wait_for(self._arrived.wait(), wait)

@@ -33,6 +33,12 @@ from embedtext.server.config import ServerConfig
 @click.option("--max-batch-tokens", type=click.IntRange(1), default=16384, help="A batch closes at this many tokens.")
 @click.option("--max-batch-rows", type=click.IntRange(1), default=1024, help="... or at this many rows.")
 @click.option("--max-batch-delay-ms", type=click.FloatRange(0), default=2.0, help="... or when its oldest row waited this long.")
+@click.option(
+    "--idle-dispatch/--no-idle-dispatch",
+    default=True,
+    help="Close a batch at once while a replica has nothing to do, instead of waiting up to "
+    "--max-batch-delay-ms for more rows (lower latency at light load; busy replicas still get full batches).",
+)
 @click.option("--max-batches-per-replica", type=click.IntRange(1), default=2, help="Batches in flight per engine.")
 @click.option("--max-queued-rows", type=click.IntRange(1), default=65536, help="Queue bound per model; beyond it RESOURCE_EXHAUSTED.")
 @click.option("--max-request-rows", type=click.IntRange(1), default=16384, help="Rows per request at most.")

@@ -25,10 +25,12 @@ class ServerConfig:
     tls_client_ca: str | None = None
     # Every call but health checks must carry "authorization: Bearer <token>".
     token: str | None = field(default=None, repr=False)
-    # Batching: a batch closes at max_batch_tokens / max_batch_rows or after max_batch_delay_ms.
+    # Batching: a batch closes at max_batch_tokens / max_batch_rows or after max_batch_delay_ms;
+    # with idle_dispatch, at once while some replica has nothing in flight (no delay at low load).
     max_batch_tokens: int = 16384
     max_batch_rows: int = 1024
     max_batch_delay_ms: float = 2.0
+    idle_dispatch: bool = True
     max_batches_per_replica: int = 2
     # Bounds: rows waiting per model, rows per request, bytes per message (both ways).
     max_queued_rows: int = 65536

@@ -60,6 +60,11 @@ class LeastInFlightTokensPolicy:
         return min(pool, key=lambda r: (r.inflight_tokens, r.inflight_batches, r.index))
 
     @property
+    def any_idle(self) -> bool:
+        """Some healthy replica has no batch in flight."""
+        return any(r.healthy and r.inflight_batches == 0 for r in self.replicas)
+
+    @property
     def any_healthy(self) -> bool:
         return any(r.healthy for r in self.replicas)
 

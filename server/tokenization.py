@@ -30,6 +30,7 @@ class TokenizerPool:
         self.vocab_size = self._whole.get_vocab_size(with_added_tokens=True)
         encode = "encode_batch_fast" if hasattr(self._whole, "encode_batch_fast") else "encode_batch"
         self._encode_truncating, self._encode_whole = getattr(self._truncating, encode), getattr(self._whole, encode)
+        self._in_flight = 0
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embedtext-tokenizer")
 
     @staticmethod
@@ -54,9 +55,18 @@ class TokenizerPool:
                 )
         return ids
 
+    @property
+    def busy(self) -> bool:
+        """Some request is being tokenized: its rows are on their way to the batch queue."""
+        return self._in_flight > 0
+
     async def tokenize(self, texts: list[str], truncate: bool = True) -> list[list[int]]:
         loop = asyncio.get_running_loop()
-        return await loop.run_in_executor(self._executor, self.tokenize_sync, texts, truncate)
+        self._in_flight += 1
+        try:
+            return await loop.run_in_executor(self._executor, self.tokenize_sync, texts, truncate)
+        finally:
+            self._in_flight -= 1
 
     def check_token_ids(self, rows: list[list[int]], truncate: bool = True) -> list[list[int]]:
         """Validate pre-tokenized rows: ids in the vocabulary, length within the limit."""

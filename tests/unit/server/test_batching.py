@@ -98,3 +98,44 @@ def test_each_job_gets_its_own_dims_and_normalization():
     cut, raw = asyncio.run(run())
     np.testing.assert_allclose(cut, [[0.6, 0.8]])
     np.testing.assert_allclose(raw, [[3.0, 4.0, 12.0]])
+
+
+def test_an_idle_engine_gets_rows_at_once_instead_of_after_the_delay():
+    """Idle dispatch: waiting for a fuller batch while an engine has nothing to do only adds
+    latency. The delay here is 10 s, so a batch that waited for it would time out."""
+
+    async def run():
+        q = _queue(max_batch_tokens=1000, max_batch_delay_s=10)
+        q.submit(_job([[1, 2]]))
+        return await asyncio.wait_for(q.next_batch(engine_idle=lambda: True), 1)
+
+    assert asyncio.run(run()).row_count == 1
+
+
+def test_busy_engines_still_get_batches_filled_up_to_the_delay():
+    async def run():
+        q = _queue(max_batch_tokens=1000, max_batch_delay_s=10)
+        q.submit(_job([[1, 2]]))
+        with pytest.raises(TimeoutError):
+            await asyncio.wait_for(q.next_batch(engine_idle=lambda: False), 0.2)
+
+    asyncio.run(run())
+
+
+def test_an_engine_going_idle_releases_the_waiting_rows():
+    """The queue is told when a batch finishes (``wake``) and closes the waiting batch then,
+    not at the end of the delay."""
+
+    async def run():
+        idle = False
+        q = _queue(max_batch_tokens=1000, max_batch_delay_s=10)
+        q.submit(_job([[1]]))
+        q.submit(_job([[2]]))
+        waiter = asyncio.ensure_future(q.next_batch(engine_idle=lambda: idle))
+        await asyncio.sleep(0.05)
+        assert not waiter.done()
+        idle = True
+        q.wake()
+        return await asyncio.wait_for(waiter, 1)
+
+    assert asyncio.run(run()).row_count == 2

@@ -92,3 +92,19 @@ def test_room_is_bounded_per_replica():
         await asyncio.wait_for(policy.wait_for_room(), 0.05)
 
     asyncio.run(run())
+
+
+def test_any_idle_means_a_healthy_replica_with_nothing_in_flight():
+    async def run():
+        policy, replicas = _policy(n=2, per=2)
+        seen = [policy.any_idle]
+        async with policy.lease(1):
+            seen.append(policy.any_idle)  # the other replica is idle
+            async with policy.lease(1):
+                seen.append(policy.any_idle)  # one batch on each
+                replicas[0].healthy = False
+        replicas[1].healthy = False
+        seen.append(policy.any_idle)  # nothing in flight, but nothing healthy either
+        return seen
+
+    assert asyncio.run(run()) == [True, True, False, False]

@@ -53,3 +53,17 @@ def test_fast_encoding_gives_the_same_ids_as_encode_batch(pool):
     reference.enable_truncation(max_length=spec.max_tokens)
     texts = ["a cat", "", "  ", "Ünïcödé façade — naïve café 東京 🚀", "word " * 400, "[CLS] x [SEP]", "e\u0301"]
     assert pool.tokenize_sync(texts) == [enc.ids for enc in reference.encode_batch(texts)]
+
+
+def test_busy_while_a_request_is_being_tokenized(pool):
+    """Idle dispatch waits while rows are on their way through the tokenizer (server/runtime.py)."""
+
+    async def run():
+        assert not pool.busy
+        task = asyncio.ensure_future(pool.tokenize(["many words in a row " * 50] * 2000))
+        await asyncio.sleep(0)  # the request is handed to the pool
+        during = pool.busy
+        await task
+        return during, pool.busy
+
+    assert asyncio.run(run()) == (True, False)
