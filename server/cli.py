@@ -36,8 +36,8 @@ from embedtext.server.config import ServerConfig
 @click.option(
     "--idle-dispatch/--no-idle-dispatch",
     default=True,
-    help="Close a batch at once while a replica has nothing to do, instead of waiting up to "
-    "--max-batch-delay-ms for more rows (lower latency at light load; busy replicas still get full batches).",
+    help="Close a batch at once while a replica has nothing to do and no other request is being tokenized, "
+    "instead of waiting up to --max-batch-delay-ms for more rows (lower latency at light load; busy replicas still get full batches).",
 )
 @click.option("--max-batches-per-replica", type=click.IntRange(1), default=2, help="Batches in flight per engine.")
 @click.option("--max-queued-rows", type=click.IntRange(1), default=65536, help="Queue bound per model; beyond it RESOURCE_EXHAUSTED.")

@@ -26,7 +26,8 @@ class ServerConfig:
     # Every call but health checks must carry "authorization: Bearer <token>".
     token: str | None = field(default=None, repr=False)
     # Batching: a batch closes at max_batch_tokens / max_batch_rows or after max_batch_delay_ms;
-    # with idle_dispatch, at once while some replica has nothing in flight (no delay at low load).
+    # with idle_dispatch, at once while some replica has nothing in flight and no request is being
+    # tokenized (no delay at low load).
     max_batch_tokens: int = 16384
     max_batch_rows: int = 1024
     max_batch_delay_ms: float = 2.0

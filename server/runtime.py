@@ -196,7 +196,6 @@ class ModelRuntime:
     async def _run_batch(self, batch: Batch) -> None:
         try:
             await self._run_batch_with_retry(batch)
-            self.queue.wake()  # its replica may be idle now: rows waiting for a fuller batch can go
         except asyncio.CancelledError:
             batch.fail(UnavailableError("the server is shutting down"))
             raise
@@ -205,6 +204,8 @@ class ModelRuntime:
         except Exception as exc:
             log.exception("batch of %s failed", self.spec.name)
             batch.fail(InternalError(f"model {self.spec.name} failed: {type(exc).__name__}: {exc}"))
+        finally:
+            self.queue.wake()  # its replica may be idle now: rows waiting for a fuller batch can go
 
     async def _run_batch_with_retry(self, batch: Batch) -> None:
         policy = self.supervisor.policy

@@ -1,0 +1,74 @@
+"""ModelRuntime's dispatch around a failed batch (real batch queue, router and supervisor).
+
+The engine here is a STAND-IN (``RefusesFirstBatchBackend``, the null engine with its first batch
+held and then refused): a real vLLM engine cannot be made to refuse one chosen batch on demand,
+and what is tested is the server's dispatch, which is the same code for every engine.
+"""
+
+import asyncio
+
+import pytest
+
+from embedtext.protocol.errors import InvalidInputError
+from embedtext.server.config import ServerConfig
+from embedtext.server.engine import EngineRequestError
+from embedtext.server.metrics import ServerMetrics
+from embedtext.server.models import load_model_spec
+from embedtext.server.null_engine import NullBackend
+from embedtext.server.runtime import EmbedOptions, ModelRuntime
+
+DELAY_MS = 60_000.0  # far longer than any wait below: "waited for the delay" cannot pass
+
+
+class RefusesFirstBatchBackend(NullBackend):
+    """Holds its first batch until ``release`` is set, then refuses it; later batches succeed."""
+
+    def __init__(self, spec) -> None:
+        super().__init__(spec, name="refuses-first")
+        self.release = asyncio.Event()
+        self.calls = 0
+
+    async def embed(self, rows):
+        self.calls += 1
+        if self.calls == 1:
+            await self.release.wait()
+            raise EngineRequestError("refused on purpose (test stand-in)")
+        return await super().embed(rows)
+
+
+@pytest.fixture(scope="module")
+def tiny_spec(tiny_model_dir):
+    return load_model_spec(str(tiny_model_dir), name="tiny")
+
+
+def test_a_failed_batch_frees_its_replica_for_the_rows_waiting_behind_it(tiny_spec):
+    """With idle dispatch, rows queued behind a busy replica go as soon as it is free again;
+    a batch that FAILS frees it too, so they must not sit out --max-batch-delay-ms."""
+
+    async def run():
+        config = ServerConfig(replicas=1, max_batches_per_replica=2, max_batch_delay_ms=DELAY_MS, idle_dispatch=True)
+        backends = []
+
+        def factory(_index):
+            backends.append(RefusesFirstBatchBackend(tiny_spec))
+            return backends[-1]
+
+        runtime = ModelRuntime(tiny_spec, config, ServerMetrics(), factory)
+        await runtime.start()
+        try:
+            first = asyncio.ensure_future(runtime.embed_token_ids([[101, 7, 102]], EmbedOptions(), None))
+            while backends[0].calls < 1:  # the idle replica took the first row at once
+                await asyncio.sleep(0.01)
+            second = asyncio.ensure_future(runtime.embed_token_ids([[101, 8, 9, 102]], EmbedOptions(), None))
+            await asyncio.sleep(0.2)
+            assert not second.done()  # queued: the replica is busy, the batch not full
+            backends[0].release.set()
+            with pytest.raises(InvalidInputError, match="refused on purpose"):
+                await asyncio.wait_for(first, 10)
+            result = await asyncio.wait_for(second, 10)  # not the 60 s delay
+            assert result.embeddings.shape == (1, tiny_spec.dim)
+            assert backends[0].calls == 2
+        finally:
+            await runtime.stop()
+
+    asyncio.run(run())
