@@ -8,8 +8,9 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-SUITES = ("cpu", "transport", "latency", "scaling", "allocator", "replica-processes", "idle-dispatch", "gpu")
-# allocator, replica-processes, idle-dispatch, gpu: only when asked for
+SUITES = ("cpu", "transport", "latency", "scaling", "allocator", "replica-processes", "idle-dispatch",
+          "ascii-normalizer", "gpu")
+# allocator, replica-processes, idle-dispatch, ascii-normalizer, gpu: only when asked for
 DEFAULT_SUITES = ("cpu", "transport", "latency", "scaling")
 GPU_REPLICAS = (1, 2, 4, 8, 16, 32)  # the GPU suite's replica counts unless given
 

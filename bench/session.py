@@ -52,6 +52,15 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
                                    concurrent=500 if plan.quick else 1500, rounds=2 if plan.quick else 5,
                                    args=["--enforce-eager"] if plan.eager else [], repeats=plan.cpu_repeats,
                                    progress=progress)
+    if "ascii-normalizer" in suites:
+        from embedtext.bench.ascii_normalizer import run_ascii_normalizer
+        from embedtext.bench.corpus import BenchCorpus
+        from embedtext.server.models import load_model_spec
+
+        tiny = models.tiny()
+        cases += run_ascii_normalizer({"tiny": tiny, "minilm": load_model_spec("default").path}, BenchCorpus(tiny),
+                                      plan.cpu_work, rounds=3 if plan.quick else 5,
+                                      args=["--enforce-eager"] if plan.eager else [], progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
@@ -76,6 +85,7 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
 def all_ratios(cases: list[dict]) -> dict[str, float]:
     """Every suite's ratios from its cases (suites absent from ``cases`` give none)."""
     from embedtext.bench.allocator import allocator_ratios
+    from embedtext.bench.ascii_normalizer import ascii_normalizer_ratios
     from embedtext.bench.cpu_suite import cpu_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
     from embedtext.bench.idle_dispatch import idle_dispatch_ratios
@@ -84,7 +94,8 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     from embedtext.bench.transport import transport_ratios
 
     return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
-            **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **gpu_ratios(cases)}
+            **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **ascii_normalizer_ratios(cases),
+            **gpu_ratios(cases)}
 
 
 def print_report(report: dict) -> None:

@@ -58,6 +58,12 @@ from embedtext.server.config import ServerConfig
 @click.option("--enforce-eager/--no-enforce-eager", default=False, help="Disable CUDA graphs / compilation.")
 @click.option("--tokenizer-threads", type=click.IntRange(1), default=2)
 @click.option(
+    "--ascii-normalizer/--no-ascii-normalizer",
+    default=True,
+    help="Normalize pure-ASCII texts for BERT-family tokenizers ahead of the tokenizer: the same ids for "
+    "~40% less tokenizer CPU. Off: the tokenizer normalizes every text itself.",
+)
+@click.option(
     "--replica-processes",
     type=click.Choice(["auto", "on", "off"]),
     default="auto",

@@ -48,6 +48,9 @@ class ServerConfig:
     max_num_seqs: int = 1024
     enforce_eager: bool = False
     tokenizer_threads: int = 2
+    # Pure-ASCII texts for BERT-family tokenizers normalized ahead of the tokenizer (same ids, less
+    # CPU; server/normalization.py). Off: the tokenizer normalizes every text itself.
+    ascii_normalizer: bool = True
     # Each replica's engine client in a worker process of its own (server/engine_process.py):
     # "on", "off", or "auto" (on for several replicas on a GPU).
     replica_processes: str = "auto"

@@ -64,7 +64,12 @@ class ModelRuntime:
         self.spec = spec
         self.config = config
         self.metrics = metrics
-        self.tokenizers = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=config.tokenizer_threads)
+        self.tokenizers = TokenizerPool(
+            str(spec.tokenizer_file), spec.max_tokens, threads=config.tokenizer_threads,
+            ascii_normalizer=config.ascii_normalizer,
+        )
+        log.info("model %s: %s", spec.name, "ASCII texts normalized ahead of the tokenizer (BertNormalizer)"
+                 if self.tokenizers.ascii_normalizer else "the tokenizer normalizes every text itself")
         self.queue = BatchQueue(
             max_batch_tokens=config.max_batch_tokens,
             max_batch_rows=config.max_batch_rows,
