@@ -48,14 +48,19 @@ def test_every_ascii_character_normalizes_as_bert_normalizer_does(clean_text, lo
 def test_the_pool_uses_it_for_bert_tokenizers_only(model, tmp_path):
     spec, pool, _ = model
     assert pool.ascii_normalizer is not None
-    assert TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, ascii_normalizer=False).ascii_normalizer is None
+    switched_off = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, ascii_normalizer=False)
+    assert switched_off.ascii_normalizer is None
+    switched_off.close()
     other = Tokenizer(models.WordLevel({"[UNK]": 0, "hello": 1}, unk_token="[UNK]"))
     other.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
     other.pre_tokenizer = pre_tokenizers.Whitespace()
     other.save(str(tmp_path / "tokenizer.json"))
     plain = TokenizerPool(str(tmp_path / "tokenizer.json"), 16)
-    assert plain.ascii_normalizer is None
-    assert plain.tokenize_sync(["HELLO there"]) == [[1, 0]]
+    try:
+        assert plain.ascii_normalizer is None
+        assert plain.tokenize_sync(["HELLO there"]) == [[1, 0]]
+    finally:
+        plain.close()
 
 
 def test_texts_that_may_hold_an_added_token_go_the_full_way(model):
