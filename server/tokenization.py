@@ -28,7 +28,7 @@ class TokenizerPool:
 
     def __init__(self, tokenizer_file: str, max_tokens: int, threads: int = 2, ascii_normalizer: bool = True) -> None:
         self.max_tokens = max_tokens
-        whole = self._load(tokenizer_file)
+        whole = self._load(tokenizer_file)  # also the encoder for (truncate=False, pre-normalized=False)
         self.vocab_size = whole.get_vocab_size(with_added_tokens=True)
         # None: every text takes the tokenizer's own normalizer.
         self.ascii_normalizer = AsciiBertNormalizer.for_tokenizer(whole) if ascii_normalizer else None
@@ -36,7 +36,7 @@ class TokenizerPool:
         self._encoders = {}
         for truncate in (True, False):
             for normalized in (False, True) if self.ascii_normalizer else (False,):
-                tokenizer = self._load(tokenizer_file)
+                tokenizer = whole if (truncate, normalized) == (False, False) else self._load(tokenizer_file)
                 if truncate:
                     tokenizer.enable_truncation(max_length=max_tokens)
                 if normalized:

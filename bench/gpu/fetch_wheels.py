@@ -38,7 +38,7 @@ import tarfile
 import tempfile
 from pathlib import Path
 
-from install_wheels import ALWAYS, older, sha256  # same folder; both run as scripts (stdlib only)
+from install_wheels import ALWAYS, dist_key, older, sha256  # same folder; both run as scripts (stdlib only)
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
@@ -174,10 +174,6 @@ def part_bytes() -> int:
     if size < 32 * 2**20:
         sys.exit("the working tree leaves too little room for a part; clean untracked files first")
     return size
-
-
-def dist_key(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
 
 
 def read_freeze(path: Path) -> dict[str, str]:

@@ -28,6 +28,11 @@ from pathlib import Path
 ALWAYS = {"vllm", "duckdb", "sqlglot", "embedtext"}
 
 
+def dist_key(name: str) -> str:
+    """A distribution's name as pip compares it (PEP 503): ``Foo_Bar.baz`` -> ``foo-bar-baz``."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def sha256(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -132,7 +137,7 @@ def main() -> None:
     todo, kept = [], []
     for w in manifest["wheels"]:
         name, version = w["file"].split("-")[:2]
-        dist = name.lower().replace("_", "-").replace(".", "-")
+        dist = dist_key(name)
         if dist in ALWAYS or dist not in have or older(have[dist], version):
             todo.append(str(wheels / w["file"]))
         else:
