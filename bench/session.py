@@ -52,15 +52,17 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
                                    concurrent=500 if plan.quick else 1500, rounds=2 if plan.quick else 5,
                                    args=["--enforce-eager"] if plan.eager else [], repeats=plan.cpu_repeats,
                                    progress=progress)
-    if "ascii-normalizer" in suites:
-        from embedtext.bench.ascii_normalizer import run_ascii_normalizer
+    for suite in ("ascii-normalizer", "word-cache"):
+        if suite not in suites:
+            continue
         from embedtext.bench.corpus import BenchCorpus
+        from embedtext.bench.tokenizer_modes import COMPARISONS, run_tokenizer_modes
         from embedtext.server.models import load_model_spec
 
         tiny = models.tiny()
-        cases += run_ascii_normalizer({"tiny": tiny, "minilm": load_model_spec("default").path}, BenchCorpus(tiny),
-                                      plan.cpu_work, rounds=3 if plan.quick else 5,
-                                      args=["--enforce-eager"] if plan.eager else [], progress=progress)
+        cases += run_tokenizer_modes(COMPARISONS[suite], {"tiny": tiny, "minilm": load_model_spec("default").path},
+                                     BenchCorpus(tiny), plan.cpu_work, rounds=3 if plan.quick else 5,
+                                     args=["--enforce-eager"] if plan.eager else [], progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
@@ -85,16 +87,16 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
 def all_ratios(cases: list[dict]) -> dict[str, float]:
     """Every suite's ratios from its cases (suites absent from ``cases`` give none)."""
     from embedtext.bench.allocator import allocator_ratios
-    from embedtext.bench.ascii_normalizer import ascii_normalizer_ratios
     from embedtext.bench.cpu_suite import cpu_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
     from embedtext.bench.idle_dispatch import idle_dispatch_ratios
     from embedtext.bench.replica_processes import replica_processes_ratios
     from embedtext.bench.scaling import scaling_ratios
+    from embedtext.bench.tokenizer_modes import tokenizer_modes_ratios
     from embedtext.bench.transport import transport_ratios
 
     return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
-            **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **ascii_normalizer_ratios(cases),
+            **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **tokenizer_modes_ratios(cases),
             **gpu_ratios(cases)}
 
 

@@ -64,6 +64,15 @@ from embedtext.server.config import ServerConfig
     "~40% less tokenizer CPU. Off: the tokenizer normalizes every text itself.",
 )
 @click.option(
+    "--word-cache",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="Split those ASCII texts into words in Python and take each word's ids from a cache filled by "
+    "the tokenizer: the same ids for ~4x less tokenizer CPU, but under the GIL. auto: on unless the "
+    "engines run on a GPU, whose spare cores tokenize in parallel anyway. Needs --ascii-normalizer.",
+)
+@click.option(
     "--replica-processes",
     type=click.Choice(["auto", "on", "off"]),
     default="auto",

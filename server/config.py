@@ -51,6 +51,9 @@ class ServerConfig:
     # Pure-ASCII texts for BERT-family tokenizers normalized ahead of the tokenizer (same ids, less
     # CPU; server/normalization.py). Off: the tokenizer normalizes every text itself.
     ascii_normalizer: bool = True
+    # Those texts split into words in Python, each word's ids from a cache (server/word_cache.py):
+    # "on", "off", or "auto" (on unless the engines run on a GPU: it holds the GIL).
+    word_cache: str = "auto"
     # Each replica's engine client in a worker process of its own (server/engine_process.py):
     # "on", "off", or "auto" (on for several replicas on a GPU).
     replica_processes: str = "auto"
@@ -63,6 +66,8 @@ class ServerConfig:
             raise ValueError(f"--engine must be vllm or null, not {self.engine!r}")
         if self.replica_processes not in ("auto", "on", "off"):
             raise ValueError(f"--replica-processes must be auto, on or off, not {self.replica_processes!r}")
+        if self.word_cache not in ("auto", "on", "off"):
+            raise ValueError(f"--word-cache must be auto, on or off, not {self.word_cache!r}")
         if self.replicas < 1:
             raise ValueError("--replicas must be at least 1")
         if not self.models:

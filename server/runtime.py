@@ -60,16 +60,17 @@ class ModelRuntime:
         config: ServerConfig,
         metrics: ServerMetrics,
         backend_factory: Callable[[int], Backend],
+        *,
+        word_cache: bool = False,
     ) -> None:
         self.spec = spec
         self.config = config
         self.metrics = metrics
         self.tokenizers = TokenizerPool(
             str(spec.tokenizer_file), spec.max_tokens, threads=config.tokenizer_threads,
-            ascii_normalizer=config.ascii_normalizer,
+            ascii_normalizer=config.ascii_normalizer, word_cache=word_cache,
         )
-        log.info("model %s: %s", spec.name, "ASCII texts normalized ahead of the tokenizer (BertNormalizer)"
-                 if self.tokenizers.ascii_normalizer else "the tokenizer normalizes every text itself")
+        log.info("model %s: %s", spec.name, self._tokenizing_path())
         self.queue = BatchQueue(
             max_batch_tokens=config.max_batch_tokens,
             max_batch_rows=config.max_batch_rows,
@@ -87,6 +88,14 @@ class ModelRuntime:
         self.started = False
         self._tasks: set[asyncio.Task] = set()
         self._dispatcher: asyncio.Task | None = None
+
+    def _tokenizing_path(self) -> str:
+        if self.tokenizers.ascii_normalizer is None:
+            return "the tokenizer normalizes every text itself"
+        path = "ASCII texts normalized ahead of the tokenizer (BertNormalizer)"
+        if self.tokenizers.word_cache is not None:
+            return path + ", split into words here, each word's ids from a cache (--word-cache)"
+        return path
 
     # --- lifecycle ---------------------------------------------------------------------
 

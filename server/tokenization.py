@@ -9,7 +9,9 @@ installed tokenizers has it: 18-24% less CPU per row (56 vs 73 us at 50 tokens, 
 at 512, measured on 2 cores with tokenizers 0.23), CPU the engines share on a small machine.
 Pure-ASCII texts for BERT-family tokenizers are normalized ahead, in a few byte operations, and
 go to a copy of the tokenizer without its normalizer (server/normalization.py): same ids, about
-40% less tokenizer CPU again.
+40% less tokenizer CPU again. With ``word_cache``, those texts are split into words in Python and
+each word's ids come from a cache (server/word_cache.py): about 4x less CPU again, but under the
+GIL, so the server turns it on only where the engines compute on the CPU.
 """
 
 from __future__ import annotations
@@ -21,17 +23,22 @@ from tokenizers import Tokenizer
 
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.normalization import AsciiBertNormalizer
+from embedtext.server.word_cache import WordCacheEncoder
 
 
 class TokenizerPool:
     """Tokenizes batches of texts in worker threads."""
 
-    def __init__(self, tokenizer_file: str, max_tokens: int, threads: int = 2, ascii_normalizer: bool = True) -> None:
+    def __init__(self, tokenizer_file: str, max_tokens: int, threads: int = 2, ascii_normalizer: bool = True,
+                 word_cache: bool = False) -> None:
         self.max_tokens = max_tokens
         whole = self._load(tokenizer_file)  # also the encoder for (truncate=False, pre-normalized=False)
         self.vocab_size = whole.get_vocab_size(with_added_tokens=True)
         # None: every text takes the tokenizer's own normalizer.
         self.ascii_normalizer = AsciiBertNormalizer.for_tokenizer(whole) if ascii_normalizer else None
+        # None: normalized texts go to the tokenizer (it needs them normalized ahead).
+        self.word_cache = (WordCacheEncoder.for_tokenizer(whole, max_tokens)
+                           if word_cache and self.ascii_normalizer else None)
         # (truncate, pre-normalized) -> the bound encode method of a tokenizer set up for it
         self._encoders = {}
         for truncate in (True, False):
@@ -74,19 +81,23 @@ class TokenizerPool:
             return [enc.ids for enc in full(texts)]
         normalize = self.ascii_normalizer.normalize
         normalized = [normalize(text) for text in texts]
-        prenormalized = self._encoders[(truncate, True)]
         left = [row for row, text in enumerate(normalized) if text is None]  # the full tokenizer's
         if not left:
-            return [enc.ids for enc in prenormalized(normalized)]
+            return self._encode_normalized(normalized, truncate)
         if len(left) == len(texts):
             return [enc.ids for enc in full(texts)]
         ready = [row for row, text in enumerate(normalized) if text is not None]
         ids: list = [None] * len(texts)
         for row, enc in zip(left, full([texts[row] for row in left])):
             ids[row] = enc.ids
-        for row, enc in zip(ready, prenormalized([normalized[row] for row in ready])):
-            ids[row] = enc.ids
+        for row, row_ids in zip(ready, self._encode_normalized([normalized[row] for row in ready], truncate)):
+            ids[row] = row_ids
         return ids
+
+    def _encode_normalized(self, texts: list[str], truncate: bool) -> list[list[int]]:
+        if self.word_cache is not None:
+            return self.word_cache.encode(texts, truncate)
+        return [enc.ids for enc in self._encoders[(truncate, True)](texts)]
 
     @property
     def busy(self) -> bool:

@@ -10,6 +10,8 @@ SENTENCES = [
     "",
     "Ünïcödé text, emoji 🐱 and 中文 mixed together.",
     "word " * 400,  # longer than the model's 256 tokens: truncated on both sides
+    # Punctuation, capitals, digits and subwords: split into words by the server's word cache.
+    "Don't e-mail J.R.R. Tolkien's (1892-1973) publisher at info@example.com; it's \"unbelievably\" late!",
 ]
 
 
@@ -29,6 +31,16 @@ def test_vectors_equal_sentence_transformers(minilm_client, reference):
     cos = (got * reference).sum(1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(reference, axis=1))
     assert cos.min() >= 0.9999, cos
     np.testing.assert_allclose(np.linalg.norm(got, axis=1), 1.0, atol=1e-5)
+
+
+def test_server_log_names_the_tokenizing_path(servers):
+    from pathlib import Path
+
+    if servers.minilm.pid is None or not getattr(servers.minilm, "log_path", None):
+        pytest.skip("external test servers: their log is theirs")
+    log = Path(servers.minilm.log_path).read_text(errors="replace")
+    # A CPU engine: --word-cache auto turns the cache on (server/app.py word_cache_wanted).
+    assert "each word's ids from a cache (--word-cache)" in log
 
 
 def test_semantics_are_sane(minilm_client):

@@ -17,20 +17,11 @@ from embedtext.server.normalization import AsciiBertNormalizer
 from embedtext.server.tokenization import TokenizerPool
 
 
-def _reference(path, max_tokens=None):
-    tokenizer = Tokenizer.from_file(str(path))
-    tokenizer.no_padding()
-    tokenizer.no_truncation()
-    if max_tokens:
-        tokenizer.enable_truncation(max_length=max_tokens)
-    return tokenizer
-
-
 @pytest.fixture(scope="module", params=["minilm", "tiny"])
-def model(request, tiny_model_dir):
+def model(request, tiny_model_dir, reference_tokenizer):
     spec = load_model_spec("default") if request.param == "minilm" else load_model_spec(str(tiny_model_dir))
     pool = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens)
-    yield spec, pool, _reference(spec.tokenizer_file, spec.max_tokens)
+    yield spec, pool, reference_tokenizer(spec.tokenizer_file, spec.max_tokens)
     pool.close()
 
 
@@ -88,12 +79,12 @@ def test_random_texts_give_the_tokenizers_own_ids(model, texts):
     assert pool.tokenize_sync(texts) == [e.ids for e in reference.encode_batch(texts)]
 
 
-def test_truncation_off_still_counts_the_whole_text(model):
+def test_truncation_off_still_counts_the_whole_text(model, reference_tokenizer):
     spec, pool, reference = model
     long = "Word " * (spec.max_tokens + 10)
     with pytest.raises(InvalidInputError, match=f"row 1 has {spec.max_tokens + 12} tokens"):
         pool.tokenize_sync(["fine", long], truncate=False)
-    whole = _reference(spec.tokenizer_file)
+    whole = reference_tokenizer(spec.tokenizer_file)
     assert pool.tokenize_sync(["A short one", "another ONE"], truncate=False) == [
         e.ids for e in whole.encode_batch(["A short one", "another ONE"])
     ]
