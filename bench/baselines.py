@@ -74,7 +74,8 @@ class NullInProcessEmbedder:
 
         spec = load_model_spec(model_dir)
         self.dim = spec.dim
-        self._tokenizer = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=1)
+        # As `embedtext serve --engine null` tokenizes (no GPU: --word-cache auto is on).
+        self._tokenizer = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=1, word_cache=True)
         self._backend = NullBackend(spec, name="null-inprocess")
 
     def __call__(self, chunk) -> pa.FixedSizeListArray:

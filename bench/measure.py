@@ -130,40 +130,52 @@ class PeakRss:
     ``pids`` are measured alone (the client process: its children are servers measured apart),
     ``trees`` with all their descendants (a server and its engine processes).
 
+    The sampler runs in the measuring process, beside the path it measures, so it must be cheap:
+    a tree is walked again only every ``TREE_EVERY_S`` (finding a process's children reads a file
+    per thread, and vLLM's processes have dozens; walking the server's tree 20 times a second cost
+    the client ~5% of a core during the 512-token runs, CPU a 2-core machine's model was short of).
+
     >>> with PeakRss({"client": os.getpid()}) as rss:
     ...     _ = bytearray(10)
     >>> rss.peaks["client"] > 0
     True
     """
 
+    TREE_EVERY_S = 1.0
+
     def __init__(self, pids: dict[str, int | None], trees: dict[str, int | None] | None = None,
-                 interval: float = 0.05) -> None:
+                 interval: float = 0.2) -> None:
         self.pids = {k: v for k, v in pids.items() if v}
         self.trees = {k: v for k, v in (trees or {}).items() if v}
         self.interval = interval
         self.peaks = {k: 0.0 for k in (*self.pids, *self.trees)}
+        self._members: dict[str, list[int]] = {}
+        self._walked = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="bench-rss", daemon=True)
 
-    def _sample(self) -> None:
+    def _sample(self, walk: bool = False) -> None:
         for name, pid in self.pids.items():
             self.peaks[name] = max(self.peaks[name], _rss_kib(pid) / 1024)
-        for name, pid in self.trees.items():
-            self.peaks[name] = max(self.peaks[name], tree_rss_mb(pid))
+        if walk or time.monotonic() - self._walked >= self.TREE_EVERY_S:
+            self._members = {name: _tree(pid) for name, pid in self.trees.items()}
+            self._walked = time.monotonic()
+        for name, members in self._members.items():
+            self.peaks[name] = max(self.peaks[name], sum(_rss_kib(p) for p in members) / 1024)
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
 
     def __enter__(self) -> PeakRss:
-        self._sample()
+        self._sample(walk=True)
         self._thread.start()
         return self
 
     def __exit__(self, *exc) -> None:
         self._stop.set()
         self._thread.join()
-        self._sample()
+        self._sample(walk=True)
 
 
 def percentiles_ms(seconds: Iterable[float]) -> tuple[float | None, float | None]:

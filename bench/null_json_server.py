@@ -25,7 +25,8 @@ def build_app(models: dict[str, str]) -> FastAPI:
     served = {}
     for name, path in models.items():
         spec = load_model_spec(path, name=name)
-        served[name] = (TokenizerPool(str(spec.tokenizer_file), spec.max_tokens), NullBackend(spec, name=f"null-json-{name}"))
+        served[name] = (TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, word_cache=True),
+                        NullBackend(spec, name=f"null-json-{name}"))
     app = FastAPI()
 
     @app.get("/health")

@@ -8,6 +8,9 @@ from collections.abc import Callable
 # ratio key (or key prefix ending in '_') -> (how it is judged, target)
 TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     "udf_vs_inprocess": (">=", 0.95),
+    "udf_vs_inprocess_512": (">=", 0.95),
+    "udf_vs_inprocess_rounds": (">=", 0.95),  # the same, in alternating rounds (udf-vs-inprocess)
+    "udf_vs_inprocess_rounds_512": (">=", 0.95),
     "udf_vs_http_json": (">=", 1.3),
     "bytes_vs_repeated_float": (">=", 20.0),
     "wire_bytes_vs_repeated_float": (">=", 20.0),

@@ -63,6 +63,11 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
         cases += run_tokenizer_modes(COMPARISONS[suite], {"tiny": tiny, "minilm": load_model_spec("default").path},
                                      BenchCorpus(tiny), plan.cpu_work, rounds=3 if plan.quick else 5,
                                      args=["--enforce-eager"] if plan.eager else [], progress=progress)
+    if "udf-vs-inprocess" in suites:
+        from embedtext.bench.udf_vs_inprocess import run_udf_vs_inprocess_rounds
+
+        cases += run_udf_vs_inprocess_rounds(models.tiny(), plan.cpu_work, rounds=3 if plan.quick else 5,
+                                             args=["--enforce-eager"] if plan.eager else [], progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
@@ -94,9 +99,11 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     from embedtext.bench.scaling import scaling_ratios
     from embedtext.bench.tokenizer_modes import tokenizer_modes_ratios
     from embedtext.bench.transport import transport_ratios
+    from embedtext.bench.udf_vs_inprocess import udf_vs_inprocess_rounds_ratios
 
     return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
             **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **tokenizer_modes_ratios(cases),
+            **udf_vs_inprocess_rounds_ratios(cases),
             **gpu_ratios(cases)}
 
 

@@ -29,7 +29,7 @@ from tokenizers import Tokenizer
 _PUNCTUATION = r"!-/:-@\[-`{-~"
 _WORDS = re.compile(rf"[^\t\n\x0b\x0c\r {_PUNCTUATION}]+|[{_PUNCTUATION}]")
 
-MAX_WORDS = 1 << 18  # cache entries; the cache starts over when full
+MAX_WORDS = 1 << 17  # cache entries (~210 bytes each: ~28 MB at most); the cache starts over when full
 MAX_CACHED_CHARS = 64  # longer words (ids, hashes, base64) are encoded each time, not kept
 
 
