@@ -63,11 +63,11 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
         cases += run_tokenizer_modes(COMPARISONS[suite], {"tiny": tiny, "minilm": load_model_spec("default").path},
                                      BenchCorpus(tiny), plan.cpu_work, rounds=3 if plan.quick else 5,
                                      args=["--enforce-eager"] if plan.eager else [], progress=progress)
-    if "udf-vs-inprocess" in suites:
-        from embedtext.bench.udf_vs_inprocess import run_udf_vs_inprocess_rounds
+    if "cpu-rounds" in suites:
+        from embedtext.bench.cpu_rounds import run_cpu_rounds
 
-        cases += run_udf_vs_inprocess_rounds(models.tiny(), plan.cpu_work, rounds=3 if plan.quick else 5,
-                                             args=["--enforce-eager"] if plan.eager else [], progress=progress)
+        cases += run_cpu_rounds(models.tiny(), plan.cpu_work, rounds=3 if plan.quick else 5,
+                                args=["--enforce-eager"] if plan.eager else [], progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
@@ -92,6 +92,7 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
 def all_ratios(cases: list[dict]) -> dict[str, float]:
     """Every suite's ratios from its cases (suites absent from ``cases`` give none)."""
     from embedtext.bench.allocator import allocator_ratios
+    from embedtext.bench.cpu_rounds import cpu_rounds_ratios
     from embedtext.bench.cpu_suite import cpu_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
     from embedtext.bench.idle_dispatch import idle_dispatch_ratios
@@ -99,11 +100,10 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     from embedtext.bench.scaling import scaling_ratios
     from embedtext.bench.tokenizer_modes import tokenizer_modes_ratios
     from embedtext.bench.transport import transport_ratios
-    from embedtext.bench.udf_vs_inprocess import udf_vs_inprocess_rounds_ratios
 
     return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
             **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **tokenizer_modes_ratios(cases),
-            **udf_vs_inprocess_rounds_ratios(cases),
+            **cpu_rounds_ratios(cases),
             **gpu_ratios(cases)}
 
 

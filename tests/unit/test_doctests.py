@@ -20,7 +20,7 @@ import pytest
         "embedtext.sql.ddl",
         "embedtext.udf.registration",
         "embedtext.bench.measure",
-        "embedtext.bench.udf_vs_inprocess",
+        "embedtext.bench.cpu_rounds",
     ],
 )
 def test_docstring_examples(module):

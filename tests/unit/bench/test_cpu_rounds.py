@@ -1,0 +1,50 @@
+"""The rotating-rounds runner pairs each round's runs and reports every path (bench/cpu_rounds.py).
+
+The paths here are plain functions that report a given speed per round (no engine): what is
+tested is the runner's bookkeeping, which the cpu-rounds suite's ratios rest on.
+"""
+
+from embedtext.bench import cpu_rounds
+from embedtext.bench.cpu_rounds import RoundsPath, cpu_rounds_ratios, run_rounds
+
+
+def _path(label, speeds, calls, ratio_key=None):
+    """A path whose run in round r (counted per work item) takes rows / speeds[r] seconds."""
+
+    def measure(tokens, rows, warmup):
+        done = sum(1 for c in calls if c[:2] == (label, tokens))
+        calls.append((label, tokens, warmup))
+        seconds = rows / speeds[done]
+        return {"seconds": seconds, "rows_per_s": rows / seconds, "cpu_s_per_run": {label: float(done)}}
+
+    return RoundsPath(label, f"rounds_{label}", label, measure, ratio_key)
+
+
+def test_per_round_ratios_pair_the_same_round_and_the_median_is_reported(monkeypatch):
+    monkeypatch.setattr(cpu_rounds, "SETTLE_S", 0)
+    calls, loaded = [], []
+    paths = [
+        _path("ours", [100, 300, 200, 150, 400], calls),
+        _path("peer", [50, 100, 400, 150, 100], calls, ratio_key="ours_vs_peer_rounds"),
+        _path("ceiling", [100, 100, 100, 100, 100], calls, ratio_key="ours_vs_ceiling_rounds"),
+    ]
+    cases = run_rounds(paths, [(50, 1000), (512, 100)], rounds=5, load=lambda t, r: loaded.append((t, r)),
+                       progress=lambda msg: None)
+
+    assert loaded == [(50, 1000), (512, 100)]
+    by_name = {c["name"]: c for c in cases}
+    assert set(by_name) == {f"rounds_{label}_{t}tok" for label in ("ours", "peer", "ceiling") for t in (50, 512)}
+    peer = by_name["rounds_peer_50tok"]
+    assert peer["ratio_by_round"] == [2.0, 3.0, 0.5, 1.0, 4.0]
+    assert peer["rows_per_s_by_round"] == [50, 100, 400, 150, 100]
+    assert peer["rows_per_s"] == 100  # the median round's speed
+    assert "ratio_key" not in by_name["rounds_ours_50tok"]
+    assert by_name["rounds_ceiling_512tok"]["ratio_by_round"] == [1.0, 3.0, 2.0, 1.5, 4.0]
+    assert cpu_rounds_ratios(cases) == {
+        "ours_vs_peer_rounds": 2.0, "ours_vs_ceiling_rounds": 2.0,
+        "ours_vs_peer_rounds_512": 2.0, "ours_vs_ceiling_rounds_512": 2.0,
+    }
+    # Only the first round warms up; the order rotates, so no path always runs first.
+    assert [c[2] for c in calls if c[1] == 50] == [True] * 3 + [False] * 12
+    firsts = {calls[i][0] for i in range(0, 15, 3)}
+    assert firsts == {"ours", "peer", "ceiling"}
