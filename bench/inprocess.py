@@ -1,8 +1,9 @@
 """The ceiling: vLLM's ``LLM.embed`` in-process on pre-tokenized ids (no server, no DuckDB).
 
 Runs in its own process (``python -m embedtext.bench.inprocess``) so that its engine is gone
-before the next one starts; prints one JSON case per ``--work`` pair. With ``--serve`` it stays
-up and times one run per line it reads (``ResidentInProcess``, for alternating rounds). The rows are
+before the next one starts; prints one JSON case per ``--work`` pair (two with ``--text``). With
+``--serve`` it stays up and times one run per line it reads (``ResidentInProcess``, for the cpu
+suite's rotating rounds). The rows are
 the same as the other paths' (``BenchCorpus`` is deterministic).
 """
 
@@ -47,29 +48,27 @@ def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dt
     return cases
 
 
-def _measure(llm, corpus, suite: str, tokens: int, rows: int, repeats: int, text: bool, warmup: bool = True):
-    """Time ``LLM.embed`` on the rows' ids (and on their texts with ``text``); print each case."""
+def _measure(llm, corpus, suite: str, tokens: int, rows: int, repeats: int, *, text: bool, warmup: bool = True):
+    """Time ``LLM.embed`` on the rows' ids, or with ``text`` on their texts; print the case."""
     from vllm.inputs import tokens_input
 
     from embedtext.bench.measure import CpuSplit, PeakRss, make_case, median_seconds, timed
 
-    prompts = [tokens_input(ids) for ids in corpus.token_ids(corpus.texts(rows, tokens))]
+    texts = corpus.texts(rows, tokens)
+    if text:
+        # What an in-process user writes: texts in, vLLM tokenizes (the ceiling on ids skips it).
+        prompts, name, path = texts, f"inprocess_llm_embed_text_{tokens}tok", "vllm.LLM.embed(texts)"
+    else:
+        prompts = [tokens_input(ids) for ids in corpus.token_ids(texts)]
+        name, path = f"inprocess_llm_embed_{tokens}tok", "vllm.LLM.embed(token ids)"
     if warmup:
         llm.embed(prompts[: max(1, min(2048, rows // 4))], use_tqdm=False)  # as the DuckDB cases do
     with PeakRss({}, {"self": os.getpid()}) as rss, CpuSplit({}, {"inprocess": os.getpid()}) as cpu:
         runs = [timed(lambda: llm.embed(prompts, use_tqdm=False))[0] for _ in range(repeats)]
-    case = make_case(f"inprocess_llm_embed_{tokens}tok", suite, rows=rows, seconds=median_seconds(runs),
-                     tokens_per_row=tokens, peak_rss_mb=rss.peaks["self"], path="vllm.LLM.embed(token ids)",
-                     runs_s=[round(r, 3) for r in runs],
+    case = make_case(name, suite, rows=rows, seconds=median_seconds(runs), tokens_per_row=tokens,
+                     peak_rss_mb=rss.peaks["self"], path=path, runs_s=[round(r, 3) for r in runs],
                      cpu_s_per_run={k: round(v / len(runs), 2) for k, v in cpu.seconds.items()})
     print("CASE " + json.dumps(case), flush=True)
-    if text:
-        # What an in-process user writes: texts in, vLLM tokenizes (the ceiling above skips it).
-        texts = corpus.texts(rows, tokens)
-        runs = [timed(lambda: llm.embed(texts, use_tqdm=False))[0] for _ in range(repeats)]
-        case = make_case(f"inprocess_llm_embed_text_{tokens}tok", suite, rows=rows, seconds=median_seconds(runs),
-                         tokens_per_row=tokens, path="vllm.LLM.embed(texts)", runs_s=[round(r, 3) for r in runs])
-        print("CASE " + json.dumps(case), flush=True)
 
 
 def main() -> None:
@@ -85,7 +84,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per case (the median is reported)")
     parser.add_argument("--text", action="store_true", help="also time LLM.embed on the texts (vLLM tokenizes)")
     parser.add_argument("--serve", action="store_true",
-                        help="stay up: print READY, then time one run per 'TOKENS ROWS [warmup]' line read from stdin")
+                        help="stay up: print READY, then time one run per 'TOKENS ROWS [warmup] [text]' line read from stdin")
     args = parser.parse_args()
 
     from vllm import LLM
@@ -101,17 +100,22 @@ def main() -> None:
               enable_prefix_caching=False, disable_log_stats=True, enforce_eager=args.enforce_eager)
     for item in args.work:
         tokens, rows = (int(x) for x in item.split(":"))
-        _measure(llm, corpus, args.suite, tokens, rows, args.repeats, args.text)
+        _measure(llm, corpus, args.suite, tokens, rows, args.repeats, text=False)
+        if args.text:
+            _measure(llm, corpus, args.suite, tokens, rows, args.repeats, text=True, warmup=False)
     if args.serve:
         print("READY", flush=True)
         for line in sys.stdin:
             tokens, rows, *flags = line.split()
-            _measure(llm, corpus, args.suite, int(tokens), int(rows), 1, False, warmup="warmup" in flags)
+            _measure(llm, corpus, args.suite, int(tokens), int(rows), 1, text="text" in flags,
+                     warmup="warmup" in flags)
 
 
 class ResidentInProcess:
     """The ceiling's engine kept up in a child process (``--serve``), timed a run at a time: for
-    comparisons in alternating rounds with another engine resident beside it."""
+    comparisons in rotating rounds with other engines resident beside it (bench/rounds.py). The
+    child starts at construction; ``wait_ready`` (or ``with``) waits for its engine, so other
+    engines can start meanwhile."""
 
     def __init__(self, model_dir: str, *, suite: str, eager: bool = False, dtype: str = "float32",
                  memory_fraction: float = 0.2) -> None:
@@ -121,11 +125,17 @@ class ResidentInProcess:
             command.append("--enforce-eager")
         env = {**os.environ, **cpu_engine_env(), **engine_allocator().env}
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
-        self._expect("READY")
+        self._ready = False
 
     @property
     def pid(self) -> int:
         return self.process.pid
+
+    def wait_ready(self) -> ResidentInProcess:
+        if not self._ready:
+            self._expect("READY")
+            self._ready = True
+        return self
 
     def _expect(self, prefix: str) -> str:
         for line in self.process.stdout:
@@ -133,8 +143,10 @@ class ResidentInProcess:
                 return line
         raise RuntimeError(f"the in-process vLLM child ended (code {self.process.wait()}) before {prefix!r}")
 
-    def run(self, tokens: int, rows: int, *, warmup: bool = False) -> dict:
-        self.process.stdin.write(f"{tokens} {rows}{' warmup' if warmup else ''}\n")
+    def run(self, tokens: int, rows: int, *, warmup: bool = False, text: bool = False) -> dict:
+        """One timed ``LLM.embed`` over the rows: on their token ids, or with ``text`` on the texts."""
+        self.wait_ready()
+        self.process.stdin.write(f"{tokens} {rows}{' warmup' if warmup else ''}{' text' if text else ''}\n")
         self.process.stdin.flush()
         return json.loads(self._expect("CASE ")[len("CASE "):])
 
@@ -148,7 +160,11 @@ class ResidentInProcess:
                 self.process.wait()
 
     def __enter__(self) -> ResidentInProcess:
-        return self
+        try:
+            return self.wait_ready()
+        except BaseException:
+            self.close()
+            raise
 
     def __exit__(self, *exc) -> None:
         self.close()

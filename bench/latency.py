@@ -1,10 +1,14 @@
 """Latency under load (SLO-first serving): open-loop Poisson arrivals against the real server.
 
-First the closed-loop maximum (rows/s, 2048-row requests, 8 sub-batches in flight); then, for a
-single-row client and for 2048-row chunks, offered loads of 25/50/75/100/125% of it. Arrivals
-do not wait for replies (open loop), and each latency counts from the planned arrival, so a
-server that falls behind shows it. Per load: p50/p99, the share over 200 ms, the achieved rate,
-errors, and RESOURCE_EXHAUSTED (overload) counted apart.
+For each client, a single-row one and one sending 2048-row chunks, first its closed-loop maximum
+(single rows: ``SINGLE_ROW_CALLERS`` callers sending one row after another; chunks: 2048-row
+requests, 8 sub-batches in flight), then offered loads of 25/50/75/100/125% of that maximum. Each
+client is loaded relative to its own maximum: a row alone costs the server a call, a tokenizer
+hand-off and a batcher entry, so single rows saturate well below the chunks' rows/s (here ~600
+vs ~2,000 rows/s), and a fraction of the chunks' maximum would overload them at "50%". Arrivals do
+not wait for replies (open loop), and each latency counts from the planned arrival, so a server
+that falls behind shows it. Per load: p50/p99, the share over 200 ms, the achieved rate, errors,
+and RESOURCE_EXHAUSTED (overload) counted apart.
 
     uv run --extra cpu embedtext bench --only latency
 """
@@ -23,6 +27,7 @@ from embedtext.protocol.errors import EmbedTextError, OverloadedError
 SUITE = "latency"
 SLO_S = 0.2
 CHUNK_ROWS = 2048
+SINGLE_ROW_CALLERS = 256  # enough rows in flight to fill the batcher's batches
 
 
 async def _closed_loop_rows_per_s(client: AsyncClient, texts: list[str]) -> float:
@@ -30,6 +35,23 @@ async def _closed_loop_rows_per_s(client: AsyncClient, texts: list[str]) -> floa
     t0 = time.perf_counter()
     await client.embed(texts)
     return len(texts) / (time.perf_counter() - t0)
+
+
+async def _closed_loop_single_rows_per_s(client: AsyncClient, texts: list[str], seconds: float) -> tuple[float, int]:
+    """Single-row calls back to back from ``SINGLE_ROW_CALLERS`` callers for ``seconds``: (rows/s, rows)."""
+    deadline = time.perf_counter() + seconds
+    done = [0]
+
+    async def caller(first: int) -> None:
+        j = first
+        while time.perf_counter() < deadline:
+            await client.embed([texts[j % len(texts)]], timeout=60)
+            done[0] += 1
+            j += SINGLE_ROW_CALLERS
+
+    t0 = time.perf_counter()
+    await asyncio.gather(*(caller(i) for i in range(SINGLE_ROW_CALLERS)))
+    return done[0] / (time.perf_counter() - t0), done[0]
 
 
 async def _open_loop(client: AsyncClient, requests: list[list[str]], rate: float, seed: int) -> dict:
@@ -74,10 +96,14 @@ async def _run(target: str, texts: list[str], tokens: int, loads: Sequence[float
     cases = []
     # The single-row client must not cap its own concurrency: an SLO client sends as rows arrive.
     async with AsyncClient(target, max_batch_rows=512, max_in_flight=4096) as client:
-        max_rows_per_s = await _closed_loop_rows_per_s(client, texts[: 4 * CHUNK_ROWS])
+        chunk_max = await _closed_loop_rows_per_s(client, texts[: 4 * CHUNK_ROWS])
         cases.append(make_case(f"latency_closed_loop_max_{tokens}tok", SUITE, rows=4 * CHUNK_ROWS,
-                               seconds=4 * CHUNK_ROWS / max_rows_per_s, tokens_per_row=tokens))
-        for kind, rows_per_request in (("single_row", 1), ("chunk_2048", CHUNK_ROWS)):
+                               seconds=4 * CHUNK_ROWS / chunk_max, tokens_per_row=tokens, client="chunk_2048"))
+        single_max, single_rows = await _closed_loop_single_rows_per_s(client, texts, max(2.0, single_s / 2))
+        cases.append(make_case(f"latency_closed_loop_max_single_row_{tokens}tok", SUITE, rows=single_rows,
+                               seconds=single_rows / single_max, tokens_per_row=tokens, client="single_row",
+                               callers=SINGLE_ROW_CALLERS))
+        for kind, rows_per_request, max_rows_per_s in (("single_row", 1, single_max), ("chunk_2048", CHUNK_ROWS, chunk_max)):
             for i, load in enumerate(loads):
                 rate = load * max_rows_per_s / rows_per_request
                 n = max(20, int(rate * single_s)) if rows_per_request == 1 else chunk_requests

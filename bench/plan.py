@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 SUITES = ("cpu", "transport", "latency", "scaling", "allocator", "replica-processes", "idle-dispatch",
-          "ascii-normalizer", "word-cache", "cpu-rounds", "gpu")
-# allocator, replica-processes, idle-dispatch, ascii-normalizer, word-cache, cpu-rounds, gpu:
+          "ascii-normalizer", "word-cache", "gpu")
+# allocator, replica-processes, idle-dispatch, ascii-normalizer, word-cache, gpu:
 # only when asked for
 DEFAULT_SUITES = ("cpu", "transport", "latency", "scaling")
 GPU_REPLICAS = (1, 2, 4, 8, 16, 32)  # the GPU suite's replica counts unless given
@@ -38,9 +38,11 @@ class BenchPlan:
     # Quick runs start engines with --enforce-eager (no torch.compile: ~25 s less per engine start on
     # 2 cores); every engine of a run gets the same setting, so ratios stay like for like.
     eager: bool = False
-    # Timed runs per cpu-suite case, the median reported (every path alike): quick runs last
-    # 2-3 s each and swing by +-15% alone.
+    # Timed runs per case of the one-server-after-another suites (replica-processes,
+    # idle-dispatch), the median reported: quick runs last 2-3 s each and swing by +-15% alone.
     cpu_repeats: int = 1
+    # The cpu suite's rotating rounds (each times every path once; ratios: medians of the rounds).
+    cpu_rounds: int = 5
     workdir: Path | None = None  # set by make_plan
 
 
@@ -58,6 +60,7 @@ QUICK = BenchPlan(
     allocator_rows=(2_000, 10_000, 20_000),
     eager=True,
     cpu_repeats=3,
+    cpu_rounds=3,
 )
 FULL = replace(
     QUICK,
@@ -72,6 +75,7 @@ FULL = replace(
     allocator_rows=(10_000, 100_000, 400_000),
     eager=False,
     cpu_repeats=1,
+    cpu_rounds=5,
 )
 
 

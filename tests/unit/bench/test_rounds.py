@@ -1,11 +1,11 @@
-"""The rotating-rounds runner pairs each round's runs and reports every path (bench/cpu_rounds.py).
+"""The rotating-rounds runner pairs each round's runs and reports every path (bench/rounds.py).
 
 The paths here are plain functions that report a given speed per round (no engine): what is
-tested is the runner's bookkeeping, which the cpu-rounds suite's ratios rest on.
+tested is the runner's bookkeeping, which the cpu suite's ratios rest on.
 """
 
-from embedtext.bench import cpu_rounds
-from embedtext.bench.cpu_rounds import RoundsPath, cpu_rounds_ratios, run_rounds
+from embedtext.bench import rounds
+from embedtext.bench.rounds import RoundsPath, rounds_ratios, run_rounds
 
 
 def _path(label, speeds, calls, ratio_key=None):
@@ -21,14 +21,14 @@ def _path(label, speeds, calls, ratio_key=None):
 
 
 def test_per_round_ratios_pair_the_same_round_and_the_median_is_reported(monkeypatch):
-    monkeypatch.setattr(cpu_rounds, "SETTLE_S", 0)
+    monkeypatch.setattr(rounds, "SETTLE_S", 0)
     calls, loaded = [], []
     paths = [
         _path("ours", [100, 300, 200, 150, 400], calls),
         _path("peer", [50, 100, 400, 150, 100], calls, ratio_key="ours_vs_peer_rounds"),
         _path("ceiling", [100, 100, 100, 100, 100], calls, ratio_key="ours_vs_ceiling_rounds"),
     ]
-    cases = run_rounds(paths, [(50, 1000), (512, 100)], rounds=5, load=lambda t, r: loaded.append((t, r)),
+    cases = run_rounds(paths, [(50, 1000), (512, 100)], suite="cpu", rounds=5, load=lambda t, r: loaded.append((t, r)),
                        progress=lambda msg: None)
 
     assert loaded == [(50, 1000), (512, 100)]
@@ -40,7 +40,8 @@ def test_per_round_ratios_pair_the_same_round_and_the_median_is_reported(monkeyp
     assert peer["rows_per_s"] == 100  # the median round's speed
     assert "ratio_key" not in by_name["rounds_ours_50tok"]
     assert by_name["rounds_ceiling_512tok"]["ratio_by_round"] == [1.0, 3.0, 2.0, 1.5, 4.0]
-    assert cpu_rounds_ratios(cases) == {
+    assert all(c["suite"] == "cpu" for c in cases)
+    assert rounds_ratios(cases, "cpu") == {
         "ours_vs_peer_rounds": 2.0, "ours_vs_ceiling_rounds": 2.0,
         "ours_vs_peer_rounds_512": 2.0, "ours_vs_ceiling_rounds_512": 2.0,
     }
