@@ -69,8 +69,9 @@ class CpuPeers:
 
 
 def run_cpu_suite(server, peers: CpuPeers, corpus: BenchCorpus, dim: int, work: Sequence[tuple[int, int]], *,
-                  rounds: int, progress=print) -> list[dict]:
-    """The four paths in rotating rounds on a running embedtext server and ``peers``; ``work``: (tokens, rows)."""
+                  rounds: int, texts_path: bool = True, progress=print) -> list[dict]:
+    """The paths in rotating rounds on a running embedtext server and ``peers``; ``work``: (tokens,
+    rows). ``texts_path=False`` leaves out path 4 (quick runs)."""
     peers.wait_ready()
     with duckdb.connect() as con:
         embedtext.register(con, server.target)
@@ -91,10 +92,11 @@ def run_cpu_suite(server, peers: CpuPeers, corpus: BenchCorpus, dim: int, work: 
             RoundsPath("http_json", "udf_vllm_http_json", "DuckDB Arrow UDF -> vLLM OpenAI /v1/embeddings (JSON floats)",
                        scan("http_embed", peers.http.pid), ratio_key="udf_vs_http_json"),
             RoundsPath("ceiling", "inprocess_llm_embed", "vllm.LLM.embed(token ids)", in_process(False),
-                       ratio_key="udf_vs_inprocess"),
-            RoundsPath("ceiling_text", "inprocess_llm_embed_text", "vllm.LLM.embed(texts)", in_process(True),
-                       ratio_key="udf_vs_inprocess_text"),
+                       ratio_key="udf_vs_inprocess", engine="inprocess"),
         ]
+        if texts_path:
+            paths.append(RoundsPath("ceiling_text", "inprocess_llm_embed_text", "vllm.LLM.embed(texts)",
+                                    in_process(True), ratio_key="udf_vs_inprocess_text", engine="inprocess"))
         try:
             return run_rounds(paths, work, suite=SUITE, rounds=rounds, progress=progress,
                               load=lambda tokens, rows: load_docs(con, corpus.texts(rows, tokens)))

@@ -42,6 +42,7 @@ class BenchPlan:
     # idle-dispatch), the median reported: quick runs last 2-3 s each and swing by +-15% alone.
     cpu_repeats: int = 1
     # The cpu suite's rotating rounds (each times every path once; ratios: medians of the rounds).
+    # Quick runs take 2 (ABCD, DCBA: each path as often early as late) to stay under 5 minutes.
     cpu_rounds: int = 5
     workdir: Path | None = None  # set by make_plan
 
@@ -60,7 +61,7 @@ QUICK = BenchPlan(
     allocator_rows=(2_000, 10_000, 20_000),
     eager=True,
     cpu_repeats=3,
-    cpu_rounds=3,
+    cpu_rounds=2,
 )
 FULL = replace(
     QUICK,

@@ -150,9 +150,11 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
             if peers is not None:
                 from embedtext.bench.cpu_suite import run_cpu_suite
 
-                progress(f"cpu: {plan.cpu_work}, 4 paths, every engine resident, {plan.cpu_rounds} rotating rounds")
+                paths = 3 if plan.quick else 4
+                progress(f"cpu: {plan.cpu_work}, {paths} paths, every engine resident, {plan.cpu_rounds} rotating rounds")
+                # Quick runs leave out LLM.embed on the texts (not a target's path) to stay under 5 minutes.
                 cases += run_cpu_suite(server, peers, corpus, spec.dim, plan.cpu_work, rounds=plan.cpu_rounds,
-                                       progress=progress)
+                                       texts_path=not plan.quick, progress=progress)
                 peers.close()
             if "latency" in suites:
                 from embedtext.bench.latency import CHUNK_ROWS, run_latency
