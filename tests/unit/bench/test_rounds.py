@@ -53,6 +53,7 @@ def test_per_round_ratios_pair_the_same_round_and_the_median_is_reported(monkeyp
 
 def test_idle_gap_only_where_the_engine_changes(monkeypatch):
     """The gap lets the last run's engine stop polling; two paths on one engine need none between them."""
+    import dataclasses
     import types
 
     slept = []
@@ -63,7 +64,7 @@ def test_idle_gap_only_where_the_engine_changes(monkeypatch):
         _path("ids", [100, 100], calls, ratio_key="ours_vs_ids"),
         _path("texts", [100, 100], calls, ratio_key="ours_vs_texts"),
     ]
-    paths[1:] = [p.__class__(**{**p.__dict__, "engine": "inprocess"}) for p in paths[1:]]
+    paths[1:] = [dataclasses.replace(p, engine="inprocess") for p in paths[1:]]
     run_rounds(paths, [(50, 100)], suite="cpu", rounds=2, load=lambda t, r: None, progress=lambda msg: None)
     assert [c[0] for c in calls] == ["ours", "ids", "texts", "texts", "ids", "ours"]
     # ours | ids texts | (texts ids: same engine as before, no gap) | ours
