@@ -9,11 +9,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__all__ = ["AsyncClient", "Client", "EmbedTextError", "ServerInfo", "TLSConfig", "register", "__version__"]
+__all__ = ["AsyncClient", "Client", "ClientConfig", "EmbedTextError", "ServerInfo", "TLSConfig", "register", "__version__"]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
     from embedtext.connectors.client import AsyncClient, Client, ServerInfo
+    from embedtext.connectors.client_config import ClientConfig
     from embedtext.connectors.security import TLSConfig
     from embedtext.protocol.errors import EmbedTextError
     from embedtext.udf import register
@@ -25,6 +26,10 @@ def __getattr__(name: str):
         from embedtext.connectors import client
 
         return getattr(client, name)
+    if name == "ClientConfig":
+        from embedtext.connectors.client_config import ClientConfig
+
+        return ClientConfig
     if name == "TLSConfig":
         from embedtext.connectors.security import TLSConfig
 

@@ -60,12 +60,19 @@ def _read_query(query: str | None, file) -> str:
 @click.option("--pretty", is_flag=True, help="Format the SQL.")
 @click.option("--run", "run_it", is_flag=True, help="Run the translated SQL in DuckDB and print the results.")
 @click.option("--database", default=":memory:", show_default=True, help="DuckDB database file (with --run).")
-@click.option("--target", default=None, envvar="EMBEDTEXT_TARGET", help="Server to use (with --run); default: start one.")
+@click.option(
+    "--target",
+    default=None,
+    envvar="EMBEDTEXT_TARGET",
+    help="Server to ask for the default model's dimension (and to run with --run; default: start one).",
+)
 def sql_command(query, file, read, maps, rewrite, pretty, run_it, database, target) -> None:
     """Translate QUERY (Snowflake Cortex SQL by default) into DuckDB SQL using embed_text.
 
-    Prints the DuckDB SQL; with --run, runs it against --database with embed_text registered
-    (without --map, every model name maps to the server's default model).
+    Prints the DuckDB SQL; with --run, runs it against --database with embed_text registered.
+    Without --map, a given --target (or, with --run, the started server) maps every model name
+    to the server's default model, whose dimension it reports; with neither, AI_EMBED calls
+    return FLOAT[] and the vector functions are written on lists.
     """
     from embedtext.sql import ModelMap, SqlTranslationError, transpile_statements
 
@@ -75,6 +82,8 @@ def sql_command(query, file, read, maps, rewrite, pretty, run_it, database, targ
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="--map") from None
     if not run_it:
+        if models is None and target is not None:
+            models = _default_model_map(target)
         try:
             statements = transpile_statements(text, read, models=models, rewrite=rewrite, pretty=pretty)
         except SqlTranslationError as exc:
@@ -82,6 +91,19 @@ def sql_command(query, file, read, maps, rewrite, pretty, run_it, database, targ
         click.echo(";\n".join(statements) + ";")
         return
     _run(text, read, models, rewrite, pretty, database, target)
+
+
+def _default_model_map(target: str):
+    """Every model name -> ``embed_text`` on the server's default model, with its dimension."""
+    from embedtext.connectors.client import Client
+    from embedtext.protocol.errors import EmbedTextError
+    from embedtext.sql import ModelMap
+
+    try:
+        with Client(target) as client:
+            return ModelMap({"*": ("embed_text", client.info().model().dim)})
+    except EmbedTextError as exc:
+        raise click.ClickException(f"cannot ask {target} for its default model: {exc}") from None
 
 
 def _run(text, read, models, rewrite, pretty, database, target) -> None:

@@ -145,6 +145,7 @@ class EmbedtextDuckDBGenerator(DuckDBGenerator):
         exp.CosineDistance: lambda self, e: self.func("ARRAY_COSINE_DISTANCE", e.this, e.expression),
         exp.DotProduct: lambda self, e: self.func("ARRAY_INNER_PRODUCT", e.this, e.expression),
         exp.EuclideanDistance: lambda self, e: self.func("ARRAY_DISTANCE", e.this, e.expression),
+        exp.ManhattanDistance: lambda self, e: self.l1_distance_sql(e.this, e.expression),
         CortexEmbedText: lambda self, e: self.generic_embed_sql(e.args["model"], e.this, e.dim_value),
         # No fixed dimension: the FLOAT[] overload; transpile(models=...) gives FLOAT[dim].
         exp.AIEmbed: lambda self, e: self.func("embed_text", *reversed(e.expressions[:2]), normalize=False),
@@ -154,6 +155,16 @@ class EmbedtextDuckDBGenerator(DuckDBGenerator):
         if expression.is_type(exp.DType.VECTOR) and len(expression.expressions) == 2:
             return _vector_type_sql(self, expression)
         return super().datatype_sql(expression)
+
+    def l1_distance_sql(self, a: exp.Expr, b: exp.Expr) -> str:
+        # DuckDB has no L1 distance. Each argument is written once (an embed call must not run
+        # twice), NULL gives NULL, and unequal lengths fail as Snowflake's fixed-size VECTORs do.
+        pair = f"{{'a': {self.sql(a)}, 'b': {self.sql(b)}}}"
+        return (
+            f"list_transform([{pair}], lambda l1_pair: CASE WHEN len(l1_pair.a) <> len(l1_pair.b) THEN "
+            "error('VECTOR_L1_DISTANCE: vectors of different dimensions') ELSE "
+            "list_sum(list_transform(list_zip(l1_pair.a, l1_pair.b), lambda l1_xy: abs(l1_xy[1] - l1_xy[2]))) END)[1]"
+        )
 
     def generic_embed_sql(self, model: exp.Expr, text: exp.Expr, dim: int) -> str:
         call = self.func("embed_text", text, model, exp.Literal.number(dim), normalize=False)

@@ -19,7 +19,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import ErrorLevel, SqlglotError
 
-from embedtext.sql.dialect import CortexEmbedText, CortexSnowflake, EmbedtextDuckDB
+from embedtext.sql.dialect import CortexEmbedText, CortexSnowflake, EmbedtextDuckDB, VectorCosineSimilarity
 from embedtext.sql.models import EmbedFunction, ModelMap, SqlTranslationError
 from embedtext.sql.rewrites import DEFAULT_FUNCTIONS, optimize
 
@@ -33,24 +33,50 @@ def _model_name(node: exp.Expr, call: str) -> str:
     return node.name
 
 
-def resolve_models(tree: exp.Expr, models: ModelMap) -> exp.Expr:
+#: Snowflake's vector functions -> DuckDB's ``list_*`` ones, which take ``FLOAT[]`` lists and
+#: ``FLOAT[n]`` arrays alike (the ``array_*`` ones refuse a list). L1 needs no entry: its DuckDB
+#: form is written on lists already (:meth:`EmbedtextDuckDBGenerator.l1_distance_sql`).
+LIST_FUNCTIONS = {
+    VectorCosineSimilarity: "list_cosine_similarity",
+    exp.CosineDistance: "list_cosine_distance",
+    exp.DotProduct: "list_inner_product",
+    exp.EuclideanDistance: "list_distance",
+}
+
+
+def resolve_models(tree: exp.Expr, models: ModelMap | None) -> exp.Expr:
     """Replace each EMBED_TEXT_768/1024 and AI_EMBED call by the mapped DuckDB function's call.
+
+    Without a map, ``AI_EMBED(model, text)`` becomes ``embed_text(text, 'model')``, which returns
+    ``FLOAT[]`` (AI_EMBED names no dimension); the vector functions of such a statement are then
+    written with DuckDB's ``list_*`` functions, so that it binds. EMBED_TEXT_768/1024 keep their
+    fixed size without a map (``CAST(embed_text(text, 'model', 768) AS FLOAT[768])``).
 
     Raises:
         UnmappedModelError, DimensionMismatchError: before any row runs.
     """
+    unsized = False
     for node in list(tree.find_all(CortexEmbedText, exp.AIEmbed)):
         if isinstance(node, CortexEmbedText):
             name = _model_name(node.args["model"], node.function_name)
+            if models is None:
+                continue  # the generator writes the fixed-size generic call
             target = models.resolve(name, node.dim_value)
             text = node.this
         else:
             if len(node.expressions) != 2:
                 raise SqlTranslationError(f"AI_EMBED takes (model, text), got {len(node.expressions)} arguments")
             name = _model_name(node.expressions[0], "AI_EMBED")
-            target = models.resolve(name)
             text = node.expressions[1]
+            if models is None:
+                unsized = True
+                node.replace(exp.Anonymous(this="embed_text", expressions=[text.copy(), exp.Literal.string(name)]))
+                continue
+            target = models.resolve(name)
         node.replace(embed_call(target, text))
+    if unsized:
+        for node in list(tree.find_all(*LIST_FUNCTIONS)):
+            node.replace(exp.Anonymous(this=LIST_FUNCTIONS[type(node)], expressions=[node.this, node.expression]))
     return tree
 
 
@@ -77,8 +103,7 @@ def transpile_statements(
     functions = set(DEFAULT_FUNCTIONS) | {t.function.lower() for t in (model_map or {}).values()}
     out = []
     for tree in trees:
-        if model_map is not None:
-            tree = resolve_models(tree, model_map)
+        tree = resolve_models(tree, model_map)
         if rewrite:
             tree = optimize(tree, functions)
         try:
@@ -105,9 +130,11 @@ def transpile(
         read: the input dialect: ``"snowflake"`` (Cortex functions understood), ``"duckdb"``
             (only the rewrites apply), or any other sqlglot dialect name.
         models: Snowflake model name -> DuckDB function (:class:`ModelMap`, or a dict of
-            ``(function, dim)``). Without it, embed calls become the generic overload
-            ``CAST(embed_text(text, 'model', dim) AS FLOAT[dim])``: the server must then serve
-            the model under its Snowflake name.
+            ``(function, dim)``). Without it, embed calls become the generic overload, and the
+            server must then serve the model under its Snowflake name:
+            ``CAST(embed_text(text, 'model', 768) AS FLOAT[768])`` for EMBED_TEXT_768, and
+            ``embed_text(text, 'model')`` (``FLOAT[]``: AI_EMBED names no dimension) for AI_EMBED,
+            with the statement's vector functions written as DuckDB's ``list_*`` functions.
         rewrite: apply the call-saving rewrites of :mod:`embedtext.sql.rewrites`.
         pretty: format the output.
 

@@ -16,7 +16,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from embedtext.connectors.client import Client, embed_rows_separately
+from embedtext.connectors.client import Client
+from embedtext.connectors.refusals import embed_rows_separately
 from embedtext.protocol import codec
 from embedtext.protocol.errors import InvalidInputError
 

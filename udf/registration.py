@@ -17,8 +17,15 @@ import duckdb
 from duckdb.func import FunctionNullHandling, PythonUDFType
 
 from embedtext.connectors.client import Client
+from embedtext.connectors.client_config import ClientConfig
 from embedtext.udf.chunk import ChunkEmbedder, ChunkOptions, OptionsChunkEmbedder
 from embedtext.udf.co_deployed import default_target
+
+
+#: The UDF's client: several smaller requests per 2048-row chunk, all in flight at once, so the
+#: server starts on the first while the rest are still on the wire and progress moves smoothly;
+#: and a long deadline, since a query may wait behind other work.
+UDF_CLIENT_CONFIG = ClientConfig(timeout=600.0, max_batch_rows=512, max_in_flight=8)
 
 
 @dataclass
@@ -51,12 +58,9 @@ def register(
     dimensions: int | None = None,
     truncate: bool = True,
     on_error: str = "fail",
-    timeout: float | None = 600.0,
-    max_in_flight: int = 8,
-    max_batch_rows: int = 512,
     on_rows: Callable[[int], None] | None = None,
-    token: str | None = None,
-    tls=None,
+    config: ClientConfig | None = None,
+    **settings,
 ) -> Registration:
     """Register ``name(text) -> FLOAT[dim]`` on ``con``, backed by an embedtext server.
 
@@ -72,7 +76,9 @@ def register(
         on_error: ``"fail"`` (a row that cannot be embedded fails the query) or ``"null"``
             (that row gives NULL, the others their vectors).
         on_rows: called with the row count of each finished chunk (progress bars).
-        token, tls: the server's token and TLS settings (see :class:`~embedtext.Client`).
+        config: the client's settings; default :data:`UDF_CLIENT_CONFIG`.
+        **settings: any :class:`~embedtext.ClientConfig` field, replacing the config's
+            (``timeout``, ``token``, ``tls``, ``max_in_flight``, ...).
 
     Also registered: ``name(text, model)`` and ``name(text, model, dimensions)`` (named
     arguments work: ``name(body, model := 'm', dimensions := 256)``), returning ``FLOAT[]``,
@@ -83,11 +89,7 @@ def register(
     else:
         if target is None:
             target = default_target()
-        # Several smaller requests per 2048-row chunk, all in flight at once: the server starts on
-        # the first while the rest are still on the wire, and progress moves smoothly.
-        client = Client(
-            target, timeout=timeout, max_in_flight=max_in_flight, max_batch_rows=max_batch_rows, token=token, tls=tls
-        )
+        client = Client(target, ClientConfig.of(config or UDF_CLIENT_CONFIG, **settings))
     info = client.info().model(model)
     dim = info.output_dim(dimensions)  # InvalidInputError, a ValueError, when it is not available
     embedder = ChunkEmbedder(client, ChunkOptions(model, dimensions, dim, truncate, on_error), on_rows=on_rows)

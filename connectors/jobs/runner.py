@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from embedtext.connectors.client import Client, embed_rows_separately
+from embedtext.connectors.client import Client
+from embedtext.connectors.refusals import embed_rows_separately
 from embedtext.connectors.jobs.spec import IndexSpec
 from embedtext.connectors.jobs.state import IndexLockedError, IndexState, connect
 from embedtext.protocol.errors import (

@@ -57,8 +57,20 @@ def test_latency_suite_loads_each_client_relative_to_its_own_maximum(tiny_model_
     single_max = cases["latency_closed_loop_max_single_row_10tok"]["rows_per_s"]
     chunk_max = cases["latency_closed_loop_max_10tok"]["rows_per_s"]
     assert single_max > 0 and chunk_max > 0
+    served = 0
     for load in (25, 100):
         single, chunk = cases[f"latency_single_row_{load}pct"], cases[f"latency_chunk_2048_{load}pct"]
         assert abs(single["offered_requests_per_s"] - load / 100 * single_max) <= 0.01 * single_max
         assert abs(chunk["offered_requests_per_s"] - load / 100 * chunk_max / 2048) <= 0.01 * chunk_max / 2048
-        assert single["errors"] == 0 and single["rows"] > 0 and single["p99_ms"] > 0
+        for case, rows_per_request in ((single, 1), (chunk, 2048)):
+            # Bookkeeping, not zero errors: near its own maximum on a busy machine the server may
+            # refuse (RESOURCE_EXHAUSTED, counted apart) or run out the deadline; every request is
+            # accounted for exactly once, and any other error type is a bug.
+            assert case["rows"] % rows_per_request == 0
+            answered = case["rows"] // rows_per_request
+            assert answered + case["errors"] + case["resource_exhausted"] == case["requests"], case
+            assert sum(case["errors_by_type"].values()) == case["errors"], case
+            assert set(case["errors_by_type"]) <= {"DeadlineExceededError", "UnavailableError"}, case
+            assert answered == 0 or case["p99_ms"] > 0
+            served += answered
+    assert served > 0

@@ -184,8 +184,8 @@ def test_several_endpoints_with_one_dead_are_retried(servers, tiny_client):
     dead = "unix:/nonexistent/dead.sock"
     with embedtext.Client([dead, servers.tiny.target], max_batch_rows=1, timeout=30) as client:
         vectors = client.embed(TEXTS)
-        per_target = {e.target: e.calls for e in client._endpoints.endpoints}
-        assert client._endpoints.inflight_rows == 0
+        per_target = {e.target: e.calls for e in client._core.endpoints.endpoints}
+        assert client._core.endpoints.inflight_rows == 0
     np.testing.assert_allclose(vectors, tiny_client.embed(TEXTS), atol=1e-6)
     assert per_target[servers.tiny.target] >= len(TEXTS)
 

@@ -50,3 +50,29 @@ def test_run_refuses_an_unmapped_model(servers):
         ["SELECT AI_EMBED('other', 'x')", "--run", "--target", servers.tiny.target, "--map", "e5=embed_text:128"],
     )
     assert out.exit_code == 1 and "'other' is not mapped" in out.output
+
+
+def test_prints_sql_that_binds_without_a_map(servers):
+    """AI_EMBED names no dimension: with --target the server's default model gives it; without,
+    the vector functions are written on lists. Both bind in DuckDB."""
+    import embedtext
+
+    query = "SELECT id, VECTOR_L2_DISTANCE(AI_EMBED('e5', body), AI_EMBED('e5', 'bread')) AS d FROM docs ORDER BY d"
+    asked = CliRunner().invoke(sql_command, [query, "--target", servers.tiny.target, "--no-rewrite"])
+    assert asked.exit_code == 0, asked.output
+    assert asked.output == "SELECT id, ARRAY_DISTANCE(embed_text(body), embed_text('bread')) AS d FROM docs ORDER BY d;\n"
+    unmapped = CliRunner().invoke(sql_command, [query.replace("'e5'", "'tiny'")])
+    assert unmapped.exit_code == 0, unmapped.output
+    assert "list_distance(" in unmapped.output
+    con = duckdb.connect()
+    embedtext.register(con, servers.tiny.target)
+    con.execute("CREATE TABLE docs AS SELECT * FROM (VALUES (1, 'bread'), (2, 'a sick dog')) v(id, body)").fetchall()
+    for out in (asked.output, unmapped.output):
+        rows = con.sql(out.rstrip().rstrip(";")).fetchall()
+        assert [r[0] for r in rows] == [1, 2] and rows[0][1] < 1e-3
+    con.close()
+
+
+def test_target_that_does_not_answer_is_a_clear_error(tmp_path):
+    out = CliRunner().invoke(sql_command, ["SELECT AI_EMBED('e5', 'x')", "--target", f"unix:{tmp_path}/none.sock"])
+    assert out.exit_code == 1 and "cannot ask" in out.output

@@ -58,6 +58,69 @@ def test_translation(source, expected):
     assert transpile(source, models=MODELS, rewrite=False) == expected
 
 
+A = "AI_EMBED('snowflake-arctic-embed-m-v1.5', "
+A_OUT = "'snowflake-arctic-embed-m-v1.5')"
+
+# Without a map, AI_EMBED returns FLOAT[] (it names no dimension), and DuckDB's array_* functions
+# refuse a list: every vector function of such a statement is written as a list_* one.
+UNMAPPED = [
+    (
+        f"SELECT id, VECTOR_L2_DISTANCE({A}body), {A}title)) AS d FROM docs ORDER BY d LIMIT 10",
+        f"SELECT id, list_distance(embed_text(body, {A_OUT}, embed_text(title, {A_OUT}) AS d FROM docs ORDER BY d LIMIT 10",
+    ),
+    (
+        f"SELECT VECTOR_COSINE_SIMILARITY(v, {A}'bread')) FROM t",
+        f"SELECT list_cosine_similarity(v, embed_text('bread', {A_OUT}) FROM t",
+    ),
+    (
+        f"SELECT VECTOR_INNER_PRODUCT({A}body), v) FROM t",
+        f"SELECT list_inner_product(embed_text(body, {A_OUT}, v) FROM t",
+    ),
+    (  # a vector function that touches no AI_EMBED in a statement that has one: lists too
+        f"WITH q AS (SELECT {A}'cats') AS qv) SELECT VECTOR_COSINE_SIMILARITY(d.v, q.qv) FROM d, q",
+        f"WITH q AS (SELECT embed_text('cats', {A_OUT} AS qv) SELECT list_cosine_similarity(d.v, q.qv) FROM d, q",
+    ),
+    (
+        f"SELECT VECTOR_L1_DISTANCE({A}body), v) FROM t",
+        f"SELECT list_transform([{{'a': embed_text(body, {A_OUT}, 'b': v}}], lambda l1_pair: CASE WHEN "
+        "len(l1_pair.a) <> len(l1_pair.b) THEN error('VECTOR_L1_DISTANCE: vectors of different dimensions') ELSE "
+        "list_sum(list_transform(list_zip(l1_pair.a, l1_pair.b), lambda l1_xy: abs(l1_xy[1] - l1_xy[2]))) END)[1] FROM t",
+    ),
+    (  # EMBED_TEXT_768 names its dimension: arrays stay
+        "SELECT VECTOR_COSINE_SIMILARITY(v, EMBED_TEXT_768('m', 'bread')) FROM t",
+        "SELECT ARRAY_COSINE_SIMILARITY(v, CAST(embed_text('bread', 'm', 768) AS FLOAT[768])) FROM t",
+    ),
+]
+
+
+@pytest.mark.parametrize(("source", "expected"), UNMAPPED)
+def test_without_a_map_vector_functions_take_lists(source, expected):
+    assert transpile(source, rewrite=False) == expected
+
+
+def test_with_a_map_ai_embed_keeps_arrays():
+    out = transpile(f"SELECT VECTOR_L2_DISTANCE({A}body), v) FROM t", models=MODELS, rewrite=False)
+    assert out == "SELECT ARRAY_DISTANCE(embed_768(body), v) FROM t"
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "expected"),
+    [("[1, 2, 3]", "[1, 2, 5]", 2.0), ("[0.5, -1]", "[0, 1]", 2.5), ("NULL", "[1, 2, 5]", None)],
+)
+def test_l1_distance_runs_in_duckdb(a, b, expected):
+    duckdb = pytest.importorskip("duckdb")
+    n = 3 if b.count(",") == 2 else 2
+    sql = transpile(f"SELECT VECTOR_L1_DISTANCE({a}::VECTOR(FLOAT, {n}), {b}::VECTOR(FLOAT, {n}))")
+    assert duckdb.sql(sql).fetchall() == [(expected,)]
+
+
+def test_l1_distance_of_unequal_lengths_fails_in_duckdb():
+    duckdb = pytest.importorskip("duckdb")
+    sql = transpile("SELECT VECTOR_L1_DISTANCE(a, b) FROM (SELECT [1, 2]::FLOAT[] AS a, [1, 2, 3]::FLOAT[] AS b)")
+    with pytest.raises(duckdb.Error, match="different dimensions"):
+        duckdb.sql(sql).fetchall()
+
+
 def test_without_a_map_embeds_become_the_generic_overload():
     out = transpile("SELECT EMBED_TEXT_768('arctic', body), AI_EMBED('arctic', body) FROM d", rewrite=False)
     assert out == "SELECT CAST(embed_text(body, 'arctic', 768) AS FLOAT[768]), embed_text(body, 'arctic') FROM d"

@@ -1,0 +1,68 @@
+"""What a server says it serves (the ``Info`` RPC), as plain frozen dataclasses."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from embedtext.protocol import embedding_pb2 as pb
+from embedtext.protocol.errors import InvalidInputError, ModelNotFoundError
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    name: str
+    aliases: tuple[str, ...]
+    dim: int
+    max_tokens: int
+    matryoshka_dimensions: tuple[int, ...]
+    normalize_default: bool
+    pooling: str
+    replicas: int
+
+    def output_dim(self, dimensions: int | None) -> int:
+        """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
+        if dimensions is not None and not 0 < dimensions <= self.dim:
+            raise InvalidInputError(f"dimensions={dimensions} is not available: model {self.name} has {self.dim}")
+        return dimensions or self.dim
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    protocol_version: str
+    server_version: str
+    default_model: str
+    models: tuple[ModelInfo, ...]
+    max_batch_rows: int
+    max_message_bytes: int
+
+    def model(self, name: str | None = None) -> ModelInfo:
+        """The served model called ``name`` (or an alias of it); the default model for None."""
+        wanted = name or self.default_model
+        for m in self.models:
+            if wanted == m.name or wanted in m.aliases:
+                return m
+        served = ", ".join(m.name for m in self.models)
+        raise ModelNotFoundError(f"model {wanted!r} is not served; served models: {served}")
+
+    @classmethod
+    def from_proto(cls, r: pb.InfoResponse) -> ServerInfo:
+        return cls(
+            protocol_version=r.protocol_version,
+            server_version=r.server_version,
+            default_model=r.default_model,
+            models=tuple(
+                ModelInfo(
+                    name=m.name,
+                    aliases=tuple(m.aliases),
+                    dim=m.dim,
+                    max_tokens=m.max_tokens,
+                    matryoshka_dimensions=tuple(m.matryoshka_dimensions),
+                    normalize_default=m.normalize_default,
+                    pooling=m.pooling,
+                    replicas=m.replicas,
+                )
+                for m in r.models
+            ),
+            max_batch_rows=r.max_batch_rows,
+            max_message_bytes=r.max_message_bytes,
+        )

@@ -1,0 +1,202 @@
+"""Client and AsyncClient against a real gRPC server on the NULL ENGINE over Unix sockets.
+
+Both clients are one core driven two ways; every case runs through both and must give the same
+vectors and the same errors (a congruence test, as qdrant-client tests its two clients).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+import embedtext
+from embedtext.connectors.client_config import ClientConfig
+from embedtext.connectors.client_core import ClientCore
+from embedtext.protocol import embedding_pb2 as pb
+from embedtext.protocol.errors import (
+    DeadlineExceededError,
+    InvalidInputError,
+    ModelNotFoundError,
+    UnavailableError,
+)
+
+TEXTS = ["a cat", "a kitten", "the stock market fell", "a cat", "x " * 40, "é accented ünïcode"]
+
+
+def both(target, method: str, *args, settings=None, **kwargs):
+    """Call ``method`` on a Client and on an AsyncClient: (sync result or error, async result or error)."""
+    settings = settings or {}
+
+    def sync():
+        with embedtext.Client(target, **settings) as client:
+            return getattr(client, method)(*args, **kwargs)
+
+    async def run_async():
+        async with embedtext.AsyncClient(target, **settings) as client:
+            return await getattr(client, method)(*args, **kwargs)
+
+    out = []
+    for call in (sync, lambda: asyncio.run(run_async())):
+        try:
+            out.append(call())
+        except Exception as exc:  # noqa: BLE001 - the error is the result compared
+            out.append(exc)
+    return out
+
+
+def same(a, b) -> None:
+    if isinstance(a, Exception) or isinstance(b, Exception):
+        assert type(a) is type(b), (a, b)
+        assert str(a) == str(b)
+        return
+    if isinstance(a, pa.Array):
+        assert a.type == b.type and a.equals(b)
+        return
+    np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "kwargs", "settings"),
+    [
+        ("embed", (TEXTS,), {}, {}),
+        ("embed", (TEXTS,), {}, {"max_batch_rows": 2, "max_in_flight": 2}),
+        ("embed", (TEXTS,), {"dimensions": 64, "normalize": False}, {"max_batch_rows": 4}),
+        ("embed", (pa.array(TEXTS),), {}, {"reply_dtype": "float16"}),
+        ("embed_arrow", (TEXTS,), {}, {"max_batch_rows": 5}),
+        ("embed_arrow", ([],), {}, {}),
+        ("embed", ([],), {"dimensions": 32}, {}),
+        ("embed_tokens", ([[101, 2000, 102], [101, 102]],), {}, {"max_batch_rows": 1}),
+    ],
+    ids=["whole", "split-by-rows", "matryoshka", "float16-arrow-input", "arrow", "empty-arrow", "empty-dims", "tokens"],
+)
+def test_both_clients_give_the_same_vectors(null_server, method, args, kwargs, settings):
+    sync, in_async = both(null_server.target, method, *args, settings=settings, **kwargs)
+    assert not isinstance(sync, Exception), sync
+    same(sync, in_async)
+    unsplit = {k: v for k, v in settings.items() if k == "reply_dtype"}
+    whole = both(null_server.target, method, *args, settings=unsplit, **kwargs)[0]
+    same(sync, whole)  # splitting never changes a vector or the row order
+
+
+@pytest.mark.parametrize(
+    ("method", "args", "kwargs", "error", "message"),
+    [
+        ("embed", (["a"],), {"model": "no-such-model"}, ModelNotFoundError, "no-such-model"),
+        ("embed", (["a"],), {"dimensions": 4096}, InvalidInputError, "dimensions"),
+        ("embed", (["a", None],), {}, ValueError, "row 1"),
+        ("embed", (["word " * 400],), {"truncate": False}, InvalidInputError, "tokens"),
+        ("embed", (["a"],), {"modle": "typo"}, TypeError, "modle"),
+        ("embed_tokens", ([[]],), {}, InvalidInputError, "empty"),
+        ("info", (), {"timeout": 5}, None, None),
+    ],
+    ids=["unknown-model", "bad-dims", "null-text", "too-long", "unknown-keyword", "empty-token-row", "info"],
+)
+def test_both_clients_raise_the_same_errors(null_server, method, args, kwargs, error, message):
+    sync, in_async = both(null_server.target, method, *args, **kwargs)
+    same(sync, in_async) if error else None
+    if error is None:
+        assert sync == in_async
+        return
+    assert isinstance(sync, error) and message in str(sync), sync
+
+
+def test_both_clients_have_the_same_api():
+    def public(cls):
+        return {n for n in dir(cls) if not n.startswith("_")}
+
+    assert public(embedtext.Client) == public(embedtext.AsyncClient)
+    for name in public(embedtext.Client) - {"config", "targets"}:
+        sync, in_async = getattr(embedtext.Client, name), getattr(embedtext.AsyncClient, name)
+        assert asyncio.iscoroutinefunction(in_async) or name in ("close",) and asyncio.iscoroutinefunction(in_async), name
+        import inspect
+
+        assert list(inspect.signature(sync).parameters) == list(inspect.signature(in_async).parameters), name
+
+
+def test_on_rows_reports_every_sub_batch(null_server):
+    seen_sync, seen_async = [], []
+    with embedtext.Client(null_server.target, max_batch_rows=4) as client:
+        client.embed_arrow(TEXTS * 2, on_rows=seen_sync.append)
+
+    async def run():
+        async with embedtext.AsyncClient(null_server.target, max_batch_rows=4) as client:
+            await client.embed_arrow(TEXTS * 2, on_rows=seen_async.append)
+
+    asyncio.run(run())
+    assert sorted(seen_sync) == sorted(seen_async) == [4, 4, 4]
+
+
+def test_embed_request_and_wait_ready(null_server):
+    request = pb.EmbedRequest(texts=pb.TextList(texts=["a", "b"]), request_id=7)
+    sync, in_async = both(null_server.target, "embed_request", request)
+    assert sync.count == in_async.count == 2 and sync.embeddings_f32le == in_async.embeddings_f32le
+    ready_sync, ready_async = both(null_server.target, "wait_ready", 10)
+    assert ready_sync == ready_async and ready_sync.default_model
+
+
+def test_a_retry_after_unavailable_moves_to_another_endpoint(null_server, spare_socket):
+    """One endpoint has no server: each sub-batch sent there is retried once on the live one."""
+    dead = f"unix:{spare_socket}"
+    want = both(null_server.target, "embed", TEXTS)[0]
+    for make in ("sync", "async"):
+        if make == "sync":
+            with embedtext.Client([dead, null_server.target], max_batch_rows=1, timeout=30) as client:
+                got = client.embed(TEXTS)
+                endpoints = client._core.endpoints
+        else:
+
+            async def run():
+                async with embedtext.AsyncClient([dead, null_server.target], max_batch_rows=1, timeout=30) as client:
+                    return await client.embed(TEXTS), client._core.endpoints
+
+            got, endpoints = asyncio.run(run())
+        np.testing.assert_array_equal(got, want)
+        by_target = {e.target: e for e in endpoints.endpoints}
+        assert by_target[dead].failures >= 1  # it was tried, failed, and is avoided from then on
+        assert by_target[null_server.target].calls >= len(TEXTS)  # every row was answered there
+        assert endpoints.inflight_rows == 0  # leases returned
+
+
+def test_a_dead_server_is_a_clear_unavailable_error_within_the_deadline(spare_socket):
+    t0 = time.monotonic()
+    sync, in_async = both(f"unix:{spare_socket}", "embed", ["a"], settings={"timeout": 20})
+    same(sync, in_async)
+    assert isinstance(sync, UnavailableError) and "embedtext serve" in str(sync)
+    assert time.monotonic() - t0 < 40  # bounded by the deadline, not gRPC's reconnect backoff
+
+
+def test_deadlines_are_kept(start_server, tmp_path):
+    """A server that holds every batch for 3 s (batch delay, no idle dispatch) and a 0.3 s deadline."""
+    slow = start_server(tmp_path / "slow.sock", max_batch_delay_ms=3000.0, idle_dispatch=False)
+    t0 = time.monotonic()
+    sync, in_async = both(slow.target, "embed", ["a"], timeout=0.3)
+    assert isinstance(sync, DeadlineExceededError) and isinstance(in_async, DeadlineExceededError)
+    assert time.monotonic() - t0 < 2 * 3.0  # neither waited for the batch
+    default_deadline = both(slow.target, "embed", ["a"], settings={"timeout": 0.3})
+    assert all(isinstance(e, DeadlineExceededError) for e in default_deadline)
+
+
+def test_planning_splits_by_rows_and_by_bytes():
+    core = ClientCore("unix:/unused.sock", ClientConfig(max_batch_rows=3), open_channel=None)
+    job = core.plan_texts([str(i) for i in range(10)], {}, "ndarray")
+    assert [(b.start, b.stop) for b in job.batches] == [(0, 3), (3, 6), (6, 9), (9, 10)]
+    big = "b" * (6 * 1024 * 1024)
+    job = core.plan_texts([big, big, big, "c"], {}, "arrow")  # 18 MiB of text: over one request's 16 MiB
+    spans = [(b.start, b.stop) for b in job.batches]
+    assert spans[0][0] == 0 and spans[-1][1] == 4 and len(spans) >= 2
+    assert all(sum(len(t) for t in [big, big, big, "c"][a:b]) <= 16 * 1024 * 1024 for a, b in spans)
+    assert all(b.request.truncation == pb.TRUNCATION_END for b in job.batches)
+
+
+def test_client_config_is_one_source(null_server):
+    config = ClientConfig(max_batch_rows=7, timeout=12.0)
+    with embedtext.Client(null_server.target, config, max_in_flight=3) as client:
+        assert client.config == ClientConfig(max_batch_rows=7, timeout=12.0, max_in_flight=3)
+    with pytest.raises(TypeError, match="max_batch"):
+        embedtext.Client(null_server.target, max_batch=3)
+    with pytest.raises(ValueError, match="at least 1"):
+        embedtext.AsyncClient(null_server.target, max_in_flight=0)
