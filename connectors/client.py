@@ -88,7 +88,7 @@ class Client:
     def info(self, *, refresh: bool = False, timeout: float | None = 10.0) -> ServerInfo:
         """What the server serves (cached after the first call)."""
         if self._core.info is None or refresh:
-            endpoint = self._core.info_endpoint()
+            endpoint = self._core.endpoints.pick()
             with typed_errors(endpoint.target):
                 reply = endpoint.stub.Info(pb.InfoRequest(), timeout=timeout, metadata=self._core.metadata)
             self._core.info = ServerInfo.from_proto(reply)
@@ -178,7 +178,7 @@ class AsyncClient:
     async def info(self, *, refresh: bool = False, timeout: float | None = 10.0) -> ServerInfo:
         """As :meth:`Client.info`."""
         if self._core.info is None or refresh:
-            endpoint = self._core.info_endpoint()
+            endpoint = self._core.endpoints.pick()
             with typed_errors(endpoint.target):
                 reply = await endpoint.stub.Info(pb.InfoRequest(), timeout=timeout, metadata=self._core.metadata)
             self._core.info = ServerInfo.from_proto(reply)

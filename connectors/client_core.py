@@ -224,12 +224,13 @@ class ClientCore:
         self.security = ChannelSecurity.from_args(config.tls, config.token)
         self.metadata = self.security.metadata
         options = channel_options(config.max_message_bytes)
-        endpoints = []
-        for t in self.targets:
-            channel = open_channel(self.security, t, options) if open_channel is not None else None
-            stub = pb_grpc.EmbeddingStub(channel) if channel is not None else None
-            endpoints.append(Endpoint(t, channel, stub, embed_method(channel) if channel is not None else None))
-        self.endpoints = EndpointSet(endpoints)
+        if open_channel is None:
+            self.endpoints = EndpointSet([Endpoint(t, None, None, None) for t in self.targets])
+        else:
+            channels = {t: open_channel(self.security, t, options) for t in self.targets}
+            self.endpoints = EndpointSet(
+                [Endpoint(t, c, pb_grpc.EmbeddingStub(c), embed_method(c)) for t, c in channels.items()]
+            )
         self.info: ServerInfo | None = None
 
     def deadline(self, timeout: float | None) -> float | None:
@@ -256,9 +257,6 @@ class ClientCore:
 
     def attempts(self, batch: SubBatch, deadline: float | None) -> CallPlan:
         return CallPlan(self.endpoints, batch.stop - batch.start, deadline, self.metadata)
-
-    def info_endpoint(self) -> Endpoint:
-        return self.endpoints.pick()
 
     def ready_wait(self, timeout: float) -> ReadyWait:
         return ReadyWait(self.endpoints.endpoints, timeout)

@@ -74,9 +74,13 @@ def resolve_models(tree: exp.Expr, models: ModelMap | None) -> exp.Expr:
                 continue
             target = models.resolve(name)
         node.replace(embed_call(target, text))
-    if unsized:
-        for node in list(tree.find_all(*LIST_FUNCTIONS)):
-            node.replace(exp.Anonymous(this=LIST_FUNCTIONS[type(node)], expressions=[node.this, node.expression]))
+    return vector_functions_on_lists(tree) if unsized else tree
+
+
+def vector_functions_on_lists(tree: exp.Expr) -> exp.Expr:
+    """Write the vector functions of ``tree`` as DuckDB's ``list_*`` functions (:data:`LIST_FUNCTIONS`)."""
+    for node in list(tree.find_all(*LIST_FUNCTIONS)):
+        node.replace(exp.Anonymous(this=LIST_FUNCTIONS[type(node)], expressions=[node.this, node.expression]))
     return tree
 
 

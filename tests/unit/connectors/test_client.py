@@ -7,7 +7,7 @@ vectors and the same errors (a congruence test, as qdrant-client tests its two c
 from __future__ import annotations
 
 import asyncio
-import time
+import inspect
 
 import numpy as np
 import pyarrow as pa
@@ -15,7 +15,7 @@ import pytest
 
 import embedtext
 from embedtext.connectors.client_config import ClientConfig
-from embedtext.connectors.client_core import ClientCore
+from embedtext.connectors.client_core import RECONNECT_WAIT_S, ClientCore
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import (
     DeadlineExceededError,
@@ -97,10 +97,10 @@ def test_both_clients_give_the_same_vectors(null_server, method, args, kwargs, s
 )
 def test_both_clients_raise_the_same_errors(null_server, method, args, kwargs, error, message):
     sync, in_async = both(null_server.target, method, *args, **kwargs)
-    same(sync, in_async) if error else None
     if error is None:
         assert sync == in_async
         return
+    same(sync, in_async)
     assert isinstance(sync, error) and message in str(sync), sync
 
 
@@ -109,11 +109,9 @@ def test_both_clients_have_the_same_api():
         return {n for n in dir(cls) if not n.startswith("_")}
 
     assert public(embedtext.Client) == public(embedtext.AsyncClient)
-    for name in public(embedtext.Client) - {"config", "targets"}:
+    for name in public(embedtext.Client) - {"config", "targets"}:  # properties, shared
         sync, in_async = getattr(embedtext.Client, name), getattr(embedtext.AsyncClient, name)
-        assert asyncio.iscoroutinefunction(in_async) or name in ("close",) and asyncio.iscoroutinefunction(in_async), name
-        import inspect
-
+        assert asyncio.iscoroutinefunction(in_async), name
         assert list(inspect.signature(sync).parameters) == list(inspect.signature(in_async).parameters), name
 
 
@@ -162,20 +160,19 @@ def test_a_retry_after_unavailable_moves_to_another_endpoint(null_server, spare_
 
 
 def test_a_dead_server_is_a_clear_unavailable_error_within_the_deadline(spare_socket):
-    t0 = time.monotonic()
     sync, in_async = both(f"unix:{spare_socket}", "embed", ["a"], settings={"timeout": 20})
     same(sync, in_async)
     assert isinstance(sync, UnavailableError) and "embedtext serve" in str(sync)
-    assert time.monotonic() - t0 < 40  # bounded by the deadline, not gRPC's reconnect backoff
+    # the retry's wait is bounded by RECONNECT_WAIT_S, not gRPC's reconnect backoff
+    assert f"waited {RECONNECT_WAIT_S:.1f}s for it to come back" in str(sync)
 
 
 def test_deadlines_are_kept(start_server, tmp_path):
     """A server that holds every batch for 3 s (batch delay, no idle dispatch) and a 0.3 s deadline."""
     slow = start_server(tmp_path / "slow.sock", max_batch_delay_ms=3000.0, idle_dispatch=False)
-    t0 = time.monotonic()
     sync, in_async = both(slow.target, "embed", ["a"], timeout=0.3)
+    # Without the deadline both would succeed once the batch closes: the error is the check.
     assert isinstance(sync, DeadlineExceededError) and isinstance(in_async, DeadlineExceededError)
-    assert time.monotonic() - t0 < 2 * 3.0  # neither waited for the batch
     default_deadline = both(slow.target, "embed", ["a"], settings={"timeout": 0.3})
     assert all(isinstance(e, DeadlineExceededError) for e in default_deadline)
 
