@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 
 # ratio key (or key prefix ending in '_') -> (how it is judged, target)
@@ -117,9 +118,29 @@ def format_markdown(report: dict) -> str:
     return "\n".join(lines)
 
 
+# An absolute path's folders (not a URL's): what names the machine a result was made on.
+_MACHINE_FOLDERS = re.compile(r"(?<![\w.:/])/(?:[\w.+-]+/)+")
+
+
+def without_machine_paths(value):
+    """``value`` with the folders of absolute paths cut from every string (file names kept).
+
+    >>> without_machine_paths({"a": ["tcmalloc (/usr/lib/x/libtcmalloc.so.4)", "http://h:1/v1/e", "bench/x.json"]})
+    {'a': ['tcmalloc (libtcmalloc.so.4)', 'http://h:1/v1/e', 'bench/x.json']}
+    """
+    if isinstance(value, str):
+        return _MACHINE_FOLDERS.sub("", value)
+    if isinstance(value, dict):
+        return {k: without_machine_paths(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [without_machine_paths(v) for v in value]
+    return value
+
+
 def write_json(path: str, report: dict) -> None:
+    """Write a report; results are committed, so no path of this machine goes into them."""
     with open(path, "w") as fh:
-        json.dump(report, fh, indent=1)
+        json.dump(without_machine_paths(report), fh, indent=1)
         fh.write("\n")
 
 

@@ -65,7 +65,7 @@ SKIP = re.compile(
 
 
 # What the GPU machine's python3 (/opt/torch/.venv, Python 3.12.3) already has, at the versions
-# /work/.library/device/KINDS.md gives: the resolution is constrained to them, so that every other
+# the GPU host reports (pip list there): the resolution is constrained to them, so that every other
 # pin is one that works beside them (none of these is shipped: see SKIP).
 MACHINE = {
     "torch": "2.11.0", "torchvision": "0.26.0", "torchaudio": "2.11.0", "triton": "3.6.0",

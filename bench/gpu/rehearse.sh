@@ -6,7 +6,7 @@
 #
 # 1. A stand-in for the GPU machine's python3 (/opt/torch/.venv, Python 3.12.3): a Python 3.12
 #    venv with torch 2.11.0 (PyPI's default Linux wheel: +cu130, like the machine's) and the
-#    machine's packages at the versions /work/.library/device/KINDS.md gives (the others at
+#    machine's packages at the versions the GPU host reports (the others at
 #    their latest); no pydantic, vLLM, duckdb, sqlglot (the machine has none).
 # 2. fetch_wheels.py -> .gpu-wheels/ (parts + manifest), copied to a scratch ~/gpu-wheels.
 # 3. install_wheels.py run by the stand-in's python (as the machine's python3 runs it), the

@@ -21,6 +21,7 @@ import pytest
         "embedtext.udf.registration",
         "embedtext.bench.measure",
         "embedtext.bench.rounds",
+        "embedtext.bench.report",
     ],
 )
 def test_docstring_examples(module):
