@@ -1,6 +1,6 @@
 """Allocator: the scaling query on vLLM-CPU engines with glibc malloc, then with tcmalloc, in one run.
 
-The evidence for server/allocator.py. One embedtext server per allocator (the tiny model, one
+The evidence for server/host/allocator.py. One embedtext server per allocator (the tiny model, one
 replica; each stopped before the next starts), each running the scaling suite's query on the
 same sizes in the same order (``allocator_{glibc|tcmalloc}_{size}_rows_16tok``; 10k, 100k, 400k at
 full size), then the cpu suite's 512-token rows (``allocator_{name}_512tok``). Per size: rows/s and
@@ -26,7 +26,7 @@ from embedtext.bench.plan import rows_label
 from embedtext.bench.queries import embed_query_case, load_docs
 from embedtext.bench.scaling import run_scaling
 from embedtext.bench.servers import embedtext_server
-from embedtext.server.allocator import TCMALLOC_VAR, engine_allocator
+from embedtext.server.host.allocator import TCMALLOC_VAR, engine_allocator
 
 SUITE = "allocator"
 LONG_TOKENS = 512

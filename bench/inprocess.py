@@ -15,8 +15,7 @@ import os
 import subprocess
 import sys
 
-from embedtext.server.allocator import engine_allocator
-from embedtext.server.cpu_threads import cpu_engine_env
+from embedtext.server.host.tuning import host_tuning
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
@@ -40,7 +39,7 @@ def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dt
     command += ["--repeats", str(repeats)]
     # The engine settings embedtext's server uses: every core on a small CPU, and the same allocator
     # (in this whole process: if anything, that favours this baseline).
-    env = {**os.environ, **cpu_engine_env(), **engine_allocator().env}
+    env = {**os.environ, **host_tuning("cpu").env}
     out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
     cases = [json.loads(line[len("CASE "):]) for line in out.stdout.splitlines() if line.startswith("CASE ")]
     if out.returncode != 0 or len(cases) != len(work) * (2 if text else 1):
@@ -123,7 +122,7 @@ class ResidentInProcess:
                    "--dtype", dtype, "--memory-fraction", str(memory_fraction), "--serve"]
         if eager:
             command.append("--enforce-eager")
-        env = {**os.environ, **cpu_engine_env(), **engine_allocator().env}
+        env = {**os.environ, **host_tuning("cpu").env}
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self._ready = False
 

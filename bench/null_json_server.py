@@ -19,8 +19,8 @@ from starlette.concurrency import run_in_threadpool
 
 def build_app(models: dict[str, str]) -> FastAPI:
     from embedtext.server.models import load_model_spec
-    from embedtext.server.null_engine import NullBackend
-    from embedtext.server.tokenization import TokenizerPool
+    from embedtext.server.engine.null_backend import NullBackend
+    from embedtext.server.tokenization.pool import TokenizerPool
 
     served = {}
     for name, path in models.items():

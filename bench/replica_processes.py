@@ -1,6 +1,6 @@
 """Replica processes: the same server with its replica in its own process, and in a worker process.
 
-The evidence for ``embedtext serve --replica-processes`` (server/engine_process.py). One server
+The evidence for ``embedtext serve --replica-processes`` (server/engine/process_backend.py). One server
 per mode and engine (the tiny model, one replica; each stopped before the next starts), each
 running the cpu suite's DuckDB query:
 

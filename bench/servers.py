@@ -12,8 +12,7 @@ from collections.abc import Sequence
 from contextlib import contextmanager
 
 from embedtext.connectors.local_server import LocalServer
-from embedtext.server.allocator import engine_allocator
-from embedtext.server.cpu_threads import cpu_engine_env
+from embedtext.server.host.tuning import host_tuning
 
 
 def free_port() -> int:
@@ -77,7 +76,7 @@ def vllm_http_server(model_dir: str, served_name: str, *, max_tokens: int, max_b
     # On a CPU, what embedtext's server gives its engines: every core on a small machine, and
     # tcmalloc where the system has one. LD_PRELOAD reaches vLLM's API process too (ours keeps
     # glibc in its own process): if anything, that favours this baseline.
-    env = {**cpu_engine_env(), **engine_allocator().env} if on_cpu else {}
+    env = host_tuning("cpu").env if on_cpu else {}
     return HttpServerProcess(command, port, "vllm-openai", env)
 
 

@@ -2,10 +2,10 @@
 
 Two suites, each the evidence for one server option, comparing a ``new`` mode with an ``old`` one:
 
-- ``ascii-normalizer`` (``embedtext serve --ascii-normalizer``, server/normalization.py): pure-ASCII
+- ``ascii-normalizer`` (``embedtext serve --ascii-normalizer``, server/tokenization/ascii_normalizer.py): pure-ASCII
   texts normalized ahead of the tokenizer (``ahead``) vs every text through the tokenizer's own
   ``BertNormalizer`` (``tokenizer``). Both without the word cache.
-- ``word-cache`` (``embedtext serve --word-cache``, server/word_cache.py): those normalized texts
+- ``word-cache`` (``embedtext serve --word-cache``, server/tokenization/word_cache.py): those normalized texts
   split into words in Python, each word's ids from a cache (``words``), vs the tokenizer on the
   normalized texts (``ahead``).
 
@@ -109,7 +109,7 @@ def english_texts(tokens: int, rows: int) -> list[str]:
 def _stage_cases(comparison: Comparison, models: dict[str, Path], corpus: BenchCorpus,
                  work: Sequence[tuple[int, int]], rounds: int) -> list[dict]:
     from embedtext.server.models import load_model_spec
-    from embedtext.server.tokenization import TokenizerPool
+    from embedtext.server.tokenization.pool import TokenizerPool
 
     sources = [(model, path, None) for model, path in models.items()]
     if "minilm" in models:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from embedtext.protocol import embedding_pb2 as pb
@@ -85,7 +85,6 @@ class Endpoint:
     inflight_rows: int = 0
     calls: int = 0
     failures: int = 0
-    extra: dict = field(default_factory=dict)
 
 
 class EndpointSet:

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from embedtext.connectors.client import Client
-from embedtext.connectors.jobs.runner import IndexSummary, _BatchEmbedder, _Progress, run_pass
+from embedtext.connectors.jobs.runner import IndexSummary, BatchEmbedder, PassProgress, run_pass
 from embedtext.connectors.jobs.spec import IndexSpec
 from embedtext.connectors.jobs.state import IndexState
 
@@ -35,7 +35,7 @@ class EmbedBatchWorker:
     def __init__(self, spec: IndexSpec) -> None:
         self.spec = spec
         self.client = Client(spec.target, max_batch_rows=512)
-        self.embed = _BatchEmbedder(self.client, spec, log=lambda line: print(line, file=sys.stderr))
+        self.embed = BatchEmbedder(self.client, spec, log=lambda line: print(line, file=sys.stderr))
 
     def __call__(self, batch: pa.Table) -> pa.Table:
         key_type = batch.schema.field("key").type
@@ -89,7 +89,7 @@ def run_index_on_ray(
         try:
             _export_pending(con, state, export_dir)
             dataset = _embedding_dataset(spec, export_dir, workers)
-            progress = _Progress(total, log)
+            progress = PassProgress(total, log)
             try:
                 for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
                     _commit_ray_batch(state, batch, state.dim, summary)

@@ -12,18 +12,15 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
 from embedtext.protocol import embedding_pb2 as pb
-from embedtext.server.allocator import engine_allocator
 from embedtext.server.config import ServerConfig
-from embedtext.server.cpu_threads import cpu_engine_env, usable_cores
-from embedtext.server.decoding import add_service
-from embedtext.server.engine import EngineSettings, VllmBackend, detect_device
-from embedtext.server.engine_process import EngineProcessBackend
+from embedtext.server.engine.base import EngineSettings, detect_device
+from embedtext.server.engine.factory import backend_factory
+from embedtext.server.host.tuning import host_tuning
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import load_model_spec
-from embedtext.server.null_engine import NullBackend
 from embedtext.server.runtime import ModelRuntime
 from embedtext.server.security import TokenAuthInterceptor, server_credentials
-from embedtext.server.servicer import EmbeddingServicer
+from embedtext.server.servicer import EmbeddingServicer, add_service
 
 log = logging.getLogger("embedtext.server")
 
@@ -49,22 +46,19 @@ def replica_processes_wanted(config: ServerConfig, device: str) -> bool:
 def word_cache_wanted(config: ServerConfig, device: str) -> bool:
     """``--word-cache``; auto: on unless the engines run on a GPU. It saves ~3/4 of the tokenizer's
     CPU, which a CPU engine would otherwise compete for, but holds the GIL, where the tokenizer's
-    Rust spreads over a GPU machine's spare cores (server/word_cache.py)."""
+    Rust spreads over a GPU machine's spare cores (server/tokenization/word_cache.py)."""
     if config.word_cache != "auto":
         return config.word_cache == "on"
     return device != "cuda"
 
 
+def engine_device(config: ServerConfig) -> str:
+    """Where the engines run: ``--device``, or for ``auto`` a GPU if torch sees one."""
+    return detect_device() if config.device == "auto" and config.engine == "vllm" else config.device
+
+
 def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRuntime]:
-    device = detect_device() if config.device == "auto" and config.engine == "vllm" else config.device
-    if device == "cpu" and config.engine == "vllm":
-        extra_env = cpu_engine_env()
-        if extra_env:
-            log.info("vLLM-CPU on %d cores: %s (the model gets every core)", usable_cores(), extra_env)
-        allocator = engine_allocator()
-        (log.warning if allocator.missing else log.info)("%s", allocator.message)
-        # Inherited by the engine processes started below (vLLM-CPU spawns them).
-        os.environ.update({**extra_env, **allocator.env})
+    device = engine_device(config)
     total = config.memory_fraction if config.memory_fraction is not None else (0.9 if device == "cuda" else 0.2)
     share = total / (len(config.models) * config.replicas)
     own_processes = replica_processes_wanted(config, device)
@@ -85,15 +79,10 @@ def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRu
             dtype=dtype,
             enforce_eager=config.enforce_eager,
         )
-
-        def factory(index: int, spec=spec, settings=settings):
-            if own_processes:
-                return EngineProcessBackend(spec, settings, name=f"{spec.name}/{index}", engine=config.engine)
-            if config.engine == "null":
-                return NullBackend(spec, name=f"{spec.name}/{index}")
-            return VllmBackend(spec, settings, name=f"{spec.name}/{index}")
-
-        runtimes.append(ModelRuntime(spec, config, metrics, factory, word_cache=word_cache_wanted(config, device)))
+        runtimes.append(ModelRuntime(
+            spec, config, metrics,
+            backend_factory(spec, settings, engine=config.engine, own_process=own_processes),
+            word_cache=word_cache_wanted(config, device)))
     return runtimes
 
 
@@ -187,6 +176,9 @@ class EmbeddingServer:
 
 async def serve(config: ServerConfig) -> None:
     """Run until SIGINT or SIGTERM."""
+    tuning = host_tuning(engine_device(config), config.engine)
+    tuning.log_to(log)
+    os.environ.update(tuning.env)  # inherited by every engine process (vLLM-CPU spawns them)
     server = EmbeddingServer(config)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -5,8 +5,8 @@ parts that fit the token budget and closes a batch when it holds ``max_batch_tok
 ``max_batch_rows``) or when its oldest row has waited ``max_batch_delay``, whichever comes
 first, or at once while the caller says an engine is idle (waiting would only add latency: the
 rows that pile up while the engines are busy make the next batch anyway). A batch may mix rows
-of several jobs; each job gets its own slice of the pooled vectors back and post-processes it
-with its own options (Matryoshka cut, normalization).
+of several jobs; each job gets its own slice of the raw pooled vectors back (the runtime then
+applies each request's options: server/vectors.py).
 
 The queue is bounded in rows: a job that does not fit is refused with
 :class:`~embedtext.protocol.errors.OverloadedError` (RESOURCE_EXHAUSTED) instead of waiting.
@@ -30,8 +30,6 @@ class EmbedJob:
     """One request's rows for one model, and the future its caller awaits."""
 
     rows: list[list[int]]
-    dimensions: int
-    normalize: bool
     future: asyncio.Future
     deadline: float | None = None  # time.monotonic() seconds
     enqueued_at: float = field(default_factory=time.monotonic)
@@ -48,14 +46,9 @@ class EmbedJob:
         """Store the pooled vectors of rows ``start:start+len(pooled)``; resolve when all are in."""
         if self.future.done():
             return
-        out_dim = self.dimensions or pooled.shape[1]
-        vectors = pooled[:, :out_dim]
-        if self.normalize:
-            norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-            vectors = vectors / np.maximum(norms, 1e-12)
         if self._out is None:
-            self._out = np.empty((len(self.rows), out_dim), dtype=np.float32)
-        self._out[start : start + len(vectors)] = vectors
+            self._out = np.empty((len(self.rows), pooled.shape[1]), dtype=np.float32)
+        self._out[start : start + len(pooled)] = pooled
         self._pending_parts -= 1
         if self._pending_parts == 0:
             self.future.set_result(self._out)

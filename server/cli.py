@@ -99,7 +99,7 @@ def serve_command(**kwargs) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if config.log_level.upper() != "DEBUG" else "DEBUG")
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("VLLM_DO_NOT_TRACK", "1")
-    from embedtext.server.allocator import AllocatorError
+    from embedtext.server.host.allocator import AllocatorError
     from embedtext.server.models import ModelSourceError
 
     try:

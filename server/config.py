@@ -49,17 +49,16 @@ class ServerConfig:
     enforce_eager: bool = False
     tokenizer_threads: int = 2
     # Pure-ASCII texts for BERT-family tokenizers normalized ahead of the tokenizer (same ids, less
-    # CPU; server/normalization.py). Off: the tokenizer normalizes every text itself.
+    # CPU; server/tokenization/ascii_normalizer.py). Off: the tokenizer normalizes every text itself.
     ascii_normalizer: bool = True
-    # Those texts split into words in Python, each word's ids from a cache (server/word_cache.py):
+    # Those texts split into words in Python, each word's ids from a cache (server/tokenization/word_cache.py):
     # "on", "off", or "auto" (on unless the engines run on a GPU: it holds the GIL).
     word_cache: str = "auto"
-    # Each replica's engine client in a worker process of its own (server/engine_process.py):
+    # Each replica's engine client in a worker process of its own (server/engine/process_backend.py):
     # "on", "off", or "auto" (on for several replicas on a GPU).
     replica_processes: str = "auto"
     metrics_port: int | None = None
     log_level: str = "INFO"
-    extra: dict = field(default_factory=dict, compare=False)
 
     def __post_init__(self) -> None:
         if self.engine not in ("vllm", "null"):

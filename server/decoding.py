@@ -1,8 +1,8 @@
 """Request bytes -> what the runtime needs, refusing anything malformed with a clear message.
 
 gRPC's own deserialization failure ends a call with INTERNAL "Exception deserializing
-request!", which tells a caller nothing. The service is therefore registered with tolerant
-deserializers: bytes that are not a valid message become a ``MalformedRequest`` that the
+request!", which tells a caller nothing. The service is therefore registered (servicer.add_service)
+with tolerant deserializers: bytes that are not a valid message become a ``MalformedRequest`` that the
 servicer answers with INVALID_ARGUMENT (or, on a stream, an error item; the stream goes on).
 ``decode_inputs`` and ``decode_options`` check every field a client controls; their only
 exception is ``InvalidInputError`` (tests/unit/server/test_decoding_fuzz.py fuzzes them).
@@ -12,15 +12,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import grpc
 from google.protobuf.message import DecodeError
 
-from embedtext.protocol import codec, reply_wire
+from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server.runtime import EmbedOptions
-
-SERVICE = pb.DESCRIPTOR.services_by_name["Embedding"].full_name
+from embedtext.server.options import EmbedOptions
 
 _OUTPUT_DTYPES = frozenset(
     (pb.OUTPUT_DTYPE_UNSPECIFIED, pb.OUTPUT_DTYPE_FLOAT32, pb.OUTPUT_DTYPE_FLOAT16, pb.OUTPUT_DTYPE_FLOAT32_REPEATED)
@@ -53,29 +50,6 @@ def tolerant(message_cls):
             return MalformedRequest(message_cls.DESCRIPTOR.full_name, len(data), str(exc) or type(exc).__name__)
 
     return deserialize
-
-
-def add_service(servicer, server) -> None:
-    """Register the Embedding service (as the generated code does, but with tolerant decoding)."""
-    handlers = {
-        "Embed": grpc.unary_unary_rpc_method_handler(
-            servicer.Embed,
-            request_deserializer=tolerant(pb.EmbedRequest),
-            response_serializer=reply_wire.serialize_reply,
-        ),
-        "EmbedStream": grpc.stream_stream_rpc_method_handler(
-            servicer.EmbedStream,
-            request_deserializer=tolerant(pb.EmbedRequest),
-            response_serializer=reply_wire.serialize_stream_item,
-        ),
-        "Info": grpc.unary_unary_rpc_method_handler(
-            servicer.Info,
-            request_deserializer=tolerant(pb.InfoRequest),
-            response_serializer=pb.InfoResponse.SerializeToString,
-        ),
-    }
-    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
-    server.add_registered_method_handlers(SERVICE, handlers)
 
 
 def decode_options(request: pb.EmbedRequest) -> EmbedOptions:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 DEFAULT_MODEL_SOURCE = "default"
@@ -130,3 +130,18 @@ def load_model_spec(source: str = DEFAULT_MODEL_SOURCE, name: str | None = None)
         matryoshka_dimensions=matryoshka,
         aliases=aliases,
     )
+
+
+def spec_to_json(spec: ModelSpec) -> str:
+    """A spec as JSON, for a worker process (``--spec``); ``spec_from_json`` reads it back."""
+    fields = asdict(spec)
+    fields["path"] = str(spec.path)
+    return json.dumps(fields)
+
+
+def spec_from_json(text: str) -> ModelSpec:
+    fields = json.loads(text)
+    fields["path"] = Path(fields["path"])
+    fields["matryoshka_dimensions"] = tuple(fields.get("matryoshka_dimensions", ()))
+    fields["aliases"] = tuple(fields.get("aliases", ()))
+    return ModelSpec(**fields)

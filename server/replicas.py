@@ -11,7 +11,7 @@ import asyncio
 import logging
 from collections.abc import Callable
 
-from embedtext.server.engine import Backend
+from embedtext.server.engine.base import Backend
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.routing import LeastInFlightTokensPolicy, Replica
 
@@ -24,23 +24,19 @@ class ReplicaSupervisor:
     def __init__(
         self,
         model: str,
-        count: int,
+        router: LeastInFlightTokensPolicy,
         backend_factory: Callable[[int], Backend],
         *,
         metrics: ServerMetrics,
-        max_batches_per_replica: int = 2,
         watch_interval_s: float = 0.5,
     ) -> None:
-        if count < 1:
-            raise ValueError("a model needs at least one replica")
         self.model = model
         self._factory = backend_factory
         self._metrics = metrics
         self._watch_interval_s = watch_interval_s
-        self.replicas = [Replica(index=i, backend=None) for i in range(count)]
-        self.policy = LeastInFlightTokensPolicy(
-            self.replicas, max_batches_per_replica=max_batches_per_replica, on_change=self._export
-        )
+        self.replicas = router.replicas
+        self.policy = router
+        router.on_change = self._export
         self._tasks: set[asyncio.Task] = set()
         self._restarting: set[int] = set()
         self._closed = False
@@ -67,8 +63,8 @@ class ReplicaSupervisor:
     async def start(self) -> None:
         for replica in self.replicas:
             replica.backend = self._factory(replica.index)  # not healthy (routed to) until started
-        # Replicas in worker processes load their code side by side (server/engine_process.py) ...
-        await asyncio.gather(*(r.backend.spawn() for r in self.replicas if hasattr(r.backend, "spawn")))
+        # Replicas in worker processes load their code side by side (server/engine/process_backend.py) ...
+        await asyncio.gather(*(r.backend.spawn() for r in self.replicas))
         # ... but engines start one after another.
         for replica in self.replicas:
             await replica.backend.start()

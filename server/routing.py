@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Callable, Collection
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 
@@ -25,7 +25,6 @@ class Replica:
     batches_total: int = 0
     restarts: int = 0
     generation: int = 0
-    labels: dict[str, str] = field(default_factory=dict)
 
 
 class LeastInFlightTokensPolicy:
@@ -40,8 +39,15 @@ class LeastInFlightTokensPolicy:
     ) -> None:
         self.replicas = replicas
         self.max_batches_per_replica = max_batches_per_replica
-        self._on_change = on_change
+        self.on_change = on_change  # told of every replica whose load or health changed
         self._changed = asyncio.Event()
+
+    @classmethod
+    def of_count(cls, count: int, *, max_batches_per_replica: int = 2) -> LeastInFlightTokensPolicy:
+        """A router over ``count`` replicas that have no engine yet (the supervisor starts them)."""
+        if count < 1:
+            raise ValueError("a model needs at least one replica")
+        return cls([Replica(index=i, backend=None) for i in range(count)], max_batches_per_replica=max_batches_per_replica)
 
     def changed(self) -> None:
         """Wake every waiter: a lease ended, or a replica's health changed."""
@@ -91,5 +97,5 @@ class LeastInFlightTokensPolicy:
             self.changed()
 
     def _notify(self, replica: Replica) -> None:
-        if self._on_change is not None:
-            self._on_change(replica)
+        if self.on_change is not None:
+            self.on_change(replica)

@@ -25,23 +25,19 @@ from embedtext.protocol.errors import (
 )
 from embedtext.server.batching import Batch, BatchQueue, EmbedJob
 from embedtext.server.config import ServerConfig
-from embedtext.server.engine import Backend, EngineRequestError, ReplicaDeadError
+from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import ModelSpec
+from embedtext.server.options import EmbedOptions
 from embedtext.server.replicas import ReplicaSupervisor
-from embedtext.server.tokenization import TokenizerPool
+from embedtext.server.routing import LeastInFlightTokensPolicy
+from embedtext.server.tokenization.pool import TokenizerPool
+from embedtext.server.vectors import shape_vectors
 
 log = logging.getLogger(__name__)
 
 # How long a batch may wait for a healthy replica when its callers set no deadline.
 _NO_DEADLINE_WAIT_S = 300.0
-
-
-@dataclass(frozen=True)
-class EmbedOptions:
-    dimensions: int = 0  # 0 = the model's full dimension
-    normalize: bool | None = None  # None = the model's default
-    truncate: bool = True
 
 
 @dataclass
@@ -77,13 +73,10 @@ class ModelRuntime:
             max_batch_delay_s=config.max_batch_delay_ms / 1000.0,
             max_queued_rows=config.max_queued_rows,
         )
-        self.supervisor = ReplicaSupervisor(
-            spec.name,
-            config.replicas,
-            backend_factory,
-            metrics=metrics,
-            max_batches_per_replica=config.max_batches_per_replica,
+        self.router = LeastInFlightTokensPolicy.of_count(
+            config.replicas, max_batches_per_replica=config.max_batches_per_replica
         )
+        self.supervisor = ReplicaSupervisor(spec.name, self.router, backend_factory, metrics=metrics)
         metrics.queued_rows.labels(spec.name).set_function(lambda: self.queue.queued_rows)
         self.started = False
         self._tasks: set[asyncio.Task] = set()
@@ -160,17 +153,16 @@ class ModelRuntime:
         normalize = self.spec.normalize if options.normalize is None else options.normalize
         job = EmbedJob(
             rows=rows,
-            dimensions=options.dimensions,
-            normalize=normalize,
             future=asyncio.get_running_loop().create_future(),
             deadline=deadline,
         )
         self.queue.submit(job)
         try:
-            embeddings = await job.future
+            pooled = await job.future
         finally:
             if not job.future.done():
                 job.future.cancel()  # the caller went away: its queued rows are skipped
+        embeddings = shape_vectors(pooled, options.dimensions, normalize)
         started = job.started_at or time.monotonic()
         counts = np.fromiter((len(r) for r in rows), dtype=np.int32, count=len(rows))
         self.metrics.rows.labels(self.spec.name).inc(len(rows))
@@ -186,7 +178,7 @@ class ModelRuntime:
     # --- dispatch ----------------------------------------------------------------------
 
     async def _dispatch_loop(self) -> None:
-        policy = self.supervisor.policy
+        policy = self.router
         # While a replica idles and no other request is being tokenized (whose rows would join
         # the batch), waiting for a fuller batch only adds latency; rows that arrive while every
         # replica is busy pile up and make the next batch anyway. The tokenizer check keeps a
@@ -222,7 +214,7 @@ class ModelRuntime:
             self.queue.wake()  # its replica may be idle now: rows waiting for a fuller batch can go
 
     async def _run_batch_with_retry(self, batch: Batch) -> None:
-        policy = self.supervisor.policy
+        policy = self.router
         tried = []
         for attempt in range(2):
             if not batch.live:

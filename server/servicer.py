@@ -12,9 +12,10 @@ from embedtext.protocol import PROTOCOL_VERSION, codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import EmbedTextError, InternalError, ModelNotFoundError, to_status
+from embedtext.protocol import reply_wire
 from embedtext.protocol.reply_wire import OutgoingReply
 from embedtext.server.config import ServerConfig
-from embedtext.server.decoding import MalformedRequest, decode_inputs, decode_options
+from embedtext.server.decoding import MalformedRequest, decode_inputs, decode_options, tolerant
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.runtime import EmbedResult, ModelRuntime
 
@@ -211,3 +212,27 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
         )
 
 
+SERVICE = pb.DESCRIPTOR.services_by_name["Embedding"].full_name
+
+
+def add_service(servicer, server) -> None:
+    """Register the Embedding service (as the generated code does, but with tolerant decoding)."""
+    handlers = {
+        "Embed": grpc.unary_unary_rpc_method_handler(
+            servicer.Embed,
+            request_deserializer=tolerant(pb.EmbedRequest),
+            response_serializer=reply_wire.serialize_reply,
+        ),
+        "EmbedStream": grpc.stream_stream_rpc_method_handler(
+            servicer.EmbedStream,
+            request_deserializer=tolerant(pb.EmbedRequest),
+            response_serializer=reply_wire.serialize_stream_item,
+        ),
+        "Info": grpc.unary_unary_rpc_method_handler(
+            servicer.Info,
+            request_deserializer=tolerant(pb.InfoRequest),
+            response_serializer=pb.InfoResponse.SerializeToString,
+        ),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
+    server.add_registered_method_handlers(SERVICE, handlers)

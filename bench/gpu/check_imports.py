@@ -8,7 +8,7 @@ Prints one line per check (``ok`` / ``FAIL`` / ``skip``) and exits 1 if any chec
 the modules an encoder engine and our code path import (vLLM's v1 engine, worker, BERT, the
 FlashAttention backend and its compiled kernels, the OpenAI server the HTTP baseline starts),
 vLLM's and embedtext's declared requirements against what the venv sees, the vLLM API
-server/engine.py uses (argument names differ between vLLM releases), the HTTP baseline's command
+server/engine/vllm_backend.py uses (argument names differ between vLLM releases), the HTTP baseline's command
 line, and ``embedtext bench --help``. Without a GPU (the CPU rehearsal, bench/gpu/rehearse.sh)
 the compiled kernels cannot load (no libcuda.so.1) unless a stub is on LD_LIBRARY_PATH; the
 engine steps need a GPU.
@@ -40,8 +40,8 @@ MODULES = [
     "vllm.v1.attention.backends.flash_attn", "vllm.v1.attention.backends.flex_attention",
     "vllm.v1.attention.backends.triton_attn", "vllm.entrypoints.llm",
     "vllm.entrypoints.openai.api_server", "vllm.entrypoints.openai.cli_args",
-    "embedtext", "embedtext.protocol", "embedtext.server", "embedtext.server.app", "embedtext.server.engine",
-    "embedtext.server.engine_process", "embedtext.server.engine_worker", "embedtext.server.replicas",
+    "embedtext", "embedtext.protocol", "embedtext.server", "embedtext.server.app", "embedtext.server.engine.base",
+    "embedtext.server.engine.process_backend", "embedtext.server.engine.worker", "embedtext.server.replicas",
     "embedtext.connectors.client", "embedtext.udf", "embedtext.sql", "embedtext.cli", "embedtext.bench.cli",
     "embedtext.bench.gpu_suite", "embedtext.bench.inprocess", "embedtext.bench.servers",
 ]
@@ -137,7 +137,7 @@ def requirements() -> None:
 
 
 def api(platform: bool) -> None:
-    """The vLLM API embedtext.server.engine and the bench use (bench/GPU.md, 'vLLM 0.25.1 vs 0.32')."""
+    """The vLLM API embedtext.server.engine.base and the bench use (bench/GPU.md, 'vLLM 0.25.1 vs 0.32')."""
     def engine_args():
         from vllm import AsyncEngineArgs
         fields = set(inspect.signature(AsyncEngineArgs).parameters)
@@ -163,7 +163,7 @@ def api(platform: bool) -> None:
         add = inspect.signature(AsyncLLM.add_request)
         abort = inspect.signature(AsyncLLM.abort)
         assert list(add.parameters)[1:4] == ["request_id", "prompt", "params"], f"add_request{add}"
-        assert "internal" in abort.parameters, f"abort{abort} has no 'internal' (server/engine.py relies on external ids)"
+        assert "internal" in abort.parameters, f"abort{abort} has no 'internal' (server/engine/vllm_backend.py relies on external ids)"
         assert hasattr(AsyncLLM, "errored"), "AsyncLLM has no 'errored'"
         return f"add_request{add}"[:120]
 
@@ -179,7 +179,7 @@ def api(platform: bool) -> None:
             from vllm.exceptions import VLLMValidationError  # noqa: F401
             return "VLLMValidationError present"
         except ImportError:
-            return "no VLLMValidationError (server/engine.py falls back to ValueError)"
+            return "no VLLMValidationError (server/engine/vllm_backend.py falls back to ValueError)"
 
     def llm_class():
         from vllm import LLM
@@ -221,7 +221,8 @@ def engine_config(model: str, platform: bool) -> None:
     def build():
         from vllm import AsyncEngineArgs
 
-        from embedtext.server.engine import EngineSettings, VllmBackend
+        from embedtext.server.engine.base import EngineSettings
+        from embedtext.server.engine.vllm_backend import VllmBackend
         from embedtext.server.models import load_model_spec
         backend = VllmBackend(load_model_spec(model), EngineSettings(memory_fraction=0.2, max_batch_tokens=16384,
                                                                      max_num_seqs=1024, device="cuda"))
@@ -230,7 +231,7 @@ def engine_config(model: str, platform: bool) -> None:
         config = args.create_engine_config()
         mc = config.model_config
         return f"runner={mc.runner} convert={getattr(mc, 'convert', '?')} dtype={mc.dtype} arch={mc.architectures}"
-    config = check("engine config (server/engine.py's AsyncEngineArgs)", build, optional=not platform)
+    config = check("engine config (server/engine/vllm_backend.py's AsyncEngineArgs)", build, optional=not platform)
 
     def front_end():
         """What AsyncLLM.add_request does in the server's process, up to the EngineCore: vLLM's
@@ -242,7 +243,8 @@ def engine_config(model: str, platform: bool) -> None:
         from vllm.v1.engine.input_processor import InputProcessor
         from vllm.v1.engine.output_processor import OutputProcessor, RequestOutputCollector
 
-        from embedtext.server.engine import EngineSettings, VllmBackend
+        from embedtext.server.engine.base import EngineSettings
+        from embedtext.server.engine.vllm_backend import VllmBackend
         from embedtext.server.models import load_model_spec
         spec = load_model_spec(model)
         ids = Tokenizer.from_file(str(Path(spec.path) / "tokenizer.json")).encode("hello world").ids
@@ -271,7 +273,8 @@ def engine_smoke(model: str) -> None:
         import numpy as np
         from tokenizers import Tokenizer
 
-        from embedtext.server.engine import EngineSettings, VllmBackend
+        from embedtext.server.engine.base import EngineSettings
+        from embedtext.server.engine.vllm_backend import VllmBackend
         from embedtext.server.models import load_model_spec
         spec = load_model_spec(model)
         tok = Tokenizer.from_file(str(Path(spec.path) / "tokenizer.json"))

@@ -55,7 +55,7 @@ class _Embedded:
     failures: list[tuple[object, str, str]] = field(default_factory=list)  # (key, hash, error)
 
 
-class _Progress:
+class PassProgress:
     """A bar on a terminal; a plain line every ``every_s`` seconds in a log."""
 
     def __init__(self, total: int, log: Callable[[str], None]) -> None:
@@ -84,7 +84,9 @@ class _Progress:
             self.bar.close()
 
 
-class _BatchEmbedder:
+class BatchEmbedder:
+    """One batch of a pass -> its vectors and refused rows, retrying server trouble (local and Ray runners)."""
+
     def __init__(self, client: Client, spec: IndexSpec, log: Callable[[str], None]) -> None:
         self.client, self.spec, self.log = client, spec, log
 
@@ -126,7 +128,7 @@ def run_index(
     """Run one incremental pass of ``spec``; returns (and logs last) its summary."""
 
     def embed_here(con, state: IndexState, client: Client, total: int, summary: IndexSummary, log) -> None:
-        _embed_pending(con, state, _BatchEmbedder(client, spec, log), _Progress(total, log), summary)
+        _embed_pending(con, state, BatchEmbedder(client, spec, log), PassProgress(total, log), summary)
 
     return run_pass(spec, embed_here, client=client, log=log, wait_for_lock_s=wait_for_lock_s)
 
@@ -191,7 +193,7 @@ def _connect_waiting(database: str, wait_s: float):
             time.sleep(1.0)
 
 
-def _embed_pending(con, state: IndexState, embed: _BatchEmbedder, progress: _Progress, summary: IndexSummary) -> None:
+def _embed_pending(con, state: IndexState, embed: BatchEmbedder, progress: PassProgress, summary: IndexSummary) -> None:
     reader_con = con.cursor()  # its own connection: reading while the main one writes
     reader = reader_con.sql(state.pending_sql()).to_arrow_reader(state.spec.batch_rows)
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedtext-index")

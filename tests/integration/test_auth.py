@@ -196,7 +196,7 @@ def test_no_pickle_in_the_wire_path():
             if isinstance(node, ast.keyword) and node.arg == "allow_pickle":
                 raise AssertionError(f"{path.name} uses allow_pickle")
 
-    from embedtext.server import decoding
+    from embedtext.server import servicer
 
     class Recorder:
         def add_generic_rpc_handlers(self, handlers):
@@ -206,7 +206,7 @@ def test_no_pickle_in_the_wire_path():
             self.methods = handlers
 
     recorder = Recorder()
-    decoding.add_service(type("S", (), {"Embed": None, "EmbedStream": None, "Info": None})(), recorder)
+    servicer.add_service(type("S", (), {"Embed": None, "EmbedStream": None, "Info": None})(), recorder)
     # Replies are written by protobuf itself or by reply_wire, which splices raw float bytes into
     # protobuf's own output (checked against protobuf's parser in test_reply_wire).
     from embedtext.protocol import reply_wire

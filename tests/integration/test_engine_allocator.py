@@ -1,4 +1,4 @@
-"""The session's real vLLM-CPU engines run on the allocator server/allocator.py chose.
+"""The session's real vLLM-CPU engines run on the allocator server/host/allocator.py chose.
 
 With a tcmalloc on the system (or named by EMBEDTEXT_TCMALLOC; .ci/run unpacks Debian's), every
 engine worker has it mapped; without one, none has, and the server's log says how to get it.
@@ -11,7 +11,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from embedtext.server.allocator import PRELOAD_VAR, engine_allocator
+from embedtext.server.host.allocator import PRELOAD_VAR, engine_allocator
 
 
 def _mapped_files(pid: int) -> set[str]:

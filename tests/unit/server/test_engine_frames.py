@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from embedtext.server import engine_frames as frames
+from embedtext.server.engine import frames
 
 
 def _read_all(data: bytes) -> list:

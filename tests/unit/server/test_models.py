@@ -38,8 +38,8 @@ def test_unresolvable_sources_say_what_to_do(tmp_path, monkeypatch):
 
 
 def test_a_spec_survives_the_worker_command_line(tmp_path):
-    """--replica-processes hands each worker its ModelSpec as JSON (server/engine_worker.py)."""
-    from embedtext.server.engine_worker import spec_from_json, spec_to_json
+    """--replica-processes hands each worker its ModelSpec as JSON (server/models.py)."""
+    from embedtext.server.models import spec_from_json, spec_to_json
     from embedtext.server.models import ModelSpec
 
     spec = ModelSpec(name="m", path=tmp_path / "m", dim=768, max_tokens=512, pooling="cls", normalize=True,

@@ -13,8 +13,8 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.models import load_model_spec
-from embedtext.server.normalization import AsciiBertNormalizer
-from embedtext.server.tokenization import TokenizerPool
+from embedtext.server.tokenization.ascii_normalizer import AsciiBertNormalizer
+from embedtext.server.tokenization.pool import TokenizerPool
 
 
 @pytest.fixture(scope="module", params=["minilm", "tiny"])

@@ -11,11 +11,12 @@ import pytest
 
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.config import ServerConfig
-from embedtext.server.engine import EngineRequestError
+from embedtext.server.engine.base import EngineRequestError
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import load_model_spec
-from embedtext.server.null_engine import NullBackend
-from embedtext.server.runtime import EmbedOptions, ModelRuntime
+from embedtext.server.engine.null_backend import NullBackend
+from embedtext.server.options import EmbedOptions
+from embedtext.server.runtime import ModelRuntime
 
 DELAY_MS = 60_000.0  # far longer than any wait below: "waited for the delay" cannot pass
 

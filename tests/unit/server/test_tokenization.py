@@ -4,7 +4,7 @@ import pytest
 
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.models import load_model_spec
-from embedtext.server.tokenization import TokenizerPool
+from embedtext.server.tokenization.pool import TokenizerPool
 
 
 @pytest.fixture(scope="module")

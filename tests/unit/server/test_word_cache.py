@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server import word_cache
+from embedtext.server.tokenization import word_cache
 from embedtext.server.config import ServerConfig
 from embedtext.server.models import load_model_spec
-from embedtext.server.tokenization import TokenizerPool
-from embedtext.server.word_cache import WordCacheEncoder
+from embedtext.server.tokenization.pool import TokenizerPool
+from embedtext.server.tokenization.word_cache import WordCacheEncoder
 
 
 def _ids(tokenizer, texts):

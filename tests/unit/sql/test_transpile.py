@@ -1,7 +1,5 @@
 """Snowflake (Cortex) -> DuckDB: input -> expected fixture pairs, and the errors raised before any row runs."""
 
-import doctest
-import importlib
 
 import pytest
 import sqlglot
@@ -178,12 +176,3 @@ def test_check_registered():
 def test_bad_map_specs(spec):
     with pytest.raises(ValueError):
         ModelMap.parse([spec])
-
-
-@pytest.mark.parametrize(
-    "module",
-    ["embedtext.sql", "embedtext.sql.dialect", "embedtext.sql.models", "embedtext.sql.rewrites", "embedtext.sql.transpile"],
-)
-def test_docstring_examples(module):
-    result = doctest.testmod(importlib.import_module(module), optionflags=doctest.ELLIPSIS)
-    assert result.attempted > 0 and result.failed == 0

@@ -1,6 +1,6 @@
-"""A replica's engine in a process of its own: ``python -m embedtext.server.engine_worker``.
+"""A replica's engine in a process of its own: ``python -m embedtext.server.engine.worker``.
 
-Started by server/engine_process.py with one end of a socketpair. It runs one backend
+Started by server/engine/process_backend.py with one end of a socketpair. It runs one backend
 (vLLM's ``AsyncLLM`` or the null engine), reads ``EMBED`` frames, and answers each with the
 batch's vectors. vLLM's per-row request path (building, sending and collecting one request
 per row) then runs here, on a core of its own, instead of in the server's one event loop.
@@ -14,47 +14,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import json
 import logging
 import os
 import signal
 import socket
 import sys
-from pathlib import Path
 
-from embedtext.server import engine_frames as frames
-from embedtext.server.engine import EngineRequestError, EngineSettings, ReplicaDeadError
-from embedtext.server.models import ModelSpec
+from embedtext.server.engine import frames
+from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
+from embedtext.server.engine.factory import make_backend
+from embedtext.server.models import spec_from_json
 
-log = logging.getLogger("embedtext.server.engine_worker")
+log = logging.getLogger("embedtext.server.engine.worker")
 
 _WATCH_INTERVAL_S = 0.5
-
-
-def spec_to_json(spec: ModelSpec) -> str:
-    """The ``--spec`` argument the server starts a worker with."""
-    fields = dataclasses.asdict(spec)
-    fields["path"] = str(spec.path)
-    return json.dumps(fields)
-
-
-def spec_from_json(text: str) -> ModelSpec:
-    fields = json.loads(text)
-    fields["path"] = Path(fields["path"])
-    fields["matryoshka_dimensions"] = tuple(fields.get("matryoshka_dimensions", ()))
-    fields["aliases"] = tuple(fields.get("aliases", ()))
-    return ModelSpec(**fields)
-
-
-def _backend(kind: str, spec: ModelSpec, settings: EngineSettings, name: str):
-    if kind == "null":
-        from embedtext.server.null_engine import NullBackend
-
-        return NullBackend(spec, name=name)
-    from embedtext.server.engine import VllmBackend
-
-    return VllmBackend(spec, settings, name=name)
 
 
 def _load_engine_code(kind: str) -> None:
@@ -170,7 +144,8 @@ async def _main(args: argparse.Namespace) -> int:
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     spec = spec_from_json(args.spec)
     settings = EngineSettings(**json.loads(args.settings))
-    worker = EngineWorker(_backend(args.engine, spec, settings, args.name), reader, writer, args.engine)
+    worker = EngineWorker(
+        make_backend(spec, settings, engine=args.engine, own_process=False, name=args.name), reader, writer, args.engine)
     loop.add_signal_handler(signal.SIGTERM, worker.stopping.set)
     try:
         return await worker.run()
@@ -191,7 +166,7 @@ def _name_this_process() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m embedtext.server.engine_worker")
+    parser = argparse.ArgumentParser(prog="python -m embedtext.server.engine.worker")
     parser.add_argument("--fd", type=int, required=True, help="this process's end of the server's socketpair")
     parser.add_argument("--name", required=True)
     parser.add_argument("--engine", choices=("vllm", "null"), default="vllm")

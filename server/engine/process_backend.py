@@ -3,9 +3,9 @@
 In one server process every replica's vLLM ``AsyncLLM`` shares one event loop and one GIL,
 and vLLM's request path costs Python work per row (about 93 us a 50-token row on the CPU
 machine): one process then tops out near 10k rows/s whatever the GPU could do. ``EngineProcessBackend``
-moves that work into a worker process per replica (server/engine_worker.py) and hands it
+moves that work into a worker process per replica (server/engine/worker.py) and hands it
 whole batches over a socketpair: token ids in, float32 vectors out, a few bytes of header
-per batch (server/engine_frames.py). The server keeps gRPC, tokenizing, batching and routing.
+per batch (server/engine/frames.py). The server keeps gRPC, tokenizing, batching and routing.
 
 It is a ``Backend`` like ``VllmBackend``: the supervisor starts, watches and restarts it the
 same way. The replica is dead when its process exits or its socket closes; batches in
@@ -24,10 +24,9 @@ import sys
 
 import numpy as np
 
-from embedtext.server import engine_frames as frames
-from embedtext.server.engine import EngineRequestError, EngineSettings, ReplicaDeadError
-from embedtext.server.engine_worker import spec_to_json
-from embedtext.server.models import ModelSpec
+from embedtext.server.engine import frames
+from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
+from embedtext.server.models import ModelSpec, spec_to_json
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +60,7 @@ class EngineProcessBackend:
             return
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         command = [
-            sys.executable, "-m", "embedtext.server.engine_worker",
+            sys.executable, "-m", "embedtext.server.engine.worker",
             "--fd", str(theirs.fileno()), "--name", self.name, "--engine", self.engine,
             "--spec", spec_to_json(self.spec), "--settings", json.dumps(dataclasses.asdict(self.settings)),
             "--log-level", logging.getLevelName(logging.getLogger().getEffectiveLevel()),

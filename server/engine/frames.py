@@ -1,4 +1,4 @@
-"""The frames between the server and a replica's engine process (server/engine_process.py).
+"""The frames between the server and a replica's engine process (server/engine/process_backend.py).
 
 A local stream socket (a socketpair the server creates) carries length-prefixed frames, raw
 bytes only (no pickle): a fixed header, then a payload.

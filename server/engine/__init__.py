@@ -1,0 +1,1 @@
+"""The inference stage: engines that turn token ids into pooled vectors (``base.Backend``)."""

@@ -1,0 +1,65 @@
+"""The inference stage's contract: a ``Backend`` turns rows of token ids into pooled vectors.
+
+Backends: ``vllm_backend`` (vLLM in the server's process), ``process_backend`` (an engine in a
+worker process of its own), ``null_backend`` (no model; overhead measurements and client tests).
+``factory.backend_factory`` picks one for each replica.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
+
+
+class ReplicaDeadError(Exception):
+    """The engine behind a replica died; its batches may be retried elsewhere."""
+
+
+class EngineRequestError(Exception):
+    """The engine refused a request (bad input it validated itself)."""
+
+
+class Backend(Protocol):
+    """An engine that embeds pre-tokenized rows."""
+
+    async def spawn(self) -> None:
+        """Start what may start side by side with other replicas (a worker process); engines
+        themselves start one after another in ``start``."""
+        ...
+
+    async def start(self) -> None: ...
+
+    async def embed(self, rows: list[list[int]]) -> np.ndarray:
+        """Pooled, un-normalized float32 vectors, shape (len(rows), dim)."""
+        ...
+
+    async def stop(self) -> None: ...
+
+    @property
+    def alive(self) -> bool: ...
+
+    @property
+    def pids(self) -> list[int]: ...
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """What every engine of a model is started with."""
+
+    memory_fraction: float
+    max_batch_tokens: int
+    max_num_seqs: int
+    device: str  # "cuda" or "cpu"
+    dtype: str = "auto"
+    enforce_eager: bool = False
+
+
+def detect_device() -> str:
+    try:
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    except ImportError:  # pragma: no cover - torch comes with vllm
+        return "cpu"

@@ -1,0 +1,30 @@
+"""Which backend a replica runs: vLLM in this process, an engine in a worker process, or the null engine."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from embedtext.server.engine.base import Backend, EngineSettings
+from embedtext.server.models import ModelSpec
+
+
+def make_backend(spec: ModelSpec, settings: EngineSettings, *, engine: str, own_process: bool, name: str) -> Backend:
+    """A new, not yet started backend (``engine``: "vllm" or "null")."""
+    if own_process:
+        from embedtext.server.engine.process_backend import EngineProcessBackend
+
+        return EngineProcessBackend(spec, settings, name=name, engine=engine)
+    if engine == "null":
+        from embedtext.server.engine.null_backend import NullBackend
+
+        return NullBackend(spec, name=name)
+    from embedtext.server.engine.vllm_backend import VllmBackend
+
+    return VllmBackend(spec, settings, name=name)
+
+
+def backend_factory(
+    spec: ModelSpec, settings: EngineSettings, *, engine: str, own_process: bool
+) -> Callable[[int], Backend]:
+    """Replica index -> a new backend named ``model/index``."""
+    return lambda index: make_backend(spec, settings, engine=engine, own_process=own_process, name=f"{spec.name}/{index}")

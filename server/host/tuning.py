@@ -1,0 +1,31 @@
+"""The environment every engine process of this server starts with, and the log lines saying why."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+from embedtext.server.host.allocator import engine_allocator
+from embedtext.server.host.cpu_threads import cpu_engine_env, usable_cores
+
+
+@dataclass(frozen=True)
+class HostTuning:
+    env: dict[str, str]  # variables to add to the engines' environment
+    notes: tuple[tuple[int, str], ...] = ()  # (logging level, message) for the server's log
+
+    def log_to(self, logger: logging.Logger) -> None:
+        for level, message in self.notes:
+            logger.log(level, "%s", message)
+
+
+def host_tuning(device: str, engine: str = "vllm") -> HostTuning:
+    """Threads and allocator for vLLM-CPU engines; nothing for a GPU or the null engine."""
+    if device != "cpu" or engine != "vllm":
+        return HostTuning({})
+    threads = cpu_engine_env()
+    allocator = engine_allocator()
+    notes = [(logging.WARNING if allocator.missing else logging.INFO, allocator.message)]
+    if threads:
+        notes.insert(0, (logging.INFO, f"vLLM-CPU on {usable_cores()} cores: {threads} (the model gets every core)"))
+    return HostTuning({**threads, **allocator.env}, tuple(notes))
