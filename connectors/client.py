@@ -122,6 +122,8 @@ class Client:
 
     def _call(self, batch: SubBatch, deadline: float | None) -> pb.EmbedResponse:
         for attempt in self._core.attempts(batch, deadline):
+            if attempt.delay_s:
+                time.sleep(attempt.delay_s)  # backoff: the server was overloaded
             with attempt as endpoint:
                 try:
                     return endpoint.embed(batch.request, **attempt.call_options)
@@ -212,6 +214,8 @@ class AsyncClient:
     async def _call(self, batch: SubBatch, deadline: float | None) -> pb.EmbedResponse:
         async with self._slots:
             for attempt in self._core.attempts(batch, deadline):
+                if attempt.delay_s:
+                    await asyncio.sleep(attempt.delay_s)  # backoff: the server was overloaded
                 with attempt as endpoint:
                     try:
                         return await endpoint.embed(batch.request, **attempt.call_options)

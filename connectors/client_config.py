@@ -28,6 +28,14 @@ REPLY_DTYPES = {
 }
 
 
+LATENCY_CLASSES = {"interactive": pb.LATENCY_CLASS_INTERACTIVE, "bulk": pb.LATENCY_CLASS_BULK}
+
+
+def check_latency_class(value: str | None) -> None:
+    if value is not None and value not in LATENCY_CLASSES:
+        raise ValueError(f"latency_class must be 'interactive', 'bulk' or None, not {value!r}")
+
+
 @dataclass(frozen=True)
 class ClientConfig:
     """How a client talks to its servers.
@@ -43,6 +51,9 @@ class ClientConfig:
             :class:`~embedtext.connectors.security.TLSConfig` (with a client certificate for mutual TLS).
         reply_dtype: ``"float32"`` (raw bytes, zero copy), ``"float16"`` (half the bytes) or
             ``"float32-repeated"`` (protobuf repeated float; slow, for comparison).
+        latency_class: ``"interactive"`` (served ahead of bulk work), ``"bulk"`` (throughput,
+            shared fairly among callers), or None: interactive for calls of at most
+            ``embedtext.protocol.INTERACTIVE_MAX_ROWS`` rows, bulk for larger ones.
     """
 
     timeout: float | None = 300.0
@@ -52,6 +63,7 @@ class ClientConfig:
     token: str | None = field(default=None, repr=False)
     tls: TLSConfig | bool | str | None = None
     reply_dtype: str = "float32"
+    latency_class: str | None = None
 
     def __post_init__(self) -> None:
         if self.max_batch_rows < 1 or self.max_in_flight < 1:
@@ -60,6 +72,7 @@ class ClientConfig:
             raise ValueError("timeout must be positive (or None for no deadline)")
         if self.reply_dtype not in REPLY_DTYPES:
             raise ValueError(f"reply_dtype must be one of {', '.join(REPLY_DTYPES)}")
+        check_latency_class(self.latency_class)
 
     @property
     def output_dtype(self) -> int:

@@ -10,6 +10,8 @@ and how the replies become one array. :class:`~embedtext.connectors.client.Clien
 
 from __future__ import annotations
 
+import random
+import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -20,7 +22,7 @@ import grpc
 import numpy as np
 import pyarrow as pa
 
-from embedtext.connectors.client_config import ClientConfig
+from embedtext.connectors.client_config import LATENCY_CLASSES, ClientConfig, check_latency_class
 from embedtext.connectors.endpoints import Endpoint, EndpointSet, channel_options, embed_method, normalize_targets
 from embedtext.connectors.requests import (
     RequestOptions,
@@ -34,6 +36,7 @@ from embedtext.connectors.requests import (
 )
 from embedtext.connectors.security import ChannelSecurity
 from embedtext.connectors.server_info import ServerInfo
+from embedtext.protocol import INTERACTIVE_MAX_ROWS, RETRY_PUSHBACK_KEY
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import DeadlineExceededError, EmbedTextError, from_rpc_error
@@ -55,6 +58,8 @@ class EmbedOptions(TypedDict, total=False):
         truncate: cut texts to the model's max tokens (else a long row is an InvalidInputError).
         timeout: deadline in seconds for the whole call (default: the client's ``timeout``).
         on_rows: called with n as each sub-batch of n rows is answered (progress bars).
+        latency_class: ``"interactive"`` or ``"bulk"`` (default: the client's ``latency_class``;
+            if that is None, interactive for at most ``INTERACTIVE_MAX_ROWS`` rows).
     """
 
     model: str | None
@@ -63,6 +68,7 @@ class EmbedOptions(TypedDict, total=False):
     truncate: bool
     timeout: float | None
     on_rows: Callable[[int], None] | None
+    latency_class: Literal["interactive", "bulk"] | None
 
 
 _REQUEST_KEYS = ("model", "dimensions", "normalize", "truncate")
@@ -93,19 +99,24 @@ class EmbedJob:
 
 
 class Attempt:
-    """One try of a sub-batch: a context manager that leases an endpoint for the try's rows."""
+    """One try of a sub-batch: a context manager that leases an endpoint for the try's rows.
 
-    def __init__(self, plan: CallPlan, number: int, timeout: float | None) -> None:
+    The driver first waits ``delay_s`` (the backoff after an overloaded server), then calls.
+    """
+
+    def __init__(self, plan: CallPlan, number: int, timeout: float | None, delay_s: float, reconnect: bool) -> None:
         self.plan = plan
         self.number = number
         self.timeout = timeout
+        self.delay_s = delay_s
+        self.reconnect = reconnect
         self._lease = None
         self.endpoint: Endpoint | None = None
 
     @property
     def call_options(self) -> dict[str, Any]:
         # After UNAVAILABLE, wait for the channel to reconnect instead of failing at once.
-        return {"timeout": self.timeout, "metadata": self.plan.metadata, "wait_for_ready": self.number > 0}
+        return {"timeout": self.timeout, "metadata": self.plan.metadata, "wait_for_ready": self.reconnect}
 
     def __enter__(self) -> Endpoint:
         self._lease = self.plan.endpoints.lease(self.plan.rows, self.plan.avoid)
@@ -121,14 +132,21 @@ class Attempt:
 
 
 class CallPlan:
-    """The tries of one sub-batch.
+    """The tries of one sub-batch. Embedding is idempotent, so a call that did not succeed may
+    be sent again, always inside the caller's deadline:
 
-    UNAVAILABLE means the call did not run to completion; embedding is idempotent, so it is
-    retried once, on another endpoint if there is one, inside the caller's deadline. Every other
-    failure is raised at once as its typed error.
+    * UNAVAILABLE (the call did not run to completion): once more, on another endpoint if there is one;
+    * RESOURCE_EXHAUSTED from a busy server (its queue is full, or its concurrent-call bound):
+      again and again, after jittered exponential backoff that waits at least the server's
+      ``grpc-retry-pushback-ms``, until the deadline leaves too little for the next wait.
+
+    gRPC's own retry policy stops at 5 attempts, too few to ride out a long bulk job, so the
+    backoff is here. Every other failure is raised at once as its typed error.
     """
 
-    TRIES = 2
+    BACKOFF_BASE_S = 0.05
+    BACKOFF_MAX_S = 2.0
+    NO_DEADLINE_OVERLOAD_S = 300.0  # without a deadline, how long an overloaded server is retried
 
     def __init__(self, endpoints: EndpointSet, rows: int, deadline: float | None, metadata) -> None:
         self.endpoints = endpoints
@@ -137,31 +155,86 @@ class CallPlan:
         self.metadata = metadata
         self.avoid: list[Endpoint] = []
         self.first: grpc.RpcError | None = None
+        self.overloaded = 0  # RESOURCE_EXHAUSTED answers so far
+        self.started = time.monotonic()
+        self._delay_s = 0.0
+        self._reconnect = False
 
     def __iter__(self) -> Iterator[Attempt]:
-        for number in range(self.TRIES):
-            yield Attempt(self, number, self._timeout(number))
+        number = 0
+        while True:
+            delay, self._delay_s = self._delay_s, 0.0
+            yield Attempt(self, number, self._timeout(delay), delay, self._reconnect)
+            number += 1
 
-    def _timeout(self, number: int) -> float | None:
+    def _timeout(self, delay: float) -> float | None:
         remaining = remaining_s(self.deadline, self.endpoints.pick(self.avoid).target)
-        if number == 0:
+        if remaining is not None:
+            remaining = max(remaining - delay, 1e-3)
+        if not self._reconnect:
             return remaining
         return RECONNECT_WAIT_S if remaining is None else min(remaining, RECONNECT_WAIT_S)
 
     def failed(self, attempt: Attempt, error: grpc.RpcError) -> None:
         endpoint = attempt.endpoint
-        if error.code() == grpc.StatusCode.UNAVAILABLE and attempt.number < self.TRIES - 1:
+        code = error.code()
+        if code == grpc.StatusCode.UNAVAILABLE and self.first is None:
             self.first = error
+            self._reconnect = True
             endpoint.failures += 1
             self.avoid.append(endpoint)
             return
-        if self.first is not None and error.code() == grpc.StatusCode.DEADLINE_EXCEEDED:
+        if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _busy(error):
+            self._back_off(attempt, error)
+            return
+        if self.first is not None and code == grpc.StatusCode.DEADLINE_EXCEEDED and attempt.reconnect:
             # The retry waited for a server that never came back: the cause is the first
             # failure (UNAVAILABLE), not the deadline.
             typed = from_rpc_error(self.first, target=endpoint.target)
             typed.message += f" (waited {attempt.timeout:.1f}s for it to come back)"
             raise typed from None
         raise from_rpc_error(error, target=endpoint.target) from None
+
+    def _back_off(self, attempt: Attempt, error: grpc.RpcError) -> None:
+        """Plan the wait before the next try, or raise if the deadline leaves no room for it."""
+        endpoint = attempt.endpoint
+        pushback = _pushback_s(error)
+        backoff = min(self.BACKOFF_MAX_S, self.BACKOFF_BASE_S * 2**self.overloaded)
+        # Jitter: callers refused together do not all come back together.
+        delay = max(pushback or 0.0, backoff) * random.uniform(1.0, 1.5)
+        now = time.monotonic()
+        left = (self.deadline if self.deadline is not None else self.started + self.NO_DEADLINE_OVERLOAD_S) - now
+        if delay >= left:
+            typed = from_rpc_error(error, target=endpoint.target)
+            typed.message += (
+                f" (still overloaded after {self.overloaded + 1} tries over {now - self.started:.1f}s; "
+                f"the deadline leaves {max(left, 0.0):.1f}s, less than the next wait of {delay:.1f}s)"
+            )
+            raise typed from None
+        self.overloaded += 1
+        self._reconnect = False
+        self._delay_s = delay
+        if len(self.endpoints.endpoints) > 1 and endpoint not in self.avoid:
+            self.avoid.append(endpoint)  # try a less busy server next, if there is one
+
+
+def _pushback_s(error: grpc.RpcError) -> float | None:
+    """The server's ``grpc-retry-pushback-ms`` trailer, in seconds (None: absent or unreadable)."""
+    trailers = error.trailing_metadata() if callable(getattr(error, "trailing_metadata", None)) else None
+    for key, value in trailers or ():
+        if key == RETRY_PUSHBACK_KEY:
+            try:
+                return max(0.0, int(value) / 1000.0)
+            except ValueError:
+                return None
+    return None
+
+
+def _busy(error: grpc.RpcError) -> bool:
+    """RESOURCE_EXHAUSTED because the server was busy (worth a retry), not because the message
+    was too large (the same code, which no retry can fix)."""
+    details = (error.details() if callable(getattr(error, "details", None)) else "") or ""
+    return _pushback_s(error) is not None or "concurrent rpc limit" in details.lower()
 
 
 def remaining_s(deadline: float | None, target: str) -> float | None:
@@ -232,6 +305,8 @@ class ClientCore:
                 [Endpoint(t, c, pb_grpc.EmbeddingStub(c), embed_method(c)) for t, c in channels.items()]
             )
         self.info: ServerInfo | None = None
+        # Random, one per client: the server shares bulk throughput fairly among callers.
+        self.caller = secrets.token_hex(8)
 
     def deadline(self, timeout: float | None) -> float | None:
         t = self.config.timeout if timeout is None else timeout
@@ -242,9 +317,17 @@ class ClientCore:
         if unknown:
             raise TypeError(f"unexpected keyword argument(s): {', '.join(sorted(unknown))}")
         request_options = RequestOptions(
-            **{k: options[k] for k in _REQUEST_KEYS if k in options}, output_dtype=self.config.output_dtype
+            **{k: options[k] for k in _REQUEST_KEYS if k in options},
+            output_dtype=self.config.output_dtype,
+            caller=self.caller,
         )
         rows, batches = planner(data, request_options, self.config.max_batch_rows)
+        latency_class = options.get("latency_class") or self.config.latency_class
+        check_latency_class(latency_class)
+        if latency_class is None:
+            latency_class = "interactive" if rows <= INTERACTIVE_MAX_ROWS else "bulk"
+        for batch in batches:
+            batch.request.latency_class = LATENCY_CLASSES[latency_class]
         deadline = self.deadline(options.get("timeout"))
         return EmbedJob(rows, batches, request_options, output, deadline, options.get("on_rows"))
 

@@ -34,7 +34,7 @@ class EmbedBatchWorker:
 
     def __init__(self, spec: IndexSpec) -> None:
         self.spec = spec
-        self.client = Client(spec.target, max_batch_rows=512)
+        self.client = Client(spec.target, max_batch_rows=512, latency_class="bulk")  # never ahead of queries
         self.embed = BatchEmbedder(self.client, spec, log=lambda line: print(line, file=sys.stderr))
 
     def __call__(self, batch: pa.Table) -> pa.Table:

@@ -28,6 +28,7 @@ class RequestOptions:
     truncate: bool = True
     # OUTPUT_DTYPE_FLOAT32 (raw bytes), _FLOAT16 (half the bytes) or _FLOAT32_REPEATED (slow).
     output_dtype: int = pb.OUTPUT_DTYPE_FLOAT32
+    caller: str = ""  # the client's id: its bulk requests share one fair share on the server
 
     def apply(self, request: pb.EmbedRequest) -> pb.EmbedRequest:
         if self.model:
@@ -40,6 +41,7 @@ class RequestOptions:
             request.normalize = self.normalize
         request.truncation = pb.TRUNCATION_END if self.truncate else pb.TRUNCATION_NONE
         request.output_dtype = self.output_dtype
+        request.caller = self.caller
         return request
 
 

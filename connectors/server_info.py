@@ -18,6 +18,10 @@ class ModelInfo:
     normalize_default: bool
     pooling: str
     replicas: int
+    # The queue when Info answered: rows waiting per latency class, bulk callers waiting.
+    queued_interactive_rows: int = 0
+    queued_bulk_rows: int = 0
+    waiting_bulk_callers: int = 0
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -60,6 +64,9 @@ class ServerInfo:
                     normalize_default=m.normalize_default,
                     pooling=m.pooling,
                     replicas=m.replicas,
+                    queued_interactive_rows=m.queued_interactive_rows,
+                    queued_bulk_rows=m.queued_bulk_rows,
+                    waiting_bulk_callers=m.waiting_bulk_callers,
                 )
                 for m in r.models
             ),

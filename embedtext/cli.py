@@ -41,6 +41,10 @@ def info(target: str) -> None:
             f"normalized {m.normalize_default}, replicas {m.replicas}"
             + (f", aliases {', '.join(m.aliases)}" if m.aliases else "")
         )
+        click.echo(
+            f"    queue: {m.queued_interactive_rows} interactive rows, {m.queued_bulk_rows} bulk rows "
+            f"from {m.waiting_bulk_callers} caller(s)"
+        )
 
 
 @main.command()

@@ -19,6 +19,12 @@ class OutputDtype(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
     OUTPUT_DTYPE_FLOAT32: _ClassVar[OutputDtype]
     OUTPUT_DTYPE_FLOAT16: _ClassVar[OutputDtype]
     OUTPUT_DTYPE_FLOAT32_REPEATED: _ClassVar[OutputDtype]
+
+class LatencyClass(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    LATENCY_CLASS_UNSPECIFIED: _ClassVar[LatencyClass]
+    LATENCY_CLASS_INTERACTIVE: _ClassVar[LatencyClass]
+    LATENCY_CLASS_BULK: _ClassVar[LatencyClass]
 TRUNCATION_UNSPECIFIED: Truncation
 TRUNCATION_END: Truncation
 TRUNCATION_NONE: Truncation
@@ -26,6 +32,9 @@ OUTPUT_DTYPE_UNSPECIFIED: OutputDtype
 OUTPUT_DTYPE_FLOAT32: OutputDtype
 OUTPUT_DTYPE_FLOAT16: OutputDtype
 OUTPUT_DTYPE_FLOAT32_REPEATED: OutputDtype
+LATENCY_CLASS_UNSPECIFIED: LatencyClass
+LATENCY_CLASS_INTERACTIVE: LatencyClass
+LATENCY_CLASS_BULK: LatencyClass
 
 class PackedTexts(_message.Message):
     __slots__ = ("data_utf8", "offsets_i32le")
@@ -50,7 +59,7 @@ class PackedTokenIds(_message.Message):
     def __init__(self, ids_i32le: _Optional[bytes] = ..., offsets_i32le: _Optional[bytes] = ...) -> None: ...
 
 class EmbedRequest(_message.Message):
-    __slots__ = ("model", "packed_texts", "texts", "token_ids", "dimensions", "normalize", "truncation", "output_dtype", "request_id")
+    __slots__ = ("model", "packed_texts", "texts", "token_ids", "dimensions", "normalize", "truncation", "output_dtype", "request_id", "latency_class", "caller")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PACKED_TEXTS_FIELD_NUMBER: _ClassVar[int]
     TEXTS_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +69,8 @@ class EmbedRequest(_message.Message):
     TRUNCATION_FIELD_NUMBER: _ClassVar[int]
     OUTPUT_DTYPE_FIELD_NUMBER: _ClassVar[int]
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_CLASS_FIELD_NUMBER: _ClassVar[int]
+    CALLER_FIELD_NUMBER: _ClassVar[int]
     model: str
     packed_texts: PackedTexts
     texts: TextList
@@ -69,7 +80,9 @@ class EmbedRequest(_message.Message):
     truncation: Truncation
     output_dtype: OutputDtype
     request_id: int
-    def __init__(self, model: _Optional[str] = ..., packed_texts: _Optional[_Union[PackedTexts, _Mapping]] = ..., texts: _Optional[_Union[TextList, _Mapping]] = ..., token_ids: _Optional[_Union[PackedTokenIds, _Mapping]] = ..., dimensions: _Optional[int] = ..., normalize: _Optional[bool] = ..., truncation: _Optional[_Union[Truncation, str]] = ..., output_dtype: _Optional[_Union[OutputDtype, str]] = ..., request_id: _Optional[int] = ...) -> None: ...
+    latency_class: LatencyClass
+    caller: str
+    def __init__(self, model: _Optional[str] = ..., packed_texts: _Optional[_Union[PackedTexts, _Mapping]] = ..., texts: _Optional[_Union[TextList, _Mapping]] = ..., token_ids: _Optional[_Union[PackedTokenIds, _Mapping]] = ..., dimensions: _Optional[int] = ..., normalize: _Optional[bool] = ..., truncation: _Optional[_Union[Truncation, str]] = ..., output_dtype: _Optional[_Union[OutputDtype, str]] = ..., request_id: _Optional[int] = ..., latency_class: _Optional[_Union[LatencyClass, str]] = ..., caller: _Optional[str] = ...) -> None: ...
 
 class EmbedResponse(_message.Message):
     __slots__ = ("request_id", "model", "count", "dim", "dtype", "embeddings_f32le", "embeddings_f16le", "token_counts_i32le", "queue_time_ns", "inference_time_ns", "embeddings_f32")
@@ -120,7 +133,7 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "aliases", "dim", "max_tokens", "matryoshka_dimensions", "normalize_default", "pooling", "replicas")
+    __slots__ = ("name", "aliases", "dim", "max_tokens", "matryoshka_dimensions", "normalize_default", "pooling", "replicas", "queued_interactive_rows", "queued_bulk_rows", "waiting_bulk_callers")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ALIASES_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
@@ -129,6 +142,9 @@ class ModelInfo(_message.Message):
     NORMALIZE_DEFAULT_FIELD_NUMBER: _ClassVar[int]
     POOLING_FIELD_NUMBER: _ClassVar[int]
     REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_INTERACTIVE_ROWS_FIELD_NUMBER: _ClassVar[int]
+    QUEUED_BULK_ROWS_FIELD_NUMBER: _ClassVar[int]
+    WAITING_BULK_CALLERS_FIELD_NUMBER: _ClassVar[int]
     name: str
     aliases: _containers.RepeatedScalarFieldContainer[str]
     dim: int
@@ -137,7 +153,10 @@ class ModelInfo(_message.Message):
     normalize_default: bool
     pooling: str
     replicas: int
-    def __init__(self, name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., dim: _Optional[int] = ..., max_tokens: _Optional[int] = ..., matryoshka_dimensions: _Optional[_Iterable[int]] = ..., normalize_default: _Optional[bool] = ..., pooling: _Optional[str] = ..., replicas: _Optional[int] = ...) -> None: ...
+    queued_interactive_rows: int
+    queued_bulk_rows: int
+    waiting_bulk_callers: int
+    def __init__(self, name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., dim: _Optional[int] = ..., max_tokens: _Optional[int] = ..., matryoshka_dimensions: _Optional[_Iterable[int]] = ..., normalize_default: _Optional[bool] = ..., pooling: _Optional[str] = ..., replicas: _Optional[int] = ..., queued_interactive_rows: _Optional[int] = ..., queued_bulk_rows: _Optional[int] = ..., waiting_bulk_callers: _Optional[int] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
     __slots__ = ("protocol_version", "server_version", "default_model", "models", "max_batch_rows", "max_message_bytes")

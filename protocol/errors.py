@@ -39,9 +39,17 @@ class ModelNotFoundError(EmbedTextError, LookupError):
 
 
 class OverloadedError(EmbedTextError):
-    """The server's queue is full; back off and retry later."""
+    """The server's queue is full; back off and retry later.
+
+    ``retry_after_s``: when the server expects room (sent as the ``grpc-retry-pushback-ms``
+    trailer); the clients wait that long, with jitter, before they retry within their deadline.
+    """
 
     code = grpc.StatusCode.RESOURCE_EXHAUSTED
+
+    def __init__(self, message: str, *, target: str | None = None, retry_after_s: float | None = None) -> None:
+        super().__init__(message, target=target)
+        self.retry_after_s = retry_after_s
 
 
 class UnavailableError(EmbedTextError, ConnectionError):

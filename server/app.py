@@ -78,6 +78,7 @@ def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRu
             device=device,
             dtype=dtype,
             enforce_eager=config.enforce_eager,
+            priority_scheduling=config.scheduling == "classes",
         )
         runtimes.append(ModelRuntime(
             spec, config, metrics,

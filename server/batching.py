@@ -8,6 +8,11 @@ rows that pile up while the engines are busy make the next batch anyway). A batc
 of several jobs; each job gets its own slice of the raw pooled vectors back (the runtime then
 applies each request's options: server/vectors.py).
 
+With latency classes on (the default), interactive rows are taken first and never wait for a
+fuller batch; bulk rows are shared fairly among callers: start-time fair queuing on tokens, so a
+caller's share does not depend on how many rows it queued or when. With ``classes=False`` the
+queue is one FIFO (what it was before the classes; ``--scheduling fifo``).
+
 The queue is bounded in rows: a job that does not fit is refused with
 :class:`~embedtext.protocol.errors.OverloadedError` (RESOURCE_EXHAUSTED) instead of waiting.
 """
@@ -24,6 +29,10 @@ import numpy as np
 
 from embedtext.protocol.errors import EmbedTextError, OverloadedError
 
+# Without room on any replica, the queue looks again this often even if nothing wakes it
+# (a replica that comes back after a restart does not).
+_NO_ROOM_RECHECK_S = 0.25
+
 
 @dataclass(eq=False)
 class EmbedJob:
@@ -31,6 +40,8 @@ class EmbedJob:
 
     rows: list[list[int]]
     future: asyncio.Future
+    interactive: bool = False
+    caller: str = ""  # bulk jobs of one caller share one fair share
     deadline: float | None = None  # time.monotonic() seconds
     enqueued_at: float = field(default_factory=time.monotonic)
     started_at: float | None = None  # when its first batch reached an engine
@@ -73,6 +84,11 @@ class Batch:
     parts: list[_Part]
     tokens: int
     created_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def interactive_rows(self) -> int:
+        """Rows of interactive jobs; they come first in ``rows`` (the engine schedules them first)."""
+        return sum(p.stop - p.start for p in self.parts if p.job.interactive)
 
     @property
     def rows(self) -> list[list[int]]:
@@ -125,6 +141,7 @@ class BatchQueue:
         max_batch_rows: int,
         max_batch_delay_s: float,
         max_queued_rows: int,
+        classes: bool = True,
     ) -> None:
         if max_batch_tokens <= 0 or max_batch_rows <= 0 or max_queued_rows <= 0:
             raise ValueError("batch and queue bounds must be positive")
@@ -132,14 +149,31 @@ class BatchQueue:
         self.max_batch_rows = max_batch_rows
         self.max_batch_delay_s = max_batch_delay_s
         self.max_queued_rows = max_queued_rows
-        self._parts: deque[_Part] = deque()
+        self.classes = classes
+        self._interactive: deque[_Part] = deque()
+        self._bulk: dict[str, deque[_Part]] = {}  # caller -> its parts, in arrival order
+        self._served: dict[str, float] = {}  # caller -> tokens taken (start-time fair queuing)
+        self._clock = 0.0  # the served count of the caller taken last: where a new caller starts
         self._queued_rows = 0
         self._queued_tokens = 0
+        self._queued_interactive_rows = 0
         self._arrived = asyncio.Event()
 
     @property
     def queued_rows(self) -> int:
         return self._queued_rows
+
+    @property
+    def queued_tokens(self) -> int:
+        return self._queued_tokens
+
+    @property
+    def queued_interactive_rows(self) -> int:
+        return self._queued_interactive_rows
+
+    @property
+    def waiting_bulk_callers(self) -> int:
+        return len(self._bulk)
 
     def check_room(self, rows: int) -> None:
         """Raise OverloadedError (RESOURCE_EXHAUSTED) if ``rows`` more would not fit."""
@@ -153,6 +187,8 @@ class BatchQueue:
         """Queue a job's rows, cut into parts that each fit one batch."""
         n = len(job.rows)
         self.check_room(n)
+        if not self.classes:
+            job.interactive, job.caller = False, ""
         start, tokens = 0, 0
         parts: list[_Part] = []
         for i, ids in enumerate(job.rows):
@@ -164,7 +200,14 @@ class BatchQueue:
         if n:
             parts.append(_Part(job, start, n, tokens))
         job._pending_parts = len(parts)
-        self._parts.extend(parts)
+        if job.interactive:
+            self._interactive.extend(parts)
+            self._queued_interactive_rows += n
+        else:
+            if job.caller not in self._bulk:
+                self._bulk[job.caller] = deque()
+                self._served[job.caller] = self._clock  # no credit for the time it was away
+            self._bulk[job.caller].extend(parts)
         self._queued_rows += n
         self._queued_tokens += sum(p.tokens for p in parts)
         self._arrived.set()
@@ -173,54 +216,89 @@ class BatchQueue:
         """Make a waiting ``next_batch`` check its closing conditions again (an engine went idle)."""
         self._arrived.set()
 
-    def _pop(self) -> _Part:
-        part = self._parts.popleft()
-        self._queued_rows -= part.stop - part.start
+    def _next_queue(self) -> deque[_Part] | None:
+        """Where the next part comes from: interactive first, then the bulk caller served least."""
+        if self._interactive:
+            return self._interactive
+        if not self._bulk:
+            return None
+        caller = min(self._bulk, key=self._served.__getitem__)
+        return self._bulk[caller]
+
+    def _pop(self, queue: deque[_Part]) -> _Part:
+        part = queue.popleft()
+        n = part.stop - part.start
+        self._queued_rows -= n
         self._queued_tokens -= part.tokens
+        if part.job.interactive:
+            self._queued_interactive_rows -= n
+        else:
+            caller = part.job.caller
+            self._clock = self._served[caller]
+            self._served[caller] += part.tokens
+            if not queue:
+                del self._bulk[caller], self._served[caller]
         return part
 
     def _drop_finished(self) -> None:
-        while self._parts and self._parts[0].job.done:
-            self._pop()
+        for queue in (self._interactive, *list(self._bulk.values())):
+            while queue and queue[0].job.done:
+                self._pop(queue)
+
+    def _oldest_enqueued_at(self) -> float:
+        heads = [q[0] for q in (self._interactive, *self._bulk.values()) if q]
+        return min(p.job.enqueued_at for p in heads)
 
     def _full(self) -> bool:
         return self._queued_tokens >= self.max_batch_tokens or self._queued_rows >= self.max_batch_rows
 
-    async def next_batch(self, engine_idle: Callable[[], bool] | None = None) -> Batch:
+    async def next_batch(
+        self, engine_idle: Callable[[], bool] | None = None, room: Callable[[bool], bool] | None = None
+    ) -> Batch:
         """Wait for rows, then close a batch at the token budget or after the max delay, or at
-        once while ``engine_idle()`` says an engine has nothing to do."""
+        once while ``engine_idle()`` says an engine has nothing to do or interactive rows wait.
+
+        ``room(interactive)`` says whether a replica could take the batch now; without room the
+        rows keep waiting (and piling up into a fuller batch)."""
         while True:
             self._drop_finished()
-            if not self._parts:
+            if not self._queued_rows:
                 self._arrived.clear()
                 await self._arrived.wait()
                 continue
-            wait = self._parts[0].job.enqueued_at + self.max_batch_delay_s - time.monotonic()
-            if wait > 0 and not self._full() and not (engine_idle is not None and engine_idle()):
-                self._arrived.clear()
-                try:
-                    await asyncio.wait_for(self._arrived.wait(), wait)
-                except TimeoutError:
-                    pass
+            interactive = bool(self._interactive)
+            if room is not None and not room(interactive):
+                await self._wait(_NO_ROOM_RECHECK_S)
+                continue
+            wait = self._oldest_enqueued_at() + self.max_batch_delay_s - time.monotonic()
+            if wait > 0 and not interactive and not self._full() and not (engine_idle is not None and engine_idle()):
+                await self._wait(wait)
                 continue
             return self._take()
+
+    async def _wait(self, timeout: float) -> None:
+        self._arrived.clear()
+        try:
+            await asyncio.wait_for(self._arrived.wait(), timeout)
+        except TimeoutError:
+            pass
 
     def _take(self) -> Batch:
         parts: list[_Part] = []
         tokens = rows = 0
-        while self._parts:
-            head = self._parts[0]
+        while (queue := self._next_queue()) is not None:
+            head = queue[0]
             if head.job.done:
-                self._pop()
+                self._pop(queue)
                 continue
             n = head.stop - head.start
             if parts and (tokens + head.tokens > self.max_batch_tokens or rows + n > self.max_batch_rows):
                 break
-            parts.append(self._pop())
+            parts.append(self._pop(queue))
             tokens += head.tokens
             rows += n
         return Batch(parts, tokens)
 
     def fail_all(self, error: BaseException) -> None:
-        while self._parts:
-            self._pop().job.fail(error)
+        while (queue := self._next_queue()) is not None:
+            self._pop(queue).job.fail(error)

@@ -40,6 +40,13 @@ from embedtext.server.config import ServerConfig
     "instead of waiting up to --max-batch-delay-ms for more rows (lower latency at light load; busy replicas still get full batches).",
 )
 @click.option("--max-batches-per-replica", type=click.IntRange(1), default=2, help="Batches in flight per engine.")
+@click.option(
+    "--scheduling",
+    type=click.Choice(["classes", "fifo"]),
+    default="classes",
+    help="classes: interactive requests (small ones, or marked) go first in the queue, in a spare engine slot and in "
+    "vLLM's scheduler, and bulk callers share the rest fairly; fifo: one queue in arrival order.",
+)
 @click.option("--max-queued-rows", type=click.IntRange(1), default=65536, help="Queue bound per model; beyond it RESOURCE_EXHAUSTED.")
 @click.option("--max-request-rows", type=click.IntRange(1), default=16384, help="Rows per request at most.")
 @click.option("--max-concurrent-rpcs", type=click.IntRange(1), default=4096, help="Calls handled at once; beyond it RESOURCE_EXHAUSTED.")

@@ -33,6 +33,9 @@ class ServerConfig:
     max_batch_delay_ms: float = 2.0
     idle_dispatch: bool = True
     max_batches_per_replica: int = 2
+    # "classes": interactive rows first (queue, a spare engine slot, the engine's own scheduler),
+    # bulk rows shared fairly among callers; "fifo": one queue in arrival order.
+    scheduling: str = "classes"
     # Bounds: rows waiting per model, rows per request, bytes per message (both ways).
     max_queued_rows: int = 65536
     max_request_rows: int = 16384
@@ -65,6 +68,8 @@ class ServerConfig:
             raise ValueError(f"--engine must be vllm or null, not {self.engine!r}")
         if self.replica_processes not in ("auto", "on", "off"):
             raise ValueError(f"--replica-processes must be auto, on or off, not {self.replica_processes!r}")
+        if self.scheduling not in ("classes", "fifo"):
+            raise ValueError(f"--scheduling must be classes or fifo, not {self.scheduling!r}")
         if self.word_cache not in ("auto", "on", "off"):
             raise ValueError(f"--word-cache must be auto, on or off, not {self.word_cache!r}")
         if self.replicas < 1:

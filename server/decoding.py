@@ -23,6 +23,8 @@ _OUTPUT_DTYPES = frozenset(
     (pb.OUTPUT_DTYPE_UNSPECIFIED, pb.OUTPUT_DTYPE_FLOAT32, pb.OUTPUT_DTYPE_FLOAT16, pb.OUTPUT_DTYPE_FLOAT32_REPEATED)
 )
 _TRUNCATIONS = frozenset((pb.TRUNCATION_UNSPECIFIED, pb.TRUNCATION_END, pb.TRUNCATION_NONE))
+_INTERACTIVE = {pb.LATENCY_CLASS_UNSPECIFIED: None, pb.LATENCY_CLASS_INTERACTIVE: True, pb.LATENCY_CLASS_BULK: False}
+MAX_CALLER_CHARS = 128  # the queue keeps one entry per waiting caller: names stay short
 
 
 @dataclass(frozen=True)
@@ -57,10 +59,16 @@ def decode_options(request: pb.EmbedRequest) -> EmbedOptions:
         raise InvalidInputError(f"unknown output_dtype {request.output_dtype}; expected one of {sorted(_OUTPUT_DTYPES)}")
     if request.truncation not in _TRUNCATIONS:
         raise InvalidInputError(f"unknown truncation {request.truncation}; expected one of {sorted(_TRUNCATIONS)}")
+    if request.latency_class not in _INTERACTIVE:
+        raise InvalidInputError(f"unknown latency_class {request.latency_class}; expected one of {sorted(_INTERACTIVE)}")
+    if len(request.caller) > MAX_CALLER_CHARS:
+        raise InvalidInputError(f"caller is {len(request.caller)} characters; at most {MAX_CALLER_CHARS}")
     return EmbedOptions(
         dimensions=request.dimensions,
         normalize=request.normalize if request.HasField("normalize") else None,
         truncate=request.truncation != pb.TRUNCATION_NONE,
+        interactive=_INTERACTIVE[request.latency_class],
+        caller=request.caller,
     )
 
 

@@ -59,6 +59,20 @@ class ServerMetrics:
         self.replica_restarts = Counter(
             "embedtext_replica_restarts", "Replica restarts after a failure", ["model", "replica"], registry=r
         )
+        # Per latency class (interactive, bulk): what each class of caller gets.
+        self.class_rows = Counter("embedtext_class_rows", "Rows embedded per latency class", ["model", "latency_class"], registry=r)
+        self.class_queue_time = Histogram(
+            "embedtext_class_queue_duration_seconds", "Time a request's rows wait for an engine, per latency class",
+            ["model", "latency_class"], buckets=_TIME_BUCKETS, registry=r,
+        )
+        self.class_latency = Histogram(
+            "embedtext_class_latency_seconds", "Queue and engine time per request, per latency class",
+            ["model", "latency_class"], buckets=_TIME_BUCKETS, registry=r,
+        )
+        self.queued_class_rows = Gauge(
+            "embedtext_queued_class_rows", "Rows waiting per latency class", ["model", "latency_class"], registry=r
+        )
+        self.refusals = Counter("embedtext_refusals", "Requests refused with RESOURCE_EXHAUSTED, by reason", ["model", "reason"], registry=r)
         self.retries = Counter("embedtext_batch_retries", "Batches retried on another replica", ["model"], registry=r)
 
     def serve_http(self, port: int, addr: str = "127.0.0.1") -> None:

@@ -10,3 +10,5 @@ class EmbedOptions:
     dimensions: int = 0  # 0 = the model's full dimension
     normalize: bool | None = None  # None = the model's default
     truncate: bool = True
+    interactive: bool | None = None  # None: by the request's size (protocol.INTERACTIVE_MAX_ROWS)
+    caller: str = ""  # whose fair share bulk rows count against ("": the servicer names the connection)

@@ -54,11 +54,16 @@ class LeastInFlightTokensPolicy:
         self._changed.set()
         self._changed = asyncio.Event()
 
-    def _has_room(self, replica: Replica) -> bool:
-        return replica.healthy and replica.inflight_batches < self.max_batches_per_replica
+    def _has_room(self, replica: Replica, extra: int = 0) -> bool:
+        return replica.healthy and replica.inflight_batches < self.max_batches_per_replica + extra
 
-    def pick(self, avoid: Collection[Replica] = ()) -> Replica | None:
-        candidates = [r for r in self.replicas if self._has_room(r)]
+    def has_room(self, extra: int = 0) -> bool:
+        """Some healthy replica could take one more batch (``extra``: slots beyond the bound,
+        which interactive batches may use so they do not wait behind bulk work)."""
+        return any(self._has_room(r, extra) for r in self.replicas)
+
+    def pick(self, avoid: Collection[Replica] = (), extra: int = 0) -> Replica | None:
+        candidates = [r for r in self.replicas if self._has_room(r, extra)]
         preferred = [r for r in candidates if r not in avoid]
         pool = preferred or ([] if any(r.healthy and r not in avoid for r in self.replicas) else candidates)
         if not pool:
@@ -74,15 +79,10 @@ class LeastInFlightTokensPolicy:
     def any_healthy(self) -> bool:
         return any(r.healthy for r in self.replicas)
 
-    async def wait_for_room(self) -> None:
-        """Return once some healthy replica could take another batch."""
-        while not any(self._has_room(r) for r in self.replicas):
-            await self._changed.wait()
-
     @asynccontextmanager
-    async def lease(self, cost: int, avoid: Collection[Replica] = ()) -> AsyncIterator[Replica]:
+    async def lease(self, cost: int, avoid: Collection[Replica] = (), extra: int = 0) -> AsyncIterator[Replica]:
         """Hold ``cost`` tokens on the chosen replica for the duration of the block."""
-        while (replica := self.pick(avoid)) is None:
+        while (replica := self.pick(avoid, extra)) is None:
             await self._changed.wait()
         replica.inflight_tokens += cost
         replica.inflight_batches += 1

@@ -16,11 +16,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from embedtext.protocol import INTERACTIVE_MAX_ROWS
 from embedtext.protocol.errors import (
     DeadlineExceededError,
     EmbedTextError,
     InternalError,
     InvalidInputError,
+    OverloadedError,
     UnavailableError,
 )
 from embedtext.server.batching import Batch, BatchQueue, EmbedJob
@@ -38,6 +40,36 @@ log = logging.getLogger(__name__)
 
 # How long a batch may wait for a healthy replica when its callers set no deadline.
 _NO_DEADLINE_WAIT_S = 300.0
+# Batches carrying interactive rows may run this many beyond --max-batches-per-replica.
+INTERACTIVE_EXTRA_SLOTS = 1
+
+
+def _class_name(interactive: bool) -> str:
+    return "interactive" if interactive else "bulk"
+
+
+class DrainRate:
+    """Rows/s the engines finish (moving average), to tell a refused caller when to come back."""
+
+    MIN_RETRY_S, MAX_RETRY_S, UNKNOWN_RETRY_S = 0.05, 5.0, 0.2
+
+    def __init__(self, smoothing: float = 0.2) -> None:
+        self.smoothing = smoothing
+        self.rows_per_s: float | None = None
+        self._last: float | None = None
+
+    def done(self, rows: int) -> None:
+        now = time.monotonic()
+        if self._last is not None and now > self._last:
+            rate = rows / (now - self._last)
+            self.rows_per_s = rate if self.rows_per_s is None else self.rows_per_s + self.smoothing * (rate - self.rows_per_s)
+        self._last = now
+
+    def seconds_for(self, rows: int) -> float:
+        """About how long until ``rows`` more rows have drained (clamped)."""
+        if not self.rows_per_s:
+            return self.UNKNOWN_RETRY_S
+        return min(self.MAX_RETRY_S, max(self.MIN_RETRY_S, rows / self.rows_per_s))
 
 
 @dataclass
@@ -72,12 +104,17 @@ class ModelRuntime:
             max_batch_rows=config.max_batch_rows,
             max_batch_delay_s=config.max_batch_delay_ms / 1000.0,
             max_queued_rows=config.max_queued_rows,
+            classes=config.scheduling == "classes",
         )
+        self.drain = DrainRate()
         self.router = LeastInFlightTokensPolicy.of_count(
             config.replicas, max_batches_per_replica=config.max_batches_per_replica
         )
         self.supervisor = ReplicaSupervisor(spec.name, self.router, backend_factory, metrics=metrics)
         metrics.queued_rows.labels(spec.name).set_function(lambda: self.queue.queued_rows)
+        queued = metrics.queued_class_rows
+        queued.labels(spec.name, "interactive").set_function(lambda: self.queue.queued_interactive_rows)
+        queued.labels(spec.name, "bulk").set_function(lambda: self.queue.queued_rows - self.queue.queued_interactive_rows)
         self.started = False
         self._tasks: set[asyncio.Task] = set()
         self._dispatcher: asyncio.Task | None = None
@@ -136,9 +173,18 @@ class ModelRuntime:
         if not self.started:
             raise UnavailableError(f"model {self.spec.name} is still starting; retry in a moment")
 
+    def _check_room(self, rows: int) -> None:
+        """Refuse what the queue cannot take, saying when it expects room (the clients back off)."""
+        try:
+            self.queue.check_room(rows)
+        except OverloadedError as exc:
+            exc.retry_after_s = self.drain.seconds_for(self.queue.queued_rows + rows - self.queue.max_queued_rows)
+            self.metrics.refusals.labels(self.spec.name, "queue_full").inc()
+            raise
+
     async def embed_texts(self, texts: list[str], options: EmbedOptions, deadline: float | None) -> EmbedResult:
         self._check(len(texts), options)
-        self.queue.check_room(len(texts))  # refuse before spending tokenizer time
+        self._check_room(len(texts))  # refuse before spending tokenizer time
         rows = await self.tokenizers.tokenize(texts, truncate=options.truncate)
         return await self._embed(rows, options, deadline)
 
@@ -151,11 +197,15 @@ class ModelRuntime:
 
     async def _embed(self, rows: list[list[int]], options: EmbedOptions, deadline: float | None) -> EmbedResult:
         normalize = self.spec.normalize if options.normalize is None else options.normalize
+        interactive = len(rows) <= INTERACTIVE_MAX_ROWS if options.interactive is None else options.interactive
         job = EmbedJob(
             rows=rows,
             future=asyncio.get_running_loop().create_future(),
+            interactive=interactive,
+            caller=options.caller,
             deadline=deadline,
         )
+        self._check_room(len(rows))
         self.queue.submit(job)
         try:
             pooled = await job.future
@@ -165,8 +215,12 @@ class ModelRuntime:
         embeddings = shape_vectors(pooled, options.dimensions, normalize)
         started = job.started_at or time.monotonic()
         counts = np.fromiter((len(r) for r in rows), dtype=np.int32, count=len(rows))
+        latency_class = _class_name(job.interactive)
         self.metrics.rows.labels(self.spec.name).inc(len(rows))
         self.metrics.tokens.labels(self.spec.name).inc(int(counts.sum()))
+        self.metrics.class_rows.labels(self.spec.name, latency_class).inc(len(rows))
+        self.metrics.class_queue_time.labels(self.spec.name, latency_class).observe(max(0.0, started - job.enqueued_at))
+        self.metrics.class_latency.labels(self.spec.name, latency_class).observe(time.monotonic() - job.enqueued_at)
         return EmbedResult(
             model=self.spec.name,
             embeddings=embeddings,
@@ -184,10 +238,14 @@ class ModelRuntime:
         # replica is busy pile up and make the next batch anyway. The tokenizer check keeps a
         # burst from being cut into a one-row batch and the rest (measured: bench/idle_dispatch.py).
         engine_idle = (lambda: policy.any_idle and not self.tokenizers.busy) if self.config.idle_dispatch else None
+
+        def room(interactive: bool) -> bool:
+            # Rows pile up in the queue (bigger batches) while every replica is busy; interactive
+            # rows may take one slot beyond the bound, so they never wait behind bulk batches.
+            return policy.has_room(INTERACTIVE_EXTRA_SLOTS if interactive else 0)
+
         while True:
-            # Wait for room first, so rows pile up in the queue (bigger batches) while busy.
-            await policy.wait_for_room()
-            batch = await self.queue.next_batch(engine_idle)
+            batch = await self.queue.next_batch(engine_idle, room)
             task = asyncio.create_task(self._run_batch(batch))
             self._tasks.add(task)
             task.add_done_callback(self._batch_done)
@@ -225,7 +283,8 @@ class ModelRuntime:
                 raise DeadlineExceededError("the deadline passed while the rows waited for a replica")
             try:
                 async with asyncio.timeout(wait):
-                    async with policy.lease(batch.tokens, avoid=tried) as replica:
+                    extra = INTERACTIVE_EXTRA_SLOTS if batch.interactive_rows else 0
+                    async with policy.lease(batch.tokens, avoid=tried, extra=extra) as replica:
                         await self._run_on(replica, batch)
                 return
             except TimeoutError:
@@ -258,7 +317,7 @@ class ModelRuntime:
         self.metrics.replica_batches.labels(self.spec.name, str(replica.index)).inc()
         # Stop the engine's work as soon as nobody waits for any row of the batch
         # (callers cancelled or past their deadline): cancelling vLLM's encode aborts it.
-        work = asyncio.ensure_future(replica.backend.embed(batch.rows))
+        work = asyncio.ensure_future(replica.backend.embed(batch.rows, batch.interactive_rows))
 
         def abandon_if_unwanted(_future: asyncio.Future) -> None:
             if not batch.live and not work.done():
@@ -280,6 +339,7 @@ class ModelRuntime:
             for part in batch.parts:
                 part.job.future.remove_done_callback(abandon_if_unwanted)
         elapsed = time.monotonic() - now
+        self.drain.done(batch.row_count)
         self.metrics.inference_time.labels(self.spec.name).observe(elapsed)
         for part in batch.parts:
             part.job.inference_s += elapsed

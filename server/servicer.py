@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 
 import grpc
 
-from embedtext.protocol import PROTOCOL_VERSION, codec
+from embedtext.protocol import PROTOCOL_VERSION, RETRY_PUSHBACK_KEY, codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import EmbedTextError, InternalError, ModelNotFoundError, to_status
@@ -55,12 +56,14 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
     # --- Embed ---------------------------------------------------------------------------
 
     async def _embed(
-        self, request: pb.EmbedRequest | MalformedRequest, time_remaining: float | None
+        self, request: pb.EmbedRequest | MalformedRequest, time_remaining: float | None, peer: str
     ) -> OutgoingReply | pb.EmbedResponse:
         if isinstance(request, MalformedRequest):
             raise request.error()
         runtime = self.runtime_for(request.model)
         options = decode_options(request)
+        if not options.caller:
+            options = dataclasses.replace(options, caller=peer)
         inputs = decode_inputs(request)
         deadline = time.monotonic() + time_remaining if time_remaining is not None else None
         if inputs.texts is not None:
@@ -102,10 +105,13 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
     ) -> OutgoingReply | pb.EmbedResponse:
         started = time.monotonic()
         try:
-            response = await self._embed(request, context.time_remaining())
+            response = await self._embed(request, context.time_remaining(), context.peer())
         except EmbedTextError as exc:
             code, message = to_status(exc)
             self._count(request, code, type(exc).__name__)
+            retry_after_s = getattr(exc, "retry_after_s", None)
+            if retry_after_s is not None:
+                context.set_trailing_metadata(((RETRY_PUSHBACK_KEY, str(max(1, round(retry_after_s * 1000)))),))
             await context.abort(code, message)
         except asyncio.CancelledError:
             self._count(request, grpc.StatusCode.CANCELLED, "cancelled")
@@ -121,11 +127,11 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
     # --- EmbedStream ---------------------------------------------------------------------
 
     async def _stream_item(
-        self, request: pb.EmbedRequest, remaining: float | None
+        self, request: pb.EmbedRequest, remaining: float | None, caller: str
     ) -> pb.EmbedStreamResponse | tuple[int, OutgoingReply]:
         request_id = getattr(request, "request_id", 0)  # a MalformedRequest has none
         try:
-            response = await self._embed(request, remaining)
+            response = await self._embed(request, remaining, caller)
         except EmbedTextError as exc:
             code, message = to_status(exc)
             self._count(request, code, type(exc).__name__)
@@ -149,11 +155,12 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
         """Handle up to ``max_stream_inflight`` requests of a stream at once; reply as each finishes."""
         replies: asyncio.Queue = asyncio.Queue()
         slots = asyncio.Semaphore(self.config.max_stream_inflight)
+        caller = f"{context.peer()}#stream-{id(replies)}"  # each stream its own fair share
         tasks: set[asyncio.Task] = set()
 
         async def handle(request: pb.EmbedRequest) -> None:
             try:
-                await replies.put(await self._stream_item(request, context.time_remaining()))
+                await replies.put(await self._stream_item(request, context.time_remaining(), caller))
             finally:
                 slots.release()
 
@@ -199,6 +206,9 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 normalize_default=rt.spec.normalize,
                 pooling=rt.spec.pooling,
                 replicas=rt.supervisor.healthy_count,
+                queued_interactive_rows=rt.queue.queued_interactive_rows,
+                queued_bulk_rows=rt.queue.queued_rows - rt.queue.queued_interactive_rows,
+                waiting_bulk_callers=rt.queue.waiting_bulk_callers,
             )
             for rt in self.runtimes
         ]

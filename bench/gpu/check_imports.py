@@ -164,6 +164,7 @@ def api(platform: bool) -> None:
         abort = inspect.signature(AsyncLLM.abort)
         assert list(add.parameters)[1:4] == ["request_id", "prompt", "params"], f"add_request{add}"
         assert "internal" in abort.parameters, f"abort{abort} has no 'internal' (server/engine/vllm_backend.py relies on external ids)"
+        assert "priority" in add.parameters, f"add_request{add} has no 'priority' (latency classes rely on it)"
         assert hasattr(AsyncLLM, "errored"), "AsyncLLM has no 'errored'"
         return f"add_request{add}"[:120]
 

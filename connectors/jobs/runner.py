@@ -157,7 +157,7 @@ def run_pass(
     try:
         con = _connect_waiting(spec.database, wait_for_lock_s)
         if client is None:
-            client = Client(spec.target, max_batch_rows=512)
+            client = Client(spec.target, max_batch_rows=512, latency_class="bulk")  # never ahead of queries
         info = client.info().model(spec.model)
         state = IndexState(con, spec, info.name, info.output_dim(spec.dimensions))
         state.prepare()

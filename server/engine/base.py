@@ -31,8 +31,9 @@ class Backend(Protocol):
 
     async def start(self) -> None: ...
 
-    async def embed(self, rows: list[list[int]]) -> np.ndarray:
-        """Pooled, un-normalized float32 vectors, shape (len(rows), dim)."""
+    async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
+        """Pooled, un-normalized float32 vectors, shape (len(rows), dim). The first
+        ``interactive_rows`` rows go ahead of other work the engine holds, where it can order."""
         ...
 
     async def stop(self) -> None: ...
@@ -54,6 +55,8 @@ class EngineSettings:
     device: str  # "cuda" or "cpu"
     dtype: str = "auto"
     enforce_eager: bool = False
+    # vLLM's priority scheduling: interactive rows are scheduled ahead of bulk rows it holds.
+    priority_scheduling: bool = False
 
 
 def detect_device() -> str:

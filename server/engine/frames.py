@@ -8,7 +8,8 @@ Header, little-endian: kind (u8), request id (u64), rows (u32), dim (u32), paylo
 Server -> worker:
 * ``START``: build the engine now (engines start one at a time: each measures free device memory;
   the workers load their code side by side before that);
-* ``EMBED``: payload = row lengths (int32 x rows), then every row's token ids (int32);
+* ``EMBED``: payload = row lengths (int32 x rows), then every row's token ids (int32); its ``dim``
+  field says how many of the first rows are interactive (the engine schedules them first);
 * ``ABORT``: drop request ``id`` (its caller went away);
 * ``STOP``: shut the engine down and exit.
 

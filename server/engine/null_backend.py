@@ -38,7 +38,7 @@ class NullBackend:
         log.warning("%s: NULL ENGINE for model %s - vectors are not embeddings (benchmarks only)", self.name, self.spec.name)
         self._running = True
 
-    async def embed(self, rows: list[list[int]]) -> np.ndarray:
+    async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
         scale = np.fromiter((len(r) for r in rows), dtype=np.float32, count=len(rows))
         return scale[:, None] * self._base[None, :]
 

@@ -134,14 +134,14 @@ class EngineProcessBackend:
     def pids(self) -> list[int]:
         return ([self._process.pid] if self._process is not None else []) + self._engine_pids
 
-    async def embed(self, rows: list[list[int]]) -> np.ndarray:
+    async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
         if not self.alive or self._writer is None:
             raise ReplicaDeadError(f"{self.name} is not running ({self._dead or 'not started'})")
         request_id = next(self._ids)
         waiter = asyncio.get_running_loop().create_future()
         self._pending[request_id] = waiter
         try:
-            self._writer.write(frames.frame(frames.EMBED, request_id, frames.encode_rows(rows), rows=len(rows)))
+            self._writer.write(frames.frame(frames.EMBED, request_id, frames.encode_rows(rows), rows=len(rows), dim=interactive_rows))
             await self._writer.drain()
             return await waiter
         except ConnectionError as exc:

@@ -48,6 +48,7 @@ class VllmBackend:
             enforce_eager=s.enforce_eager,
             disable_log_stats=True,
             enable_prefix_caching=False,
+            scheduling_policy="priority" if s.priority_scheduling else "fcfs",
         )
 
     def _build(self):
@@ -86,7 +87,7 @@ class VllmBackend:
         except AttributeError:
             return []
 
-    async def embed(self, rows: list[list[int]]) -> np.ndarray:
+    async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
         from vllm import PoolingParams
         from vllm.inputs import tokens_input
         from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError
@@ -106,9 +107,11 @@ class VllmBackend:
         collectors, request_ids = [], []
         try:
             try:
-                for ids in rows:
+                for i, ids in enumerate(rows):
                     request_ids.append(f"{self._prefix}-{next(self._counter)}")
-                    collectors.append(await engine.add_request(request_ids[-1], tokens_input(ids), params))
+                    # vLLM runs lower priority values first; it refuses any value under fcfs.
+                    rank = {"priority": 0 if i < interactive_rows else 1} if self.settings.priority_scheduling else {}
+                    collectors.append(await engine.add_request(request_ids[-1], tokens_input(ids), params, **rank))
                 outputs = [await self._collect(collector) for collector in collectors]
             except EngineDeadError:
                 raise  # nothing to abort in a dead engine

@@ -108,15 +108,15 @@ class EngineWorker:
                     task.cancel()  # the backend aborts the rows in the engine
             elif found.kind == frames.EMBED:
                 rows = frames.decode_rows(found.payload, found.rows)
-                task = asyncio.create_task(self._embed(found.request_id, rows))
+                task = asyncio.create_task(self._embed(found.request_id, rows, interactive_rows=found.dim))
                 self.requests[found.request_id] = task
                 task.add_done_callback(lambda _t, rid=found.request_id: self.requests.pop(rid, None))
             else:
                 raise frames.FrameError(f"unexpected frame kind {found.kind}")
 
-    async def _embed(self, request_id: int, rows: list[list[int]]) -> None:
+    async def _embed(self, request_id: int, rows: list[list[int]], interactive_rows: int) -> None:
         try:
-            vectors = await self.backend.embed(rows)
+            vectors = await self.backend.embed(rows, interactive_rows)
         except ReplicaDeadError as exc:
             self.send(frames.DEAD, request_id, str(exc).encode())
             self.stopping.set()  # the server restarts this replica as a new process

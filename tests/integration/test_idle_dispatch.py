@@ -1,4 +1,4 @@
-"""Idle dispatch end to end: a single row is not held back for a fuller batch while the engine
+"""Idle dispatch end to end: a single bulk row is not held back for a fuller batch while the engine
 has nothing to do (`embedtext serve --idle-dispatch`, the default), and `--no-idle-dispatch`
 brings the wait back.
 
@@ -47,7 +47,9 @@ def _embed_one(target: str, timeout: float) -> pb.EmbedResponse:
             request_serializer=pb.EmbedRequest.SerializeToString,
             response_deserializer=pb.EmbedResponse.FromString,
         )
-        return embed(pb.EmbedRequest(texts=pb.TextList(texts=["one lonely row"])), timeout=timeout)
+        # Bulk: an interactive row never waits for a fuller batch, engine idle or not.
+        request = pb.EmbedRequest(texts=pb.TextList(texts=["one lonely row"]), latency_class=pb.LATENCY_CLASS_BULK)
+        return embed(request, timeout=timeout)
 
 
 def test_a_single_row_goes_to_an_idle_engine_at_once(delayed_null_servers):

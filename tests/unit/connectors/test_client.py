@@ -168,12 +168,12 @@ def test_a_dead_server_is_a_clear_unavailable_error_within_the_deadline(spare_so
 
 
 def test_deadlines_are_kept(start_server, tmp_path):
-    """A server that holds every batch for 3 s (batch delay, no idle dispatch) and a 0.3 s deadline."""
+    """A server that holds every bulk batch for 3 s (batch delay, no idle dispatch) and a 0.3 s deadline."""
     slow = start_server(tmp_path / "slow.sock", max_batch_delay_ms=3000.0, idle_dispatch=False)
-    sync, in_async = both(slow.target, "embed", ["a"], timeout=0.3)
+    sync, in_async = both(slow.target, "embed", ["a"], timeout=0.3, latency_class="bulk")
     # Without the deadline both would succeed once the batch closes: the error is the check.
     assert isinstance(sync, DeadlineExceededError) and isinstance(in_async, DeadlineExceededError)
-    default_deadline = both(slow.target, "embed", ["a"], settings={"timeout": 0.3})
+    default_deadline = both(slow.target, "embed", ["a"], settings={"timeout": 0.3, "latency_class": "bulk"})
     assert all(isinstance(e, DeadlineExceededError) for e in default_deadline)
 
 

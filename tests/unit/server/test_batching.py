@@ -141,3 +141,86 @@ def test_an_engine_going_idle_releases_the_waiting_rows():
         return await asyncio.wait_for(waiter, 1)
 
     assert asyncio.run(run()).row_count == 2
+
+
+def _classed(rows, *, interactive=False, caller=""):
+    return EmbedJob(rows=rows, future=asyncio.get_running_loop().create_future(), interactive=interactive, caller=caller)
+
+
+def test_interactive_rows_overtake_queued_bulk_rows_and_do_not_wait_for_the_delay():
+    async def run():
+        q = _queue(max_batch_tokens=4, max_batch_delay_s=60)
+        bulk = _classed([[1]] * 8, caller="scan")
+        q.submit(bulk)
+        query = _classed([[7, 7]], interactive=True)
+        q.submit(query)
+        batch = await asyncio.wait_for(q.next_batch(), 1)  # not the 60 s delay
+        return batch
+
+    batch = asyncio.run(run())
+    assert batch.parts[0].job.interactive and batch.interactive_rows == 1
+    assert batch.rows[0] == [7, 7]  # first in the batch: the engine schedules it first
+    assert batch.tokens <= 4  # bulk rows fill the rest of the budget
+
+
+def test_fifo_scheduling_keeps_arrival_order():
+    async def run():
+        q = _queue(max_batch_tokens=4, max_batch_delay_s=0, classes=False)
+        q.submit(_classed([[1]] * 8, caller="scan"))
+        q.submit(_classed([[7, 7]], interactive=True))
+        return [await q.next_batch() for _ in range(3)]
+
+    first, second, third = asyncio.run(run())
+    assert first.interactive_rows == second.interactive_rows == third.interactive_rows == 0
+    assert third.rows == [[7, 7]]  # behind every bulk row that came before it
+
+
+def test_bulk_callers_share_by_tokens_whoever_queued_first():
+    async def run():
+        q = _queue(max_batch_tokens=2, max_batch_rows=100, max_batch_delay_s=0, max_queued_rows=1000)
+        early = _classed([[1]] * 40, caller="early")  # queued first, and much more: 1 token a row
+        q.submit(early)
+        for _ in range(2):
+            await q.next_batch()
+        late = _classed([[2, 2]] * 5, caller="late")  # 2 tokens a row
+        q.submit(late)
+        tokens = {"early": 0, "late": 0}
+        while not late.future.done():
+            batch = await q.next_batch()
+            for part in batch.parts:
+                tokens[part.job.caller] += part.tokens
+            batch.deliver(np.zeros((batch.row_count, 1), np.float32))
+        return tokens, early.future.done()
+
+    tokens, early_done = asyncio.run(run())
+    assert not early_done  # the late caller finished while the early one still had rows waiting
+    assert tokens["late"] == 10
+    assert abs(tokens["early"] - tokens["late"]) <= 2  # equal shares of tokens, to one batch
+
+
+def test_a_new_bulk_caller_gets_no_credit_for_the_time_it_was_away():
+    async def run():
+        q = _queue(max_batch_tokens=1, max_batch_delay_s=0, max_queued_rows=1000)
+        q.submit(_classed([[1]] * 20, caller="a"))
+        for _ in range(10):
+            await q.next_batch()
+        q.submit(_classed([[1]] * 20, caller="b"))
+        return [(await q.next_batch()).parts[0].job.caller for _ in range(6)]
+
+    order = asyncio.run(run())
+    assert order.count("a") == 3 and order.count("b") == 3  # turns from now on, not b's 10 rows of catching up
+
+
+def test_the_queue_counts_rows_per_class_and_waiting_callers():
+    async def run():
+        q = _queue(max_queued_rows=100, max_batch_tokens=100, max_batch_delay_s=60)
+        q.submit(_classed([[1]] * 3, caller="a"))
+        q.submit(_classed([[1]] * 4, caller="b"))
+        q.submit(_classed([[1]] * 2, interactive=True))
+        counts = (q.queued_rows, q.queued_interactive_rows, q.waiting_bulk_callers)
+        await q.next_batch()
+        return counts, (q.queued_rows, q.queued_interactive_rows, q.waiting_bulk_callers)
+
+    before, after = asyncio.run(run())
+    assert before == (9, 2, 2)
+    assert after == (0, 0, 0)

@@ -29,12 +29,15 @@ class RefusesFirstBatchBackend(NullBackend):
         self.release = asyncio.Event()
         self.calls = 0
 
-    async def embed(self, rows):
+    async def embed(self, rows, interactive_rows=0):
         self.calls += 1
         if self.calls == 1:
             await self.release.wait()
             raise EngineRequestError("refused on purpose (test stand-in)")
-        return await super().embed(rows)
+        return await super().embed(rows, interactive_rows)
+
+
+BULK = EmbedOptions(interactive=False)  # bulk rows wait for a fuller batch; interactive ones would not
 
 
 @pytest.fixture(scope="module")
@@ -57,10 +60,10 @@ def test_a_failed_batch_frees_its_replica_for_the_rows_waiting_behind_it(tiny_sp
         runtime = ModelRuntime(tiny_spec, config, ServerMetrics(), factory)
         await runtime.start()
         try:
-            first = asyncio.ensure_future(runtime.embed_token_ids([[101, 7, 102]], EmbedOptions(), None))
+            first = asyncio.ensure_future(runtime.embed_token_ids([[101, 7, 102]], BULK, None))
             while backends[0].calls < 1:  # the idle replica took the first row at once
                 await asyncio.sleep(0.01)
-            second = asyncio.ensure_future(runtime.embed_token_ids([[101, 8, 9, 102]], EmbedOptions(), None))
+            second = asyncio.ensure_future(runtime.embed_token_ids([[101, 8, 9, 102]], BULK, None))
             await asyncio.sleep(0.2)
             assert not second.done()  # queued: the replica is busy, the batch not full
             backends[0].release.set()

@@ -1,0 +1,109 @@
+"""An overloaded server: it refuses with a retry hint, and both clients back off and retry inside
+their deadline. Against the in-process server on the NULL ENGINE (client behaviour only)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import grpc
+import numpy as np
+import pytest
+
+import embedtext
+from embedtext.protocol import RETRY_PUSHBACK_KEY
+from embedtext.protocol import embedding_pb2 as pb
+from embedtext.protocol import embedding_pb2_grpc as pb_grpc
+from embedtext.protocol.errors import OverloadedError
+
+BOUND = 16  # the server's queue bound, in rows
+
+
+def _refusals(server) -> float:
+    registry = server.server.metrics.registry
+    return registry.get_sample_value("embedtext_refusals_total", {"model": "all-MiniLM-L6-v2", "reason": "queue_full"}) or 0.0
+
+
+@pytest.fixture
+def held_queue(start_server, tmp_path):
+    """A server whose queue is full: one bulk caller's BOUND rows wait out a long batch delay."""
+
+    def fill(delay_ms: float):
+        server = start_server(tmp_path / "busy.sock", max_queued_rows=BOUND, max_batch_delay_ms=delay_ms, idle_dispatch=False)
+        filler = {}
+
+        def run():
+            with embedtext.Client(server.target, timeout=60) as client:
+                filler["vectors"] = client.embed([f"row {i}" for i in range(BOUND)], latency_class="bulk")
+
+        thread = threading.Thread(target=run, daemon=True)
+        thread.start()
+        with embedtext.Client(server.target) as probe:
+            waited = time.monotonic() + 30
+            while probe.info(refresh=True).model().queued_bulk_rows < BOUND:
+                assert time.monotonic() < waited, "the filler's rows never reached the queue"
+                time.sleep(0.01)
+        return server, thread, filler
+
+    return fill
+
+
+def test_info_shows_the_queue_by_class(held_queue):
+    server, thread, _ = held_queue(delay_ms=2000)
+    with embedtext.Client(server.target) as client:
+        model = client.info(refresh=True).model()
+    assert (model.queued_bulk_rows, model.waiting_bulk_callers, model.queued_interactive_rows) == (BOUND, 1, 0)
+    thread.join(30)
+
+
+def test_a_full_queue_refuses_with_a_retry_hint(held_queue):
+    server, thread, _ = held_queue(delay_ms=2000)
+    request = pb.EmbedRequest(texts=pb.TextList(texts=["one more"]), latency_class=pb.LATENCY_CLASS_BULK)
+    with grpc.insecure_channel(server.target) as channel:
+        with pytest.raises(grpc.RpcError) as refused:
+            pb_grpc.EmbeddingStub(channel).Embed(request, timeout=10)
+    assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+    hints = [int(v) for k, v in refused.value.trailing_metadata() if k == RETRY_PUSHBACK_KEY]
+    assert len(hints) == 1 and hints[0] > 0
+    thread.join(30)
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_overload_is_retried_until_every_row_is_served(held_queue, kind):
+    server, thread, filler = held_queue(delay_ms=500)
+    texts = [f"late {i}" for i in range(4)]
+    if kind == "sync":
+        with embedtext.Client(server.target, timeout=60) as client:
+            got = client.embed(texts, latency_class="bulk")
+    else:
+
+        async def run():
+            async with embedtext.AsyncClient(server.target, timeout=60) as client:
+                return await client.embed(texts, latency_class="bulk")
+
+        got = asyncio.run(run())
+    thread.join(30)
+    assert _refusals(server) >= 1  # it was refused while the queue was full, and retried
+    with embedtext.Client(server.target) as client:
+        np.testing.assert_array_equal(got, client.embed(texts))
+    assert filler["vectors"].shape[0] == BOUND
+
+
+@pytest.mark.parametrize("kind", ["sync", "async"])
+def test_overload_that_outlasts_the_deadline_fails_saying_so(held_queue, kind):
+    server, thread, _ = held_queue(delay_ms=3000)
+    if kind == "sync":
+        with embedtext.Client(server.target, timeout=0.5) as client, pytest.raises(OverloadedError) as failed:
+            client.embed(["late"], latency_class="bulk")
+    else:
+
+        async def run():
+            async with embedtext.AsyncClient(server.target, timeout=0.5) as client:
+                await client.embed(["late"], latency_class="bulk")
+
+        with pytest.raises(OverloadedError) as failed:
+            asyncio.run(run())
+    assert "still overloaded after" in str(failed.value) and "the deadline leaves" in str(failed.value)
+    assert _refusals(server) >= 2  # it did retry before giving up
+    thread.join(30)
