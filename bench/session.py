@@ -65,6 +65,15 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
         cases += run_tokenizer_modes(COMPARISONS[suite], {"tiny": tiny, "minilm": load_model_spec("default").path},
                                      BenchCorpus(tiny), plan.cpu_work, rounds=3 if plan.quick else 5,
                                      args=["--enforce-eager"] if plan.eager else [], progress=progress)
+    if "mixed" in suites:
+        from embedtext.bench.corpus import BenchCorpus
+        from embedtext.bench.mixed import BULK_ROWS, run_mixed
+        from embedtext.server.models import load_model_spec
+
+        corpus = BenchCorpus(load_model_spec("default").path)  # the default model, as a new user runs it
+        cases += run_mixed(["default"], corpus.texts(BULK_ROWS, 50), corpus.texts(200, 12, seed=2),
+                           seconds=8.0 if plan.quick else 20.0, rounds=2 if plan.quick else 3,
+                           args=["--enforce-eager"] if plan.eager else [], progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
@@ -92,6 +101,7 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     from embedtext.bench.cpu_suite import cpu_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
     from embedtext.bench.idle_dispatch import idle_dispatch_ratios
+    from embedtext.bench.mixed import mixed_ratios
     from embedtext.bench.replica_processes import replica_processes_ratios
     from embedtext.bench.scaling import scaling_ratios
     from embedtext.bench.tokenizer_modes import tokenizer_modes_ratios
@@ -99,7 +109,7 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
 
     return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
             **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **tokenizer_modes_ratios(cases),
-            **gpu_ratios(cases)}
+            **mixed_ratios(cases), **gpu_ratios(cases)}
 
 
 def print_report(report: dict) -> None:
