@@ -15,8 +15,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from embedtext.connectors.endpoints import DEFAULT_MAX_MESSAGE_BYTES
 from embedtext.connectors.security import TLSConfig
+from embedtext.protocol import DEFAULT_MAX_MESSAGE_BYTES
 from embedtext.protocol import embedding_pb2 as pb
 
 # float32: raw little-endian bytes (zero copy); float16: half the bytes; float32-repeated: a

@@ -13,12 +13,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
+from embedtext.protocol import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TARGET
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import reply_wire
 
-MiB = 1024 * 1024
-DEFAULT_TARGET = "127.0.0.1:50051"
-DEFAULT_MAX_MESSAGE_BYTES = 64 * MiB
 
 
 def normalize_target(target: str) -> str:

@@ -7,6 +7,7 @@ import sys
 import click
 
 from embedtext.bench.cli import bench_command
+from embedtext.protocol import DEFAULT_TARGET
 from embedtext.server.cli import serve_command
 from embedtext.sql_command import sql_command
 
@@ -23,7 +24,7 @@ main.add_command(bench_command)
 
 
 @main.command()
-@click.option("--target", default="127.0.0.1:50051", envvar="EMBEDTEXT_TARGET", show_default=True)
+@click.option("--target", default=DEFAULT_TARGET, envvar="EMBEDTEXT_TARGET", show_default=True)
 def info(target: str) -> None:
     """Show what a server serves."""
     from embedtext.connectors.client import Client
@@ -49,7 +50,7 @@ def info(target: str) -> None:
 
 @main.command()
 @click.argument("texts", nargs=-1, required=True)
-@click.option("--target", default="127.0.0.1:50051", envvar="EMBEDTEXT_TARGET", show_default=True)
+@click.option("--target", default=DEFAULT_TARGET, envvar="EMBEDTEXT_TARGET", show_default=True)
 @click.option("--model", default=None)
 @click.option("--dimensions", type=int, default=None)
 def embed(texts: tuple[str, ...], target: str, model: str | None, dimensions: int | None) -> None:

@@ -5,6 +5,12 @@ A leaf: imports nothing else of embedtext's.
 
 PROTOCOL_VERSION = "embedtext.v1"
 
+# Where a server listens and clients look by default (loopback: anything wider needs TLS and a token).
+DEFAULT_PORT = 50051
+DEFAULT_TARGET = f"127.0.0.1:{DEFAULT_PORT}"
+# The gRPC message limit both ways, on both ends: 2048 rows x 1024 float32 dims and more.
+DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+
 # Requests that name no latency class are interactive up to this many rows, bulk above it
 # (a search's query text is one row; a scan's chunk is thousands).
 INTERACTIVE_MAX_ROWS = 32

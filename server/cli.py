@@ -7,6 +7,7 @@ import os
 
 import click
 
+from embedtext.protocol import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PORT
 from embedtext.server.config import ServerConfig
 
 
@@ -23,7 +24,7 @@ from embedtext.server.config import ServerConfig
 )
 @click.option("--replicas", type=click.IntRange(1), default=1, help="Engines per model on the one device.")
 @click.option("--host", default="127.0.0.1", help="Interface to listen on (loopback only without TLS).")
-@click.option("--port", type=click.IntRange(0, 65535), default=50051, help="TCP port (0 = any free port).")
+@click.option("--port", type=click.IntRange(0, 65535), default=DEFAULT_PORT, help="TCP port (0 = any free port).")
 @click.option("--uds", type=click.Path(dir_okay=False), default=None, help="Listen on this Unix socket instead.")
 @click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None, help="TLS certificate chain (PEM); needs --tls-key.")
 @click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None, help="TLS private key (PEM).")
@@ -51,7 +52,7 @@ from embedtext.server.config import ServerConfig
 @click.option("--max-request-rows", type=click.IntRange(1), default=16384, help="Rows per request at most.")
 @click.option("--max-concurrent-rpcs", type=click.IntRange(1), default=4096, help="Calls handled at once; beyond it RESOURCE_EXHAUSTED.")
 @click.option("--max-stream-inflight", type=click.IntRange(1), default=64, help="Requests of one EmbedStream handled at once.")
-@click.option("--max-message-bytes", type=click.IntRange(1024), default=64 * 1024 * 1024, help="gRPC message size limit, both ways.")
+@click.option("--max-message-bytes", type=click.IntRange(1024), default=DEFAULT_MAX_MESSAGE_BYTES, help="gRPC message size limit, both ways.")
 @click.option("--memory-fraction", type=click.FloatRange(0.01, 1.0), default=None, help="Device memory share of all engines together [default: 0.9 GPU, 0.2 CPU].")
 @click.option("--device", type=click.Choice(["auto", "cuda", "cpu"]), default="auto")
 @click.option(

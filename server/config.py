@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from embedtext.protocol import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PORT
 from embedtext.protocol.addresses import is_loopback_host
 
-MiB = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -16,7 +16,7 @@ class ServerConfig:
     replicas: int = 1
     # Where to listen. Loopback by default; a Unix socket with uds.
     host: str = "127.0.0.1"
-    port: int = 50051
+    port: int = DEFAULT_PORT
     uds: str | None = None
     # TLS: certificate chain and key (PEM files); with tls_client_ca, clients must present a
     # certificate signed by it (mutual TLS).
@@ -39,7 +39,7 @@ class ServerConfig:
     # Bounds: rows waiting per model, rows per request, bytes per message (both ways).
     max_queued_rows: int = 65536
     max_request_rows: int = 16384
-    max_message_bytes: int = 64 * MiB
+    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
     max_stream_inflight: int = 64
     max_concurrent_rpcs: int = 4096
     # Engine: share of device memory for all replicas together ("auto": 0.9 on a GPU, 0.2 on a CPU).
