@@ -33,6 +33,7 @@ SUITE = "mixed"
 MODES = ("classes", "fifo")
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes: a person's queries, not a load of their own
+MIN_PROBES = 5  # per phase, even when each probe outlasts the phase
 
 
 async def _load(target: str, bulk_texts: Sequence[str], probe_texts: Sequence[str], clients: int,
@@ -48,13 +49,14 @@ async def _load(target: str, bulk_texts: Sequence[str], probe_texts: Sequence[st
         chunk = list(bulk_texts[i % len(bulk_texts):]) + list(bulk_texts[: i % len(bulk_texts)])
         async with AsyncClient(target, timeout=600, max_batch_rows=BULK_ROWS) as client:
             while time.monotonic() < stop_at:
-                bulk_rows += len(await client.embed(chunk[:BULK_ROWS], latency_class="bulk"))
+                served = len(await client.embed(chunk[:BULK_ROWS], latency_class="bulk"))
+                bulk_rows += served  # after the await: += around it would lose other clients' rows
 
     async def probe() -> None:
         async with AsyncClient(target, timeout=600) as client:
-            await client.embed([probe_texts[0]])  # connect
+            await client.embed([probe_texts[0]])  # connect; not timed
             for text in _cycle(probe_texts):
-                if time.monotonic() >= stop_at:
+                if time.monotonic() >= stop_at and len(latencies) >= MIN_PROBES:
                     return
                 t0 = time.perf_counter()
                 await client.embed([text])

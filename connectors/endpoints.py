@@ -13,7 +13,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from embedtext.protocol import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TARGET
+from embedtext.protocol import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TARGET, KEEPALIVE_MS
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import reply_wire
 
@@ -48,9 +48,9 @@ def channel_options(max_message_bytes: int) -> list[tuple[str, Any]]:
     return [
         ("grpc.max_send_message_length", max_message_bytes),
         ("grpc.max_receive_message_length", max_message_bytes),
-        ("grpc.keepalive_time_ms", 30_000),
+        ("grpc.keepalive_time_ms", KEEPALIVE_MS),
         ("grpc.keepalive_permit_without_calls", 0),
-        # Retries are ours (UNAVAILABLE only, once, on another endpoint).
+        # Retries are ours (client_core.CallPlan: UNAVAILABLE once, RESOURCE_EXHAUSTED with backoff).
         ("grpc.enable_retries", 0),
         # Reconnect to a restarted server within a second, not after gRPC's default backoff
         # (which grows to two minutes).

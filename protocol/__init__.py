@@ -10,6 +10,9 @@ DEFAULT_PORT = 50051
 DEFAULT_TARGET = f"127.0.0.1:{DEFAULT_PORT}"
 # The gRPC message limit both ways, on both ends: 2048 rows x 1024 float32 dims and more.
 DEFAULT_MAX_MESSAGE_BYTES = 64 * 1024 * 1024
+# Clients ping an idle connection this often while a call waits (a bulk call may wait minutes in
+# the queue); servers accept pings this often, or they would close the connection (too_many_pings).
+KEEPALIVE_MS = 30_000
 
 # Requests that name no latency class are interactive up to this many rows, bulk above it
 # (a search's query text is one row; a scan's chunk is thousands).

@@ -11,6 +11,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from embedtext.protocol import KEEPALIVE_MS
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
@@ -100,6 +101,9 @@ class EmbeddingServer:
             ("grpc.max_send_message_length", config.max_message_bytes),
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.so_reuseport", 0),
+            # gRPC's default (one ping in 5 minutes without data) closes the connection of a client
+            # whose call waits in the queue longer than two of its keepalive pings.
+            ("grpc.http2.min_ping_interval_without_data_ms", KEEPALIVE_MS // 2),
         ]
         interceptors = [TokenAuthInterceptor(config.token, self.metrics)] if config.token else []
         self.server = grpc.aio.server(

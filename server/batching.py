@@ -294,6 +294,9 @@ class BatchQueue:
             n = head.stop - head.start
             if parts and (tokens + head.tokens > self.max_batch_tokens or rows + n > self.max_batch_rows):
                 break
+            if parts and parts[0].job.interactive and not head.job.interactive:
+                # No bulk rows in an interactive batch: its caller would wait for all of them.
+                break
             parts.append(self._pop(queue))
             tokens += head.tokens
             rows += n
