@@ -165,7 +165,10 @@ def tree_bytes() -> int | None:
     return sum((ROOT / f).stat().st_size for f in out.decode().split("\0") if f and (ROOT / f).is_file())
 
 
-def part_bytes() -> int:
+def part_bytes(part_mib: int | None = None) -> int:
+    """``part_mib`` if given; else parts that fit a 64 MiB transfer beside this checkout."""
+    if part_mib is not None:
+        return part_mib * 2**20
     tree = tree_bytes()
     if tree is None:
         return 59 * 2**20
@@ -185,7 +188,7 @@ def read_freeze(path: Path) -> dict[str, str]:
     return have
 
 
-def pack(files: list[Path], out: Path) -> dict:
+def pack(files: list[Path], out: Path, part_mib: int | None = None) -> dict:
     tar_path = out / "wheels.tar"
     with tarfile.open(tar_path, "w") as tar:
         for f in files:
@@ -193,7 +196,7 @@ def pack(files: list[Path], out: Path) -> dict:
     for old in out.glob("part-*"):
         old.unlink()
     parts = []
-    size = part_bytes()
+    size = part_bytes(part_mib)
     with open(tar_path, "rb") as fh:
         for i, block in enumerate(iter(lambda: fh.read(size), b"")):
             part = out / f"part-{i:03d}"
@@ -213,6 +216,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / ".gpu-wheels"))
     parser.add_argument("--recompile", action="store_true", help="re-resolve requirements-gpu.txt with uv")
+    parser.add_argument("--part-mib", type=int, default=None,
+                        help="size of each part in MiB (default: what fits a 64 MiB transfer beside this checkout)")
     parser.add_argument("--have", type=Path, help="the machine's `python3 -m pip list --format=freeze`: leave "
                         "out what it has at that version or newer (install_wheels.py would keep it anyway)")
     args = parser.parse_args()
@@ -252,7 +257,7 @@ def main() -> None:
     missing = [n for n, _ in wanted if dist_key(n) not in got]
     if missing:
         sys.exit(f"no wheel for: {', '.join(missing)}")
-    manifest = pack(files, out)
+    manifest = pack(files, out, args.part_mib)
     total = sum(p["bytes"] for p in manifest["parts"])
     print(f"{len(manifest['wheels'])} wheels, {total / 2**20:.0f} MiB in {len(manifest['parts'])} parts under {out}")
 
