@@ -20,6 +20,7 @@ round's probes), ``mixed_bulk_rows_per_s`` and ``mixed_bulk_rows_per_s_alone`` (
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
@@ -55,7 +56,7 @@ async def _load(target: str, bulk_texts: Sequence[str], probe_texts: Sequence[st
     async def probe() -> None:
         async with AsyncClient(target, timeout=600) as client:
             await client.embed([probe_texts[0]])  # connect; not timed
-            for text in _cycle(probe_texts):
+            for text in itertools.cycle(probe_texts):
                 if time.monotonic() >= stop_at and len(latencies) >= MIN_PROBES:
                     return
                 t0 = time.perf_counter()
@@ -66,11 +67,6 @@ async def _load(target: str, bulk_texts: Sequence[str], probe_texts: Sequence[st
     began = time.monotonic()
     await asyncio.gather(*(bulk(i) for i in range(clients)), *([probe()] if probe_texts else []))
     return latencies, bulk_rows, time.monotonic() - began
-
-
-def _cycle(items: Sequence[str]):
-    while True:
-        yield from items
 
 
 def run_mixed(models: Sequence[str], bulk_texts: Sequence[str], probe_texts: Sequence[str], *, clients: int = 16,

@@ -104,9 +104,8 @@ class Attempt:
     The driver first waits ``delay_s`` (the backoff after an overloaded server), then calls.
     """
 
-    def __init__(self, plan: CallPlan, number: int, timeout: float | None, delay_s: float, reconnect: bool) -> None:
+    def __init__(self, plan: CallPlan, timeout: float | None, delay_s: float, reconnect: bool) -> None:
         self.plan = plan
-        self.number = number
         self.timeout = timeout
         self.delay_s = delay_s
         self.reconnect = reconnect
@@ -161,11 +160,9 @@ class CallPlan:
         self._reconnect = False
 
     def __iter__(self) -> Iterator[Attempt]:
-        number = 0
-        while True:
+        while True:  # ends when a try succeeds or ``failed`` raises
             delay, self._delay_s = self._delay_s, 0.0
-            yield Attempt(self, number, self._timeout(delay), delay, self._reconnect)
-            number += 1
+            yield Attempt(self, self._timeout(delay), delay, self._reconnect)
 
     def _timeout(self, delay: float) -> float | None:
         remaining = remaining_s(self.deadline, self.endpoints.pick(self.avoid).target)
@@ -187,7 +184,7 @@ class CallPlan:
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _busy(error):
             self._back_off(attempt, error)
             return
-        if self.first is not None and code == grpc.StatusCode.DEADLINE_EXCEEDED and attempt.reconnect:
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED and attempt.reconnect:
             # The retry waited for a server that never came back: the cause is the first
             # failure (UNAVAILABLE), not the deadline.
             typed = from_rpc_error(self.first, target=endpoint.target)
