@@ -1,18 +1,26 @@
-"""Mixed workloads: single-row interactive calls while bulk clients load the same server, with
-latency classes (``--scheduling classes``, the default) and without (``--scheduling fifo``, the
-order before them).
+"""Mixed workloads: single-row interactive calls while bulk work loads the same server, with
+latency classes (``--scheduling classes``, the default, paced to ``--interactive-slo-ms``) and
+without (``--scheduling fifo``, the order before them).
 
 Two servers run side by side on the same model, one per mode; the rounds alternate which goes
 first, so drift on a shared machine hits both alike. Cases, per mode:
 
   mixed_{mode}_idle          interactive single rows, one after another, nothing else running
-  mixed_{mode}_bulk{N}       the same probe while N clients each send 2048-row bulk calls in a loop;
+  mixed_{mode}_scan          the same probe during one DuckDB scan
+                             (CREATE TABLE v AS SELECT id, embed_text(body) FROM docs); rows/s is the scan's
+  mixed_{mode}_two_scans     two such scans started together on two connections; rows/s of each
+                             (``scan_rows_per_s``) and the faster over the slower (``scan_ratio``)
+  mixed_{mode}_bulk{N}       the probe while N clients each send 2048-row bulk calls in a loop;
                              rows/s is the bulk clients'
   mixed_{mode}_bulk{N}_alone the N bulk clients without the probe (bulk rows/s on its own)
+  mixed_{mode}_flood{M}      M clients each calling embed(2048 short rows) in a loop for the phase
+                             (one round): calls served, calls failed at the caller, rows lost
 
-Ratios (classes / fifo): ``mixed_interactive_p99_bulk{N}`` (lower is better; p99 over every
-round's probes), ``mixed_bulk_rows_per_s`` and ``mixed_bulk_rows_per_s_alone`` (target: at least
-0.95). Not in the default suites:
+Ratios (classes / fifo): ``mixed_interactive_p99_{phase}`` (lower is better; p99 over every
+round's probes; ``mixed_interactive_p99_ms_{phase}`` is the classes' own p99, target 250 ms on a
+CPU), ``mixed_bulk_rows_per_s`` and ``mixed_bulk_rows_per_s_alone`` (target: at least
+0.95); and for classes alone ``mixed_two_scans_ratio`` (target: at most 1.25) and
+``mixed_flood_errors`` (target: 0). Not in the default suites:
 
     uv run --extra cpu embedtext bench --only mixed
 """
@@ -26,6 +34,7 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 
 from embedtext.bench.measure import make_case
+from embedtext.protocol.errors import EmbedTextError
 from embedtext.bench.rounds import SETTLE_S
 from embedtext.bench.servers import embedtext_server
 from embedtext.connectors.client import AsyncClient
@@ -35,6 +44,7 @@ MODES = ("classes", "fifo")
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes: a person's queries, not a load of their own
 MIN_PROBES = 5  # per phase, even when each probe outlasts the phase
+SCAN_SQL = "CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs"
 
 
 async def _load(target: str, bulk_texts: Sequence[str], probe_texts: Sequence[str], clients: int,
@@ -69,47 +79,173 @@ async def _load(target: str, bulk_texts: Sequence[str], probe_texts: Sequence[st
     return latencies, bulk_rows, time.monotonic() - began
 
 
+def _scan_seconds(target: str, texts: Sequence[str]) -> float:
+    """One DuckDB scan of ``texts`` through ``embed_text``, as a user writes it; its seconds."""
+    import duckdb
+    import pyarrow as pa
+
+    import embedtext
+
+    con = duckdb.connect()
+    try:
+        docs = pa.table({"id": pa.array(range(len(texts)), pa.int64()), "body": pa.array(list(texts))})
+        con.register("docs_arrow", docs)
+        con.execute("CREATE TABLE docs AS SELECT * FROM docs_arrow")
+        embedtext.register(con, target)
+        started = time.perf_counter()
+        con.execute(SCAN_SQL).fetchall()
+        seconds = time.perf_counter() - started
+        assert con.execute("SELECT count(*) FROM v WHERE v IS NOT NULL").fetchone()[0] == len(texts)
+        return seconds
+    finally:
+        con.close()
+
+
+async def _probe_during(target: str, probe_texts: Sequence[str], work) -> tuple[list[float], object]:
+    """Probe with single interactive rows until ``work`` (an awaitable) is done; its result too."""
+    latencies: list[float] = []
+    task = asyncio.ensure_future(work)
+    async with AsyncClient(target, timeout=600) as client:
+        await client.embed([probe_texts[0]])  # connect; not timed
+        for text in itertools.cycle(probe_texts):
+            if task.done() and len(latencies) >= MIN_PROBES:
+                break
+            t0 = time.perf_counter()
+            await client.embed([text])
+            latencies.append(time.perf_counter() - t0)
+            await asyncio.sleep(PROBE_GAP_S)
+    return latencies, await task
+
+
+async def _flood(target: str, texts: Sequence[str], clients: int, seconds: float) -> dict:
+    """``clients`` loops of embed(2048 rows) for ``seconds`` (each call ends, however long it
+    takes); the callers' view: calls served, calls failed, rows lost, by error type."""
+    stop_at = time.monotonic() + seconds
+    served = failed = lost = 0
+    errors: dict[str, int] = {}
+
+    async def caller() -> None:
+        nonlocal served, failed, lost
+        async with AsyncClient(target, max_batch_rows=BULK_ROWS) as client:  # the default deadline
+            while time.monotonic() < stop_at:
+                try:
+                    await client.embed(texts[:BULK_ROWS])
+                    served += 1
+                except EmbedTextError as exc:
+                    failed += 1
+                    lost += BULK_ROWS
+                    errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+
+    began = time.monotonic()
+    await asyncio.gather(*(caller() for _ in range(clients)))
+    return {"served_calls": served, "failed_calls": failed, "rows_lost": lost, "errors": errors,
+            "rows": served * BULK_ROWS, "elapsed": time.monotonic() - began}
+
+
 def run_mixed(models: Sequence[str], bulk_texts: Sequence[str], probe_texts: Sequence[str], *, clients: int = 16,
-              seconds: float = 20.0, rounds: int = 3, args: Sequence[str] = (), settle_s: float = SETTLE_S,
+              seconds: float = 20.0, rounds: int = 3, scan_rows: int = 6000, flood_clients: int = 64,
+              flood_seconds: float = 60.0, args: Sequence[str] = (), settle_s: float = SETTLE_S,
               progress=print) -> list[dict]:
-    """``models``: the servers' --model arguments; ``bulk_texts``: at least BULK_ROWS texts."""
-    phases = (("idle", 0, True), (f"bulk{clients}", clients, True), (f"bulk{clients}_alone", clients, False))
-    seen: dict[tuple[str, str], tuple[list[float], int, float]] = {}
+    """``models``: the servers' --model arguments; ``bulk_texts``: at least ``scan_rows`` and
+    BULK_ROWS texts; ``probe_texts``: short texts (also the flood's rows). ``flood_clients`` 0:
+    no flood phase."""
+    scan_texts = list(itertools.islice(itertools.cycle(bulk_texts), scan_rows))
+    flood_texts = list(itertools.islice(itertools.cycle(probe_texts), BULK_ROWS))
+
+    async def idle(target: str) -> dict:
+        lat, _ = await _probe_during(target, probe_texts, asyncio.sleep(seconds / 4))
+        return {"latencies": lat, "rows": 0, "elapsed": seconds / 4}
+
+    async def scan(target: str) -> dict:
+        lat, took = await _probe_during(target, probe_texts, asyncio.to_thread(_scan_seconds, target, scan_texts))
+        return {"latencies": lat, "rows": scan_rows, "elapsed": took}
+
+    async def two_scans(target: str) -> dict:
+        half = scan_texts[: scan_rows // 2]
+        took = await asyncio.gather(*(asyncio.to_thread(_scan_seconds, target, half) for _ in range(2)))
+        return {"latencies": [], "rows": 2 * len(half), "elapsed": max(took), "scan_seconds": list(took)}
+
+    def bulk(probing: bool):
+        async def run(target: str) -> dict:
+            lat, rows, elapsed = await _load(target, bulk_texts, probe_texts if probing else (), clients, seconds)
+            return {"latencies": lat, "rows": rows, "elapsed": elapsed}
+        return run
+
+    async def flood(target: str) -> dict:
+        return await _flood(target, flood_texts, flood_clients, flood_seconds)
+
+    phases = [("idle", idle), ("scan", scan), ("two_scans", two_scans), (f"bulk{clients}", bulk(True)),
+              (f"bulk{clients}_alone", bulk(False))]
+    seen: dict[tuple[str, str], dict] = {}
     with ExitStack() as stack:
         progress(f"mixed: two servers ({', '.join(MODES)}) on {models[0]}")
         servers = {mode: stack.enter_context(embedtext_server(list(models), args=[*args, "--scheduling", mode]))
                    for mode in MODES}
         for number in range(rounds):
             order = MODES if number % 2 == 0 else MODES[::-1]
+            last = number == rounds - 1
             for mode in order:
-                for kind, n, probing in phases:
+                for kind, phase in phases + ([(f"flood{flood_clients}", flood)] if last and flood_clients else []):
                     time.sleep(settle_s)  # the other engine stops spinning first
-                    lat, rows, elapsed = asyncio.run(_load(
-                        servers[mode].target, bulk_texts, probe_texts if probing else (), n,
-                        seconds / 4 if kind == "idle" else seconds))
-                    old = seen.get((mode, kind), ([], 0, 0.0))
-                    seen[(mode, kind)] = (old[0] + lat, old[1] + rows, old[2] + elapsed)
-                    progress(f"mixed: round {number + 1} {mode} {kind}: {len(lat)} probes, {rows} bulk rows in {elapsed:.1f}s")
-    return [
-        make_case(f"mixed_{mode}_{kind}", SUITE, rows=rows, seconds=elapsed, tokens_per_row=None, latencies=lat,
-                  mode=mode, kind=kind, probes=len(lat), bulk_clients=clients if kind != "idle" else 0, rounds=rounds)
-        for (mode, kind), (lat, rows, elapsed) in sorted(seen.items())
-    ]
+                    got = asyncio.run(phase(servers[mode].target))
+                    _merge(seen.setdefault((mode, kind), {}), got)
+                    progress(f"mixed: round {number + 1} {mode} {kind}: {len(got.get('latencies', ()))} probes, "
+                             f"{got['rows']} rows in {got['elapsed']:.1f}s"
+                             + (f", {got['failed_calls']} calls failed" if "failed_calls" in got else ""))
+    cases = []
+    for (mode, kind), got in sorted(seen.items()):
+        extra = {k: v for k, v in got.items() if k not in ("latencies", "rows", "elapsed")}
+        if "scan_seconds" in extra:
+            half = scan_rows // 2
+            extra["scan_rows_per_s"] = [round(half / s, 1) for s in extra["scan_seconds"]]
+            extra["scan_ratio"] = round(max(extra["scan_seconds"]) / min(extra["scan_seconds"]), 3)
+        cases.append(make_case(
+            f"mixed_{mode}_{kind}", SUITE, rows=got["rows"], seconds=got["elapsed"], tokens_per_row=None,
+            latencies=got.get("latencies", []), mode=mode, kind=kind, probes=len(got.get("latencies", [])),
+            bulk_clients=clients if kind.startswith("bulk") else 0, rounds=rounds, **extra))
+    return cases
+
+
+def _merge(into: dict, got: dict) -> None:
+    """Add one round's numbers to a phase's totals (lists are joined, the worst scan ratio kept)."""
+    for key, value in got.items():
+        if key == "scan_seconds":
+            old = into.get(key)
+            if old is None or max(value) / min(value) > max(old) / min(old):
+                into[key] = value
+        elif isinstance(value, list):
+            into[key] = into.get(key, []) + value
+        elif isinstance(value, dict):
+            merged = into.setdefault(key, {})
+            for k, v in value.items():
+                merged[k] = merged.get(k, 0) + v
+        else:
+            into[key] = into.get(key, 0) + value
 
 
 def mixed_ratios(cases: Sequence[dict]) -> dict[str, float]:
     mine = {(c["mode"], c["kind"]): c for c in cases if c["suite"] == SUITE}
     ratios: dict[str, float] = {}
     for (mode, kind), new in sorted(mine.items()):
+        if mode != "classes":
+            continue
+        if kind == "two_scans":
+            ratios["mixed_two_scans_ratio"] = new["scan_ratio"]
+            continue
+        if kind.startswith("flood"):
+            ratios["mixed_flood_errors"] = new["failed_calls"]
+            continue
         old = mine.get(("fifo", kind))
-        if mode != "classes" or old is None or kind == "idle":
+        if old is None or kind == "idle":
             continue
         if kind.endswith("_alone"):
             if new["rows_per_s"] and old["rows_per_s"]:
                 ratios["mixed_bulk_rows_per_s_alone"] = round(new["rows_per_s"] / old["rows_per_s"], 3)
             continue
+        if new.get("p99_ms"):
+            ratios[f"mixed_interactive_p99_ms_{kind}"] = new["p99_ms"]  # the target itself
         if new.get("p99_ms") and old.get("p99_ms"):
             ratios[f"mixed_interactive_p99_{kind}"] = round(new["p99_ms"] / old["p99_ms"], 3)
-        if new["rows_per_s"] and old["rows_per_s"]:
+        if kind.startswith("bulk") and new["rows_per_s"] and old["rows_per_s"]:
             ratios["mixed_bulk_rows_per_s"] = round(new["rows_per_s"] / old["rows_per_s"], 3)
     return ratios

@@ -73,7 +73,8 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
         corpus = BenchCorpus(load_model_spec("default").path)  # the default model, as a new user runs it
         cases += run_mixed(["default"], corpus.texts(BULK_ROWS, 50), corpus.texts(200, 12, seed=2),
                            clients=4 if plan.quick else 16, seconds=8.0 if plan.quick else 20.0,
-                           rounds=2 if plan.quick else 3,
+                           rounds=2 if plan.quick else 3, scan_rows=2048 if plan.quick else 6000,
+                           flood_clients=16 if plan.quick else 64, flood_seconds=10.0 if plan.quick else 60.0,
                            args=["--enforce-eager"] if plan.eager else [], progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite

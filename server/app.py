@@ -53,6 +53,18 @@ def word_cache_wanted(config: ServerConfig, device: str) -> bool:
     return device != "cuda"
 
 
+CPU_INTERACTIVE_SLO_MS = 250.0
+
+
+def interactive_slo_s(config: ServerConfig, device: str) -> float | None:
+    """``--interactive-slo-ms`` in seconds (None: off); auto: 250 ms on a CPU, whose engine steps
+    at --max-batch-tokens take seconds, and off on a GPU until measured there."""
+    slo_ms = config.interactive_slo_ms
+    if slo_ms is None:
+        slo_ms = CPU_INTERACTIVE_SLO_MS if device == "cpu" and config.engine == "vllm" else 0.0
+    return slo_ms / 1000.0 if slo_ms and config.scheduling == "classes" else None
+
+
 def engine_device(config: ServerConfig) -> str:
     """Where the engines run: ``--device``, or for ``auto`` a GPU if torch sees one."""
     return detect_device() if config.device == "auto" and config.engine == "vllm" else config.device
@@ -84,7 +96,7 @@ def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRu
         runtimes.append(ModelRuntime(
             spec, config, metrics,
             backend_factory(spec, settings, engine=config.engine, own_process=own_processes),
-            word_cache=word_cache_wanted(config, device)))
+            word_cache=word_cache_wanted(config, device), interactive_slo_s=interactive_slo_s(config, device)))
     return runtimes
 
 

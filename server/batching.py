@@ -150,6 +150,9 @@ class BatchQueue:
         self.max_batch_delay_s = max_batch_delay_s
         self.max_queued_rows = max_queued_rows
         self.classes = classes
+        # Token budget of a bulk batch; the runtime lowers it to hold an interactive target
+        # (server/pacing.py). Parts larger than it are split by rows when a batch is taken.
+        self.bulk_batch_tokens = max_batch_tokens
         self._interactive: deque[_Part] = deque()
         self._bulk: dict[str, deque[_Part]] = {}  # caller -> its parts, in arrival order
         self._served: dict[str, float] = {}  # caller -> tokens taken (start-time fair queuing)
@@ -225,8 +228,26 @@ class BatchQueue:
         caller = min(self._bulk, key=self._served.__getitem__)
         return self._bulk[caller]
 
-    def _pop(self, queue: deque[_Part]) -> _Part:
-        part = queue.popleft()
+    def _pop(self, queue: deque[_Part], token_room: int | None = None, row_room: int | None = None) -> _Part | None:
+        """Take the head part, or only its first rows that fit ``token_room`` and ``row_room``
+        (None if not even one does)."""
+        head = queue[0]
+        if (token_room is None or head.tokens <= token_room) and (row_room is None or head.stop - head.start <= row_room):
+            return self._account(queue, queue.popleft())
+        rows, stop, tokens = head.job.rows, head.start, 0
+        while stop < head.stop and (row_room is None or stop - head.start < row_room):
+            t = max(len(rows[stop]), 1)
+            if token_room is not None and tokens + t > token_room:
+                break
+            tokens += t
+            stop += 1
+        if stop == head.start:
+            return None
+        queue[0] = _Part(head.job, stop, head.stop, head.tokens - tokens)
+        head.job._pending_parts += 1
+        return self._account(queue, _Part(head.job, head.start, stop, tokens))
+
+    def _account(self, queue: deque[_Part], part: _Part) -> _Part:
         n = part.stop - part.start
         self._queued_rows -= n
         self._queued_tokens -= part.tokens
@@ -250,7 +271,7 @@ class BatchQueue:
         return min(p.job.enqueued_at for p in heads)
 
     def _full(self) -> bool:
-        return self._queued_tokens >= self.max_batch_tokens or self._queued_rows >= self.max_batch_rows
+        return self._queued_tokens >= min(self.max_batch_tokens, self.bulk_batch_tokens) or self._queued_rows >= self.max_batch_rows
 
     async def next_batch(
         self, engine_idle: Callable[[], bool] | None = None, room: Callable[[bool], bool] | None = None
@@ -291,15 +312,20 @@ class BatchQueue:
             if head.job.done:
                 self._pop(queue)
                 continue
-            n = head.stop - head.start
-            if parts and (tokens + head.tokens > self.max_batch_tokens or rows + n > self.max_batch_rows):
-                break
             if parts and parts[0].job.interactive and not head.job.interactive:
                 # No bulk rows in an interactive batch: its caller would wait for all of them.
                 break
-            parts.append(self._pop(queue))
-            tokens += head.tokens
-            rows += n
+            budget = self.max_batch_tokens if head.job.interactive else min(self.max_batch_tokens, self.bulk_batch_tokens)
+            # The first part always goes, one row at least, even over the budget.
+            part = self._pop(queue, max(budget - tokens, 0), self.max_batch_rows - rows) if parts else (
+                self._pop(queue, budget, self.max_batch_rows) or self._pop(queue, None, 1))
+            if part is None:
+                break
+            parts.append(part)
+            tokens += part.tokens
+            rows += part.stop - part.start
+            if part.stop < head.stop or tokens >= budget or rows >= self.max_batch_rows:
+                break
         return Batch(parts, tokens)
 
     def fail_all(self, error: BaseException) -> None:

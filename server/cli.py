@@ -48,6 +48,14 @@ from embedtext.server.config import ServerConfig
     help="classes: interactive requests (small ones, or marked) go first in the queue, in a spare engine slot and in "
     "vLLM's scheduler, and bulk callers share the rest fairly; fifo: one queue in arrival order.",
 )
+@click.option(
+    "--interactive-slo-ms",
+    type=click.FloatRange(0),
+    default=None,
+    help="With classes: size bulk batches from the engines' measured speed so an interactive request waits about "
+    "this long at most; bulk work gives up the throughput of smaller engine steps. 0: off "
+    "[default: 250 on a CPU, off on a GPU].",
+)
 @click.option("--max-queued-rows", type=click.IntRange(1), default=65536, help="Queue bound per model; beyond it RESOURCE_EXHAUSTED.")
 @click.option("--max-request-rows", type=click.IntRange(1), default=16384, help="Rows per request at most.")
 @click.option("--max-concurrent-rpcs", type=click.IntRange(1), default=4096, help="Calls handled at once; beyond it RESOURCE_EXHAUSTED.")

@@ -36,6 +36,10 @@ class ServerConfig:
     # "classes": interactive rows first (queue, a spare engine slot, the engine's own scheduler),
     # bulk rows shared fairly among callers; "fifo": one queue in arrival order.
     scheduling: str = "classes"
+    # With classes: bulk batches sized from the engines' measured speed so an interactive request
+    # waits about this long at most (server/pacing.py). None: auto (250 on a CPU; off on a GPU,
+    # whose full batches take milliseconds); 0: off (batches at max_batch_tokens).
+    interactive_slo_ms: float | None = None
     # Bounds: rows waiting per model, rows per request, bytes per message (both ways).
     max_queued_rows: int = 65536
     max_request_rows: int = 16384
@@ -72,6 +76,8 @@ class ServerConfig:
             raise ValueError(f"--scheduling must be classes or fifo, not {self.scheduling!r}")
         if self.word_cache not in ("auto", "on", "off"):
             raise ValueError(f"--word-cache must be auto, on or off, not {self.word_cache!r}")
+        if self.interactive_slo_ms is not None and self.interactive_slo_ms < 0:
+            raise ValueError("--interactive-slo-ms must be positive (or 0: off)")
         if self.replicas < 1:
             raise ValueError("--replicas must be at least 1")
         if not self.models:

@@ -69,6 +69,14 @@ class ServerMetrics:
             "embedtext_class_latency_seconds", "Queue and engine time per request, per latency class",
             ["model", "latency_class"], buckets=_TIME_BUCKETS, registry=r,
         )
+        self.bulk_batch_tokens = Gauge(
+            "embedtext_bulk_batch_tokens", "Token budget of a bulk batch (paced to --interactive-slo-ms)", ["model"],
+            registry=r,
+        )
+        self.engine_tokens_per_s = Gauge(
+            "embedtext_engine_tokens_per_second", "Tokens per second one engine computes while busy (bulk batches)",
+            ["model"], registry=r,
+        )
         self.queued_class_rows = Gauge(
             "embedtext_queued_class_rows", "Rows waiting per latency class", ["model", "latency_class"], registry=r
         )

@@ -31,6 +31,7 @@ from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDea
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import ModelSpec
 from embedtext.server.options import EmbedOptions
+from embedtext.server.pacing import BulkPacer, EngineSpeed
 from embedtext.server.replicas import ReplicaSupervisor
 from embedtext.server.routing import LeastInFlightTokensPolicy
 from embedtext.server.tokenization.pool import TokenizerPool
@@ -42,34 +43,16 @@ log = logging.getLogger(__name__)
 _NO_DEADLINE_WAIT_S = 300.0
 # Batches carrying interactive rows may run this many beyond --max-batches-per-replica.
 INTERACTIVE_EXTRA_SLOTS = 1
+# A refused caller is told to come back after this long at least, at most, and while the
+# engines' speed is not measured yet.
+MIN_RETRY_S, MAX_RETRY_S, UNKNOWN_RETRY_S = 0.05, 5.0, 0.2
+# A request is refused at once when even this many times the engines' measured speed could
+# not finish it before its deadline (the speed is an average; a refusal must be sure).
+DEADLINE_REFUSAL_MARGIN = 1.5
 
 
 def _class_name(interactive: bool) -> str:
     return "interactive" if interactive else "bulk"
-
-
-class DrainRate:
-    """Rows/s the engines finish (moving average), to tell a refused caller when to come back."""
-
-    MIN_RETRY_S, MAX_RETRY_S, UNKNOWN_RETRY_S = 0.05, 5.0, 0.2
-
-    def __init__(self, smoothing: float = 0.2) -> None:
-        self.smoothing = smoothing
-        self.rows_per_s: float | None = None
-        self._last: float | None = None
-
-    def done(self, rows: int) -> None:
-        now = time.monotonic()
-        if self._last is not None and now > self._last:
-            rate = rows / (now - self._last)
-            self.rows_per_s = rate if self.rows_per_s is None else self.rows_per_s + self.smoothing * (rate - self.rows_per_s)
-        self._last = now
-
-    def seconds_for(self, rows: int) -> float:
-        """About how long until ``rows`` more rows have drained (clamped)."""
-        if not self.rows_per_s:
-            return self.UNKNOWN_RETRY_S
-        return min(self.MAX_RETRY_S, max(self.MIN_RETRY_S, rows / self.rows_per_s))
 
 
 @dataclass
@@ -90,6 +73,7 @@ class ModelRuntime:
         backend_factory: Callable[[int], Backend],
         *,
         word_cache: bool = False,
+        interactive_slo_s: float | None = None,
     ) -> None:
         self.spec = spec
         self.config = config
@@ -106,7 +90,20 @@ class ModelRuntime:
             max_queued_rows=config.max_queued_rows,
             classes=config.scheduling == "classes",
         )
-        self.drain = DrainRate()
+        self.speed = EngineSpeed()
+        # Bulk batches sized to an interactive latency target (server/pacing.py); None: at
+        # --max-batch-tokens, as without classes.
+        self.pacer = None
+        if interactive_slo_s and self.queue.classes:
+            self.pacer = BulkPacer(
+                slo_s=interactive_slo_s, max_batch_tokens=config.max_batch_tokens,
+                batches_per_replica=config.max_batches_per_replica, min_batch_tokens=spec.max_tokens,
+            )
+            self.queue.bulk_batch_tokens = self.pacer.batch_tokens
+            log.info("model %s: bulk batches paced for interactive requests within %.0f ms", spec.name,
+                     interactive_slo_s * 1000)
+        metrics.bulk_batch_tokens.labels(spec.name).set_function(lambda: self.queue.bulk_batch_tokens)
+        metrics.engine_tokens_per_s.labels(spec.name).set_function(lambda: self.speed.tokens_per_s or 0.0)
         self.router = LeastInFlightTokensPolicy.of_count(
             config.replicas, max_batches_per_replica=config.max_batches_per_replica
         )
@@ -178,14 +175,38 @@ class ModelRuntime:
         try:
             self.queue.check_room(rows)
         except OverloadedError as exc:
-            exc.retry_after_s = self.drain.seconds_for(self.queue.queued_rows + rows - self.queue.max_queued_rows)
+            excess_rows = self.queue.queued_rows + rows - self.queue.max_queued_rows
+            tokens_per_row = self.queue.queued_tokens / max(self.queue.queued_rows, 1)
+            seconds = self.speed.seconds_for(int(excess_rows * tokens_per_row), self.supervisor.healthy_count)
+            exc.retry_after_s = UNKNOWN_RETRY_S if seconds is None else min(MAX_RETRY_S, max(MIN_RETRY_S, seconds))
             self.metrics.refusals.labels(self.spec.name, "queue_full").inc()
             raise
+
+    def _check_deadline(self, rows: list[list[int]], interactive: bool, deadline: float | None) -> None:
+        """Refuse at once what the engines cannot finish before its deadline, instead of failing
+        it when the deadline passes. Interactive rows and fair-shared bulk rows wait at least for
+        their own tokens; in one FIFO queue, for every queued token too."""
+        if deadline is None:
+            return
+        tokens = sum(max(len(r), 1) for r in rows)
+        ahead = 0 if interactive or self.queue.classes else self.queue.queued_tokens
+        need = self.speed.seconds_for(tokens + ahead, self.supervisor.healthy_count)
+        left = deadline - time.monotonic()
+        if need is None or need <= left * DEADLINE_REFUSAL_MARGIN:
+            return
+        self.metrics.refusals.labels(self.spec.name, "deadline").inc()
+        behind = f", behind {ahead} queued tokens" if ahead else ""
+        raise DeadlineExceededError(
+            f"refused at once: the request needs about {need:.1f}s of engine time ({tokens} tokens{behind} at "
+            f"about {self.speed.tokens_per_s * max(self.supervisor.healthy_count, 1):.0f} tokens/s) but its "
+            f"deadline leaves {max(left, 0):.1f}s; raise the timeout or send fewer rows per call"
+        )
 
     async def embed_texts(self, texts: list[str], options: EmbedOptions, deadline: float | None) -> EmbedResult:
         self._check(len(texts), options)
         self._check_room(len(texts))  # refuse before spending tokenizer time
-        rows = await self.tokenizers.tokenize(texts, truncate=options.truncate)
+        rows = await self.tokenizers.tokenize(texts, truncate=options.truncate,
+                                              interactive=self._interactive(len(texts), options))
         return await self._embed(rows, options, deadline)
 
     async def embed_token_ids(
@@ -195,9 +216,16 @@ class ModelRuntime:
         rows = self.tokenizers.check_token_ids(rows, truncate=options.truncate)
         return await self._embed(rows, options, deadline)
 
+    def _interactive(self, rows: int, options: EmbedOptions) -> bool:
+        """The request's latency class: as it says, or by size (at most INTERACTIVE_MAX_ROWS rows)."""
+        if not self.queue.classes:
+            return False
+        return rows <= INTERACTIVE_MAX_ROWS if options.interactive is None else options.interactive
+
     async def _embed(self, rows: list[list[int]], options: EmbedOptions, deadline: float | None) -> EmbedResult:
         normalize = self.spec.normalize if options.normalize is None else options.normalize
-        interactive = len(rows) <= INTERACTIVE_MAX_ROWS if options.interactive is None else options.interactive
+        interactive = self._interactive(len(rows), options)
+        self._check_deadline(rows, interactive, deadline)
         job = EmbedJob(
             rows=rows,
             future=asyncio.get_running_loop().create_future(),
@@ -306,6 +334,19 @@ class ModelRuntime:
                     f"replicas of model {self.spec.name} failed twice on this batch ({exc}); retry later"
                 ) from None
 
+    def _pace(self) -> None:
+        if self.pacer is None:
+            return
+        held = self.pacer.holds_target
+        self.queue.bulk_batch_tokens = self.pacer.update(self.speed.tokens_per_s)
+        if held and not self.pacer.holds_target:
+            log.warning(
+                "model %s: the interactive target of %.0f ms cannot be held: at %.0f tokens/s per engine, bulk "
+                "batches of the smallest size (%d tokens, the longest row) take %.0f ms per engine; they stay "
+                "at that size (raise --interactive-slo-ms, or lower --max-batches-per-replica)",
+                self.spec.name, self.pacer.slo_s * 1000, self.speed.tokens_per_s, self.pacer.batch_tokens,
+                1000 * self.pacer.step_s(self.speed.tokens_per_s))
+
     async def _run_on(self, replica, batch: Batch) -> None:
         now = time.monotonic()
         for part in batch.parts:
@@ -318,6 +359,7 @@ class ModelRuntime:
         # Stop the engine's work as soon as nobody waits for any row of the batch
         # (callers cancelled or past their deadline): cancelling vLLM's encode aborts it.
         work = asyncio.ensure_future(replica.backend.embed(batch.rows, batch.interactive_rows))
+        self.speed.started(replica.index)
 
         def abandon_if_unwanted(_future: asyncio.Future) -> None:
             if not batch.live and not work.done():
@@ -325,8 +367,10 @@ class ModelRuntime:
 
         for part in batch.parts:
             part.job.future.add_done_callback(abandon_if_unwanted)
+        done_tokens = 0  # what the engine computed, for its measured speed
         try:
             pooled = await work
+            done_tokens = batch.tokens
         except asyncio.CancelledError:
             if asyncio.current_task().cancelling():
                 work.cancel()
@@ -338,8 +382,9 @@ class ModelRuntime:
         finally:
             for part in batch.parts:
                 part.job.future.remove_done_callback(abandon_if_unwanted)
+            self.speed.finished(replica.index, done_tokens)
         elapsed = time.monotonic() - now
-        self.drain.done(batch.row_count)
+        self._pace()
         self.metrics.inference_time.labels(self.spec.name).observe(elapsed)
         for part in batch.parts:
             part.job.inference_s += elapsed

@@ -36,14 +36,16 @@ class VllmBackend:
         from vllm import AsyncEngineArgs
 
         s = self.settings
+        step_tokens = max(s.max_batch_tokens, self.spec.max_tokens)
         return AsyncEngineArgs(
             model=str(self.spec.path),
             runner="pooling",
             convert="embed",
             gpu_memory_utilization=s.memory_fraction,
             max_model_len=self.spec.max_tokens,
-            max_num_batched_tokens=max(s.max_batch_tokens, self.spec.max_tokens),
-            max_num_seqs=s.max_num_seqs,
+            max_num_batched_tokens=step_tokens,
+            # vLLM refuses more rows a step than tokens a step (every row has one token at least).
+            max_num_seqs=min(s.max_num_seqs, step_tokens),
             dtype=s.dtype,
             enforce_eager=s.enforce_eager,
             disable_log_stats=True,

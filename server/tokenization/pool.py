@@ -52,6 +52,9 @@ class TokenizerPool:
                 self._encoders[(truncate, normalized)] = getattr(tokenizer, encode)
         self._in_flight = 0
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embedtext-tokenizer")
+        # Interactive requests (a few rows) get a thread of their own: behind a bulk request's
+        # thousands of rows in the shared threads they would wait for its whole tokenization.
+        self._interactive_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedtext-tokenizer-interactive")
 
     @staticmethod
     def _load(tokenizer_file: str) -> Tokenizer:
@@ -104,11 +107,12 @@ class TokenizerPool:
         """Some request is being tokenized: its rows are on their way to the batch queue."""
         return self._in_flight > 0
 
-    async def tokenize(self, texts: list[str], truncate: bool = True) -> list[list[int]]:
+    async def tokenize(self, texts: list[str], truncate: bool = True, interactive: bool = False) -> list[list[int]]:
         loop = asyncio.get_running_loop()
+        executor = self._interactive_executor if interactive else self._executor
         self._in_flight += 1
         try:
-            return await loop.run_in_executor(self._executor, self.tokenize_sync, texts, truncate)
+            return await loop.run_in_executor(executor, self.tokenize_sync, texts, truncate)
         finally:
             self._in_flight -= 1
 
@@ -132,3 +136,4 @@ class TokenizerPool:
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)
+        self._interactive_executor.shutdown(wait=False, cancel_futures=True)

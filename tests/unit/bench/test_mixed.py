@@ -7,13 +7,24 @@ from embedtext.bench.mixed import MODES, mixed_ratios, run_mixed
 def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir):
     bulk = [f"bulk row {i} of a table" for i in range(64)]
     probes = [f"query {i}" for i in range(8)]
-    cases = run_mixed([f"tiny={tiny_model_dir}"], bulk, probes, clients=2, seconds=0.8, rounds=2,
-                      args=["--engine", "null"], settle_s=0, progress=lambda _line: None)
+    cases = run_mixed([f"tiny={tiny_model_dir}"], bulk, probes, clients=2, seconds=0.8, rounds=2, scan_rows=100,
+                      flood_clients=3, flood_seconds=0.5, args=["--engine", "null"], settle_s=0,
+                      progress=lambda _line: None)
     by = {(c["mode"], c["kind"]): c for c in cases}
-    assert set(by) == {(m, k) for m in MODES for k in ("idle", "bulk2", "bulk2_alone")}
+    kinds = ("idle", "scan", "two_scans", "bulk2", "bulk2_alone", "flood3")
+    assert set(by) == {(m, k) for m in MODES for k in kinds}
     for mode in MODES:
         assert by[(mode, "idle")]["probes"] > 0 and by[(mode, "idle")]["rows"] == 0
         assert by[(mode, "bulk2")]["probes"] > 0 and by[(mode, "bulk2")]["rows"] > 0
         assert by[(mode, "bulk2_alone")]["probes"] == 0 and by[(mode, "bulk2_alone")]["rows"] > 0
         assert by[(mode, "bulk2")]["rows"] % len(bulk) == 0  # whole bulk calls only
-    assert set(mixed_ratios(cases)) == {"mixed_interactive_p99_bulk2", "mixed_bulk_rows_per_s", "mixed_bulk_rows_per_s_alone"}
+        assert by[(mode, "scan")]["probes"] > 0 and by[(mode, "scan")]["rows"] == 2 * 100  # both rounds
+        two = by[(mode, "two_scans")]
+        assert len(two["scan_seconds"]) == 2 and len(two["scan_rows_per_s"]) == 2 and two["scan_ratio"] >= 1
+        flood = by[(mode, "flood3")]  # one round only
+        assert flood["served_calls"] + flood["failed_calls"] >= 3 and flood["rounds"] == 2
+        assert flood["rows_lost"] == 2048 * flood["failed_calls"]
+    assert set(mixed_ratios(cases)) == {
+        "mixed_interactive_p99_scan", "mixed_interactive_p99_bulk2", "mixed_interactive_p99_ms_scan",
+        "mixed_interactive_p99_ms_bulk2", "mixed_bulk_rows_per_s",
+        "mixed_bulk_rows_per_s_alone", "mixed_two_scans_ratio", "mixed_flood_errors"}

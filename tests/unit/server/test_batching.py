@@ -226,3 +226,51 @@ def test_the_queue_counts_rows_per_class_and_waiting_callers():
     before, after = asyncio.run(run())
     assert before == (9, 2, 2)
     assert after == (0, 0, 0)
+
+
+def test_bulk_budget_splits_parts_by_rows_and_every_row_arrives_in_order():
+    """A paced bulk budget below the parts' size cuts them by rows; the job still gets every
+    row's vector back in its place, and the queue's counts go back to zero."""
+    async def run():
+        q = _queue(max_batch_tokens=100, max_batch_rows=100, max_queued_rows=100)
+        q.bulk_batch_tokens = 7
+        rows = [[i] * (1 + i % 3) for i in range(10)]  # 1, 2 or 3 tokens a row: 19 tokens
+        job = _job(rows)
+        q.submit(job)
+        batches = []
+        while not job.future.done():
+            b = await asyncio.wait_for(q.next_batch(), 1)
+            batches.append((b.row_count, b.tokens))
+            b.deliver(np.array([[r[0], 0, 0, 0] for r in b.rows], dtype=np.float32))
+        return batches, job.future.result(), q.queued_rows, q.queued_tokens
+
+    batches, vectors, queued_rows, queued_tokens = asyncio.run(run())
+    assert all(tokens <= 7 for _, tokens in batches)
+    assert sum(rows for rows, _ in batches) == 10 and sum(t for _, t in batches) == 19
+    assert vectors[:, 0].tolist() == list(range(10))
+    assert (queued_rows, queued_tokens) == (0, 0)
+
+
+def test_a_row_over_the_bulk_budget_still_goes_alone():
+    async def run():
+        q = _queue(max_batch_tokens=100)
+        q.bulk_batch_tokens = 2
+        q.submit(_job([[1, 2, 3, 4], [5]]))
+        first = await asyncio.wait_for(q.next_batch(), 1)
+        second = await asyncio.wait_for(q.next_batch(), 1)
+        return (first.row_count, first.tokens), (second.row_count, second.tokens)
+
+    assert asyncio.run(run()) == ((1, 4), (1, 1))
+
+
+def test_the_bulk_budget_does_not_cut_interactive_batches():
+    async def run():
+        q = _queue(max_batch_tokens=100)
+        q.bulk_batch_tokens = 2
+        job = _job([[1, 2]] * 4)
+        job.interactive = True
+        q.submit(job)
+        b = await asyncio.wait_for(q.next_batch(), 1)
+        return b.row_count, b.tokens
+
+    assert asyncio.run(run()) == (4, 8)

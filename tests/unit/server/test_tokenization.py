@@ -67,3 +67,29 @@ def test_busy_while_a_request_is_being_tokenized(pool):
         return during, pool.busy
 
     assert asyncio.run(run()) == (True, False)
+
+
+def test_an_interactive_request_is_not_tokenized_behind_bulk_ones():
+    """Bulk requests fill the shared threads; a one-row interactive request has a thread of its
+    own and comes back while they are still being tokenized."""
+    spec = load_model_spec("default")
+    pool = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=1, word_cache=False)
+
+    async def run():
+        order = []
+
+        async def tokenize(name, texts, interactive):
+            await pool.tokenize(texts, interactive=interactive)
+            order.append(name)
+
+        bulk = [asyncio.ensure_future(tokenize(f"bulk-{i}", ["many words in a row " * 50] * 3000, False))
+                for i in range(2)]
+        await asyncio.sleep(0)  # both bulk requests are handed to the pool first
+        await tokenize("interactive", ["which table holds the invoices"], True)
+        await asyncio.gather(*bulk)
+        return order
+
+    try:
+        assert asyncio.run(run())[0] == "interactive"
+    finally:
+        pool.close()

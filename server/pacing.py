@@ -1,0 +1,112 @@
+"""SLO pacing: size bulk batches so an interactive row waits at most about its target.
+
+An engine step cannot be interrupted, and vLLM fills the step that carries an interactive row
+with whatever bulk rows it holds. So an interactive row waits for the bulk tokens already handed
+to its engine: the step running when it arrives, then the rest in its own step. Bounding those
+tokens bounds the wait. :class:`EngineSpeed` measures how many tokens a replica computes per
+second while it has work; :class:`BulkPacer` turns that and ``--interactive-slo-ms`` into the
+token budget of one bulk batch, so that all the bulk batches a replica may hold at once
+(``--max-batches-per-replica``) take about half the target. The other half is for the
+interactive row's own step, the server's work around it, and noise.
+
+>>> pacer = BulkPacer(slo_s=0.25, max_batch_tokens=16384, batches_per_replica=2, min_batch_tokens=256)
+>>> pacer.batch_tokens  # no speed measured yet: a cautious start
+1024
+>>> pacer.update(tokens_per_s=8000.0)  # 8000 tokens/s x 0.25 s x 0.5, over 2 batches
+500
+>>> pacer.update(tokens_per_s=1000.0)  # too slow to hold the target: the smallest batch
+256
+>>> pacer.holds_target
+False
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+# Share of the target the bulk tokens an engine holds may take.
+BULK_SHARE_OF_SLO = 0.5
+# Bulk batches before the first speed measurement: at most this many tokens (a few rows).
+FIRST_BATCH_TOKENS = 1024
+
+
+@dataclass
+class _ReplicaClock:
+    in_flight: int = 0
+    since: float = 0.0  # the last start or finish while busy
+    busy_s: float = 0.0
+    tokens: int = 0
+
+
+class EngineSpeed:
+    """Tokens per second a replica computes while it holds work (a moving average over windows).
+
+    Each replica's busy time (any batch in flight) and the tokens it finished are summed until
+    the window is full, then averaged in. Per batch would not do: batches in flight overlap, and
+    an engine may run two in one step, so one finishes late and the next at once.
+    """
+
+    WINDOW_S = 0.5
+
+    def __init__(self, smoothing: float = 0.3) -> None:
+        self.smoothing = smoothing
+        self.tokens_per_s: float | None = None
+        self._replicas: dict[int, _ReplicaClock] = {}
+
+    def _advance(self, replica: int, now: float | None) -> tuple[_ReplicaClock, float]:
+        now = time.monotonic() if now is None else now
+        clock = self._replicas.setdefault(replica, _ReplicaClock())
+        if clock.in_flight:
+            clock.busy_s += now - clock.since
+        clock.since = now
+        return clock, now
+
+    def started(self, replica: int, now: float | None = None) -> None:
+        clock, _ = self._advance(replica, now)
+        clock.in_flight += 1
+
+    def finished(self, replica: int, tokens: int, now: float | None = None) -> None:
+        clock, _ = self._advance(replica, now)
+        clock.in_flight = max(clock.in_flight - 1, 0)
+        clock.tokens += tokens
+        if clock.busy_s < self.WINDOW_S:
+            return
+        rate = clock.tokens / clock.busy_s
+        clock.busy_s, clock.tokens = 0.0, 0
+        self.tokens_per_s = rate if self.tokens_per_s is None else self.tokens_per_s + self.smoothing * (rate - self.tokens_per_s)
+
+    def seconds_for(self, tokens: int, replicas: int = 1) -> float | None:
+        """About how long ``replicas`` engines take to compute ``tokens`` (None: not measured yet)."""
+        if not self.tokens_per_s:
+            return None
+        return tokens / (self.tokens_per_s * max(replicas, 1))
+
+
+class BulkPacer:
+    """The token budget of one bulk batch under an interactive latency target."""
+
+    def __init__(self, *, slo_s: float, max_batch_tokens: int, batches_per_replica: int, min_batch_tokens: int) -> None:
+        if slo_s <= 0:
+            raise ValueError("the interactive target must be positive")
+        self.slo_s = slo_s
+        self.max_batch_tokens = max_batch_tokens
+        self.batches_per_replica = batches_per_replica
+        # One row is never split: the longest row the model takes is the smallest budget.
+        self.min_batch_tokens = min(min_batch_tokens, max_batch_tokens)
+        self.batch_tokens = max(self.min_batch_tokens, min(max_batch_tokens, FIRST_BATCH_TOKENS))
+        self.holds_target = True
+
+    def update(self, tokens_per_s: float | None) -> int:
+        """The budget for the measured speed (unchanged while none is measured)."""
+        if tokens_per_s:
+            wanted = int(tokens_per_s * self.slo_s * BULK_SHARE_OF_SLO / self.batches_per_replica)
+            self.holds_target = wanted >= self.min_batch_tokens
+            self.batch_tokens = max(self.min_batch_tokens, min(self.max_batch_tokens, wanted))
+        return self.batch_tokens
+
+    def step_s(self, tokens_per_s: float | None) -> float | None:
+        """About how long the bulk work one replica may hold takes at that speed."""
+        if not tokens_per_s:
+            return None
+        return self.batch_tokens * self.batches_per_replica / tokens_per_s

