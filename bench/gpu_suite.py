@@ -11,7 +11,7 @@ Model: BERT-base with random weights in snowflake-arctic-embed-m-v1.5's shape (1
                                    as the CPU suite's naive path
 
 Each case also reports its share of the compute ceiling (BERT-base on an H200: 4.60M tokens/s at
-50 tokens, 4.19M at 512; REFERENCE section 5). Targets: >= 2.3M tokens/s at 50, >= 2.1M at 512.
+50 tokens, 4.19M at 512, as published for vLLM). Targets: >= 2.3M tokens/s at 50, >= 2.1M at 512.
 
 ``--gpu-processes K`` splits each replica count over K embedtext server processes (N/K replicas and
 1/K of the device memory each; cases ``..._r{N}_p{K}``); the client and DuckDB spread calls over
@@ -51,7 +51,7 @@ from embedtext.bench.servers import embedtext_server, vllm_http_server
 from embedtext.connectors.client import Client
 
 SUITE = "gpu"
-CEILING_TOKENS_PER_S = {50: 4.60e6, 512: 4.19e6}  # BERT-base on an H200 (REFERENCE section 5)
+CEILING_TOKENS_PER_S = {50: 4.60e6, 512: 4.19e6}  # BERT-base on an H200, as published for vLLM
 TOKENS = (50, 512)
 ROW_GROUP = 16_384
 

@@ -1,6 +1,6 @@
 """On a machine WITH network: fetch the wheels the GPU machine lacks and split them into parts.
 
-The GPU machine (no network, Python 3.12.3 at /opt/torch/.venv, torch 2.11.0+cu130, transformers
+The GPU machine (no network; its python3, itself a venv, is Python 3.12.3 with torch 2.11.0+cu130, transformers
 5.17.0, tokenizers, numpy 2.5.2, grpcio, protobuf, pyarrow, ...) takes at most 64 MiB of files per
 command, the working tree included, so:
 
@@ -64,7 +64,7 @@ SKIP = re.compile(
 )
 
 
-# What the GPU machine's python3 (/opt/torch/.venv, Python 3.12.3) already has, at the versions
+# What the GPU machine's python3 (itself a venv, Python 3.12.3) already has, at the versions
 # the GPU host reports (pip list there): the resolution is constrained to them, so that every other
 # pin is one that works beside them (none of these is shipped: see SKIP).
 MACHINE = {

@@ -5,7 +5,7 @@
 ``--parts`` holds ``manifest.json`` and ``part-000`` ...; each part's sha256 and the whole tar's
 are checked against the manifest before anything is installed. The venv sees the machine's
 python3 packages (torch 2.11.0 with its CUDA libraries, transformers, tokenizers, numpy ...) behind
-its own: the machine's python3 is itself a venv (/opt/torch/.venv), so ``--system-site-packages``
+its own: the machine's python3 is itself a venv, so ``--system-site-packages``
 alone would not reach them; a .pth file adds them (``make_venv``). A wheel is installed
 (``pip install --no-deps``) only when its distribution is missing there or older than the wheel;
 vllm, duckdb, sqlglot and embedtext always are. Then ``import vllm, duckdb, sqlglot,
@@ -85,7 +85,7 @@ def older(have: str, wheel: str) -> bool:
 
 
 def _site_dirs() -> list[str]:
-    """This interpreter's site-packages (the machine's python3 is itself a venv: /opt/torch/.venv)."""
+    """This interpreter's site-packages (the machine's python3 is itself a venv)."""
     import site
     import sysconfig
     dirs = [sysconfig.get_path("purelib"), sysconfig.get_path("platlib"), *site.getsitepackages()]
@@ -95,12 +95,12 @@ def _site_dirs() -> list[str]:
 def make_venv(venv: Path) -> str:
     """A venv that sees this interpreter's packages (torch & co.) behind its own.
 
-    ``python -m venv --system-site-packages`` run from a venv (the machine's python3 is
-    /opt/torch/.venv/bin/python3) links the new venv to the BASE interpreter's site-packages, not to
-    /opt/torch/.venv's: torch, transformers ... would be invisible. So a .pth file in the new venv
-    adds this interpreter's site-packages after the venv's own (``site.addsitedir``, so their .pth
-    files run too). ``--without-pip``: the base python may lack ensurepip (Debian/Ubuntu); pip is
-    taken from this interpreter's site-packages through that .pth, and bin/pip is a small shim.
+    ``python -m venv --system-site-packages`` run from a venv (the machine's python3 is one)
+    links the new venv to the BASE interpreter's site-packages, not to that venv's: torch,
+    transformers ... would be invisible. So a .pth file in the new venv adds this interpreter's
+    site-packages after the venv's own (``site.addsitedir``, so their .pth files run too).
+    ``--without-pip``: the base python may lack ensurepip (Debian/Ubuntu); pip is taken from this
+    interpreter's site-packages through that .pth, and bin/pip is a small shim.
     """
     python = venv / "bin" / "python"
     if not python.exists():

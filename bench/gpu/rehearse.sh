@@ -4,7 +4,7 @@
 #   bash bench/gpu/rehearse.sh            # stand-in + fetch + install + checks (~5 min warm, ~15 cold)
 #   REBUILD=1 bash bench/gpu/rehearse.sh  # also rebuild the stand-in from scratch
 #
-# 1. A stand-in for the GPU machine's python3 (/opt/torch/.venv, Python 3.12.3): a Python 3.12
+# 1. A stand-in for the GPU machine's python3 (itself a venv, Python 3.12.3): a Python 3.12
 #    venv with torch 2.11.0 (PyPI's default Linux wheel: +cu130, like the machine's) and the
 #    machine's packages at the versions the GPU host reports (the others at
 #    their latest); no pydantic, vLLM, duckdb, sqlglot (the machine has none).
@@ -21,7 +21,7 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 ROOT=$PWD
 WORK=${WORK:-/tmp/gpu-rehearsal}
-STANDIN=$WORK/standin          # the machine's /opt/torch/.venv
+STANDIN=$WORK/standin          # the machine's python3 venv
 PARTS=$WORK/gpu-wheels         # ~/gpu-wheels there
 VENV=$WORK/gpu-venv            # ~/gpu-venv there
 REPO=$WORK/repo                # the working-tree copy a command runs in
