@@ -46,8 +46,8 @@ INTERACTIVE_EXTRA_SLOTS = 1
 # A refused caller is told to come back after this long at least, at most, and while the
 # engines' speed is not measured yet.
 MIN_RETRY_S, MAX_RETRY_S, UNKNOWN_RETRY_S = 0.05, 5.0, 0.2
-# A request is refused at once when even this many times the engines' measured speed could
-# not finish it before its deadline (the speed is an average; a refusal must be sure).
+# A request is refused at once when even at this many times the engines' measured speed it
+# would not finish before its deadline (the speed is an average; a refusal must be sure).
 DEADLINE_REFUSAL_MARGIN = 1.5
 
 
