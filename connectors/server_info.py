@@ -22,6 +22,10 @@ class ModelInfo:
     queued_interactive_rows: int = 0
     queued_bulk_rows: int = 0
     waiting_bulk_callers: int = 0
+    # Pacing: the interactive target (0: off), a bulk batch's token budget, one engine's speed.
+    interactive_slo_ms: float = 0.0
+    bulk_batch_tokens: int = 0
+    engine_tokens_per_second: float = 0.0
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -67,6 +71,9 @@ class ServerInfo:
                     queued_interactive_rows=m.queued_interactive_rows,
                     queued_bulk_rows=m.queued_bulk_rows,
                     waiting_bulk_callers=m.waiting_bulk_callers,
+                    interactive_slo_ms=m.interactive_slo_ms,
+                    bulk_batch_tokens=m.bulk_batch_tokens,
+                    engine_tokens_per_second=m.engine_tokens_per_second,
                 )
                 for m in r.models
             ),

@@ -46,6 +46,9 @@ def info(target: str) -> None:
             f"    queue: {m.queued_interactive_rows} interactive rows, {m.queued_bulk_rows} bulk rows "
             f"from {m.waiting_bulk_callers} caller(s)"
         )
+        speed = f"{m.engine_tokens_per_second:,.0f} tokens/s per engine" if m.engine_tokens_per_second else "speed not measured yet"
+        target = f"paced for interactive requests within {m.interactive_slo_ms:.0f} ms" if m.interactive_slo_ms else "not paced"
+        click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens, {target}; {speed}")
 
 
 @main.command()

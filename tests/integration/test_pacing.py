@@ -3,6 +3,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 import embedtext
@@ -28,6 +31,15 @@ def test_bulk_batches_are_sized_from_the_measured_engine_speed(servers):
     assert speed > 0
     wanted = int(speed * CPU_SLO_S * BULK_SHARE_OF_SLO / BATCHES_PER_REPLICA)
     assert budget == max(max_tokens, min(MAX_BATCH_TOKENS, wanted))
+    # Info and `embedtext info` say the same (nothing has run since the metrics were read).
+    with embedtext.Client(servers.tiny.target) as client:
+        model = client.info(refresh=True).model("tiny")
+    assert (model.interactive_slo_ms, model.bulk_batch_tokens) == (CPU_SLO_S * 1000, budget)
+    assert model.engine_tokens_per_second == pytest.approx(speed, rel=1e-6)
+    out = subprocess.run([sys.executable, "-m", "embedtext.cli", "info", "--target", servers.tiny.target],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert f"bulk batches: {int(budget):,} tokens, paced for interactive requests within 250 ms" in out.stdout
 
 
 def test_a_request_the_engines_cannot_finish_in_time_is_refused_at_once(servers):
