@@ -84,20 +84,21 @@ def _print_similarities(texts: list[str], vectors) -> None:
 
 @main.command()
 @click.option("--target", default=None, envvar="EMBEDTEXT_TARGET", help="Use this server instead of starting one.")
-@click.option("--rows", default=3000, show_default=True, help="Rows of the demo corpus to embed.")
+@click.option("--rows", type=click.IntRange(min=1), default=None, help="Embed only this many paragraphs [default: all].")
 @click.option("--database", default=":memory:", show_default=True, help="DuckDB database file.")
-def demo(target: str | None, rows: int, database: str) -> None:
-    """The main job: embed a corpus in DuckDB with embed_text() and run semantic searches.
+def demo(target: str | None, rows: int | None, database: str) -> None:
+    """The main job: embed the standard library's docstrings in DuckDB with embed_text() and search them.
 
     With no --target, a server for the default model (all-MiniLM-L6-v2) starts on a private
     Unix socket and stops at the end.
     """
+    from embedtext.corpus import CorpusUnavailable
     from embedtext.demo import run_demo
     from embedtext.protocol.errors import EmbedTextError
 
     try:
         run_demo(target, rows=rows, database=database)
-    except EmbedTextError as exc:
+    except (EmbedTextError, CorpusUnavailable) as exc:
         raise click.ClickException(str(exc)) from None
 
 

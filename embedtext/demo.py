@@ -1,6 +1,7 @@
 """The main job of the README: embed a table in DuckDB with ``embed_text`` and search it.
 
-1. load the demo corpus into a DuckDB table ``docs(id, topic, body)``;
+1. load the demo corpus (paragraphs of the standard library's docstrings) into a DuckDB table
+   ``docs(id, source, body)``;
 2. ``CREATE TABLE doc_vectors AS SELECT id, embed_text(body) AS v FROM docs`` (progress bar);
 3. run a few semantic searches with the shipped ``embed_text_search`` macro and print the hits.
 """
@@ -14,24 +15,26 @@ import click
 import duckdb
 import pyarrow as pa
 
-from embedtext.corpus import demo_corpus
+from embedtext.corpus import docstring_corpus
 
+# Questions a user would ask, worded unlike the docstrings that answer them.
 SEARCHES = [
-    "how do I get my bread dough to rise",
-    "inflation worries push investors out of stocks",
-    "my dog is ill and needs to see an animal doctor",
-    "looking at faraway galaxies through a telescope",
+    "copy a whole directory tree",
+    "send an email message through a mail server",
+    "find the differences between two texts",
+    "generate a random password",
 ]
+SHOWN_CHARS = 110
 
 
-def run_demo(target: str | None = None, rows: int = 3000, database: str = ":memory:", top: int = 3) -> dict:
-    """Run the job; returns {query: [(topic, body, score), ...]} for the searches."""
+def run_demo(target: str | None = None, rows: int | None = None, database: str = ":memory:", top: int = 3) -> dict:
+    """Run the job on ``rows`` paragraphs (all when None); returns {query: [(source, body, score), ...]}."""
     from tqdm import tqdm
 
     from embedtext.udf import register
 
     con = duckdb.connect(database)
-    corpus = pa.table(demo_corpus(rows))
+    corpus = pa.table(docstring_corpus(rows))
     # duckdb 2.0 refuses new work while a result is unfinished: fetch every result to the end.
     con.execute("CREATE OR REPLACE TABLE docs AS SELECT * FROM corpus").fetchall()
     n = con.execute("SELECT count(*) FROM docs").fetchall()[0][0]
@@ -53,13 +56,14 @@ def run_demo(target: str | None = None, rows: int = 3000, database: str = ":memo
     hits = {}
     for query in SEARCHES:
         found = con.execute(
-            "SELECT d.topic, d.body, s.score FROM embed_text_search('doc_vectors', 'v', ?, k := ?) s "
+            "SELECT d.source, d.body, s.score FROM embed_text_search('doc_vectors', 'v', ?, k := ?) s "
             "JOIN docs d USING (id) ORDER BY s.score DESC",
             [query, top],
         ).fetchall()
         hits[query] = found
         click.echo(f"\nsearch: {query!r}")
-        for topic, body, score in found:
-            click.echo(f"  {score:.3f}  [{topic}] {body}")
+        for source, body, score in found:
+            shown = body if len(body) <= SHOWN_CHARS else body[: SHOWN_CHARS - 1].rstrip() + "…"
+            click.echo(f"  {score:.3f}  [{source}] {shown}")
     con.close()
     return hits

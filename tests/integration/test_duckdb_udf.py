@@ -148,23 +148,26 @@ def test_parallel_chunks_from_several_row_groups(servers, tiny_client):
     assert reg.embedder.calls >= 100
 
 
-def test_search_macro_finds_the_right_topic(servers):
-    from embedtext.corpus import demo_corpus
+def test_search_macro_finds_the_documented_module(servers):
+    from embedtext.corpus import docstring_corpus
     from embedtext.demo import SEARCHES
 
     import pyarrow as pa
 
     con = duckdb.connect()
     embedtext.register(con, servers.minilm.target)
-    corpus = pa.table(demo_corpus(400))
+    corpus = pa.table(docstring_corpus())
     con.execute("CREATE TABLE docs AS SELECT * FROM corpus").fetchall()
     con.execute("CREATE TABLE doc_vectors AS SELECT id, embed_text(body) AS v FROM docs").fetchall()
-    expected_topics = ["baking", "finance", "pets", "astronomy"]
-    for query, topic in zip(SEARCHES, expected_topics):
+    # The module whose docstrings answer each demo question, read off the standard library.
+    expected_modules = [{"shutil"}, {"smtplib"}, {"difflib"}, {"secrets", "random"}]
+    for query, modules in zip(SEARCHES, expected_modules, strict=True):
         hits = con.execute(
-            "SELECT d.topic FROM embed_text_search('doc_vectors', 'v', ?, k := 3) s JOIN docs d USING (id)", [query]
+            "SELECT d.source FROM embed_text_search('doc_vectors', 'v', ?, k := 3) s JOIN docs d USING (id) "
+            "ORDER BY s.score DESC",
+            [query],
         ).fetchall()
-        assert [h[0] for h in hits] == [topic] * 3, (query, hits)
+        assert hits[0][0].split(".")[0] in modules, (query, hits)
     sim = con.execute("SELECT embed_text_similarity('a cat', 'a kitten'), embed_text_similarity('a cat', 'bond yields')").fetchall()[0]
     assert sim[0] > 0.5 > sim[1]
 
