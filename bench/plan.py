@@ -9,8 +9,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 SUITES = ("cpu", "transport", "latency", "scaling", "allocator", "replica-processes", "idle-dispatch",
-          "ascii-normalizer", "word-cache", "mixed", "gpu")
-# allocator, replica-processes, idle-dispatch, ascii-normalizer, word-cache, mixed, gpu:
+          "ascii-normalizer", "word-cache", "mixed", "dtype", "gpu")
+# allocator, replica-processes, idle-dispatch, ascii-normalizer, word-cache, mixed, dtype, gpu:
 # only when asked for
 DEFAULT_SUITES = ("cpu", "transport", "latency", "scaling")
 GPU_REPLICAS = (1, 2, 4, 8, 16, 32)  # the GPU suite's replica counts unless given

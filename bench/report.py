@@ -20,6 +20,9 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     "mixed_bulk_rows_per_s_alone": (">=", 0.95),
     "mixed_two_scans_ratio": ("<=", 1.25),
     "mixed_flood_errors": ("<=", 0),
+    # --dtype auto picks bfloat16 on a CPU only where these hold (server/host/cpu_features.py).
+    "dtype_bf16_cosine_p01": (">=", 0.999),
+    "dtype_bf16_top10_overlap": (">=", 0.95),
     "gpu_tokens_per_s_50tok": (">=", 2.3e6),
     "gpu_tokens_per_s_512tok": (">=", 2.1e6),
 }

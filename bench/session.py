@@ -76,6 +76,12 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
                            rounds=2 if plan.quick else 3, scan_rows=2048 if plan.quick else 6000,
                            flood_clients=16 if plan.quick else 64, flood_seconds=10.0 if plan.quick else 60.0,
                            args=["--enforce-eager"] if plan.eager else [], progress=progress)
+    if "dtype" in suites:
+        from embedtext.bench.dtype_quality import run_dtype_suite
+        from embedtext.corpus import docstring_corpus
+
+        cases += run_dtype_suite(docstring_corpus()["body"], rounds=2 if plan.quick else 5,
+                                 args=["--enforce-eager"] if plan.eager else [], progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
@@ -101,6 +107,7 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     """Every suite's ratios from its cases (suites absent from ``cases`` give none)."""
     from embedtext.bench.allocator import allocator_ratios
     from embedtext.bench.cpu_suite import cpu_ratios
+    from embedtext.bench.dtype_quality import dtype_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
     from embedtext.bench.idle_dispatch import idle_dispatch_ratios
     from embedtext.bench.mixed import mixed_ratios
@@ -111,7 +118,7 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
 
     return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
             **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **tokenizer_modes_ratios(cases),
-            **mixed_ratios(cases), **gpu_ratios(cases)}
+            **mixed_ratios(cases), **dtype_ratios(cases), **gpu_ratios(cases)}
 
 
 def print_report(report: dict) -> None:

@@ -26,6 +26,7 @@ class ModelInfo:
     interactive_slo_ms: float = 0.0
     bulk_batch_tokens: int = 0
     engine_tokens_per_second: float = 0.0
+    dtype: str = ""
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -74,6 +75,7 @@ class ServerInfo:
                     interactive_slo_ms=m.interactive_slo_ms,
                     bulk_batch_tokens=m.bulk_batch_tokens,
                     engine_tokens_per_second=m.engine_tokens_per_second,
+                    dtype=m.dtype,
                 )
                 for m in r.models
             ),

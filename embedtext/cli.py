@@ -39,7 +39,7 @@ def info(target: str) -> None:
     for m in i.models:
         click.echo(
             f"  {m.name}: dim {m.dim}, max tokens {m.max_tokens}, pooling {m.pooling}, "
-            f"normalized {m.normalize_default}, replicas {m.replicas}"
+            f"normalized {m.normalize_default}, replicas {m.replicas}" + (f", dtype {m.dtype}" if m.dtype else "")
             + (f", aliases {', '.join(m.aliases)}" if m.aliases else "")
         )
         click.echo(

@@ -16,6 +16,7 @@ from embedtext.protocol import embedding_pb2 as pb
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
 from embedtext.server.engine.factory import backend_factory
+from embedtext.server.host.cpu_features import EngineDtype, engine_dtype
 from embedtext.server.host.tuning import host_tuning
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import load_model_spec
@@ -77,26 +78,26 @@ def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRu
     own_processes = replica_processes_wanted(config, device)
     log.info("%d replica(s) per model; engine clients %s", config.replicas,
              "each in a process of its own" if own_processes else "in the server's process")
+    dtype = engine_dtype(config.dtype, device) if config.engine == "vllm" else EngineDtype("float32", "null engine")
+    log.info("%s", dtype.note)
     runtimes = []
     for arg in config.models:
         name, source = _parse_model(arg)
         spec = load_model_spec(source, name)
-        # On a CPU, "auto" would pick float16 for checkpoints without a dtype: slow there and
-        # less exact. float32 gives vectors equal to sentence-transformers'.
-        dtype = "float32" if config.dtype == "auto" and device == "cpu" else config.dtype
         settings = EngineSettings(
             memory_fraction=share,
             max_batch_tokens=config.max_batch_tokens,
             max_num_seqs=config.max_num_seqs,
             device=device,
-            dtype=dtype,
+            dtype=dtype.dtype,
             enforce_eager=config.enforce_eager,
             priority_scheduling=config.scheduling == "classes",
         )
         runtimes.append(ModelRuntime(
             spec, config, metrics,
             backend_factory(spec, settings, engine=config.engine, own_process=own_processes),
-            word_cache=word_cache_wanted(config, device), interactive_slo_s=interactive_slo_s(config, device)))
+            word_cache=word_cache_wanted(config, device), interactive_slo_s=interactive_slo_s(config, device),
+            dtype=dtype.dtype))
     return runtimes
 
 

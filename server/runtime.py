@@ -74,8 +74,10 @@ class ModelRuntime:
         *,
         word_cache: bool = False,
         interactive_slo_s: float | None = None,
+        dtype: str = "",
     ) -> None:
         self.spec = spec
+        self.dtype = dtype  # what the engines compute in (server/host/cpu_features.py)
         self.config = config
         self.metrics = metrics
         self.tokenizers = TokenizerPool(

@@ -212,6 +212,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 interactive_slo_ms=rt.pacer.slo_s * 1000 if rt.pacer is not None else 0.0,
                 bulk_batch_tokens=rt.queue.bulk_batch_tokens,
                 engine_tokens_per_second=rt.speed.tokens_per_s or 0.0,
+                dtype=rt.dtype,
             )
             for rt in self.runtimes
         ]

