@@ -21,7 +21,7 @@ import pyarrow as pa
 from duckdb.func import FunctionNullHandling, PythonUDFType
 
 
-def _fixed_size_list(vectors: np.ndarray) -> pa.FixedSizeListArray:
+def as_fixed_size_list(vectors: np.ndarray) -> pa.FixedSizeListArray:
     vectors = np.ascontiguousarray(vectors, dtype=np.float32)
     return pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
 
@@ -57,7 +57,7 @@ class OpenAIJsonEmbedder:
         return np.asarray(rows, dtype=np.float32)
 
     def __call__(self, chunk) -> pa.FixedSizeListArray:
-        return _fixed_size_list(self.embed(_texts(chunk)))
+        return as_fixed_size_list(self.embed(_texts(chunk)))
 
     def close(self) -> None:
         self._pool.shutdown()
@@ -80,7 +80,7 @@ class NullInProcessEmbedder:
 
     def __call__(self, chunk) -> pa.FixedSizeListArray:
         ids = self._tokenizer.tokenize_sync(_texts(chunk))
-        return _fixed_size_list(asyncio.run(self._backend.embed(ids)))
+        return as_fixed_size_list(asyncio.run(self._backend.embed(ids)))
 
 
 def register_udf(con: duckdb.DuckDBPyConnection, name: str, fn, dim: int) -> None:

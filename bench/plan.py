@@ -44,6 +44,9 @@ class BenchPlan:
     # The cpu suite's rotating rounds (each times every path once; ratios: medians of the rounds).
     # Quick runs take 2 (ABCD, DCBA: each path as often early as late) to stay under 5 minutes.
     cpu_rounds: int = 5
+    # The cpu suite's peers on the default model (bench/cpu_peers.py): sentence-transformers runs
+    # it at about a third of embed_text's rows/s, so fewer rows than the tiny model's paths.
+    cpu_peer_work: tuple[tuple[int, int], ...] = ((50, 1024), (512, 128))
     workdir: Path | None = None  # set by make_plan
 
 
@@ -77,6 +80,7 @@ FULL = replace(
     eager=False,
     cpu_repeats=1,
     cpu_rounds=5,
+    cpu_peer_work=((50, 8192), (512, 1024)),
 )
 
 

@@ -29,6 +29,14 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
         cases += run_transport({d: models.null_dim(d) for d in plan.dims}, plan.transport_rows, plan.transport_tokens)
     if {"cpu", "latency", "scaling"} & set(suites):
         cases += _tiny_model_suites(plan, suites, models, progress)
+    if "cpu" in suites:
+        from embedtext.bench.corpus import BenchCorpus
+        from embedtext.bench.cpu_peers import run_cpu_peers
+        from embedtext.server.models import load_model_spec
+
+        cases += run_cpu_peers(BenchCorpus(load_model_spec("default").path), plan.cpu_peer_work,
+                               rounds=plan.cpu_rounds, workdir=plan.workdir,
+                               args=["--enforce-eager"] if plan.eager else [], progress=progress)
     if "allocator" in suites:
         from embedtext.bench.allocator import run_allocator
         from embedtext.bench.corpus import BenchCorpus

@@ -1,0 +1,174 @@
+"""The cpu suite's peers: what a data engineer on a CPU would call inside a DuckDB UDF instead.
+
+All three paths embed the same rows with the same weights (the default model, all-MiniLM-L6-v2,
+float32) and the same thread budget (every core), timed in rotating rounds (bench/rounds.py):
+
+  udf_embed_text_default_{T}tok       DuckDB ``embed_text`` on an embedtext server (``--dtype float32``)
+  udf_sentence_transformers_{T}tok    an Arrow UDF calling ``SentenceTransformer.encode``
+  udf_onnxruntime_{T}tok              an Arrow UDF running an ONNX export of the model in ONNX Runtime
+                                      (tokenizers, then mean pooling and L2 in numpy: what fastembed runs)
+
+Ratios ``udf_vs_sentence_transformers`` and ``udf_vs_onnxruntime`` (``_512`` at 512 tokens; the
+model truncates at 256 on every path). Before timing, each peer's vectors are checked against
+embed_text's on the same rows (``peer_min_cosine`` in its cases).
+
+The ONNX model is exported here from the model directory (``torch.onnx.export``): no hub.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from embedtext.bench.baselines import as_fixed_size_list
+
+# Rows per model call of each peer: sentence-transformers' default, and the same for ONNX Runtime.
+PEER_BATCH_ROWS = 32
+
+
+class SentenceTransformersEmbedder:
+    """``SentenceTransformer(model_dir).encode(chunk)`` as a DuckDB Arrow UDF."""
+
+    def __init__(self, model_dir: str | os.PathLike, *, threads: int, batch_rows: int = PEER_BATCH_ROWS) -> None:
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(threads)
+        self.model = SentenceTransformer(str(model_dir), device="cpu")
+        self.batch_rows = batch_rows
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return self.model.encode(texts, batch_size=self.batch_rows, convert_to_numpy=True, normalize_embeddings=True)
+
+    def __call__(self, chunk) -> pa.FixedSizeListArray:
+        return as_fixed_size_list(self.embed(chunk.to_pylist()))
+
+
+def export_onnx(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
+    """The model's encoder as ONNX (token ids -> last hidden state), batch and length dynamic."""
+    import torch
+    from transformers import AutoModel
+
+    out = Path(out)
+    if out.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    encoder = AutoModel.from_pretrained(str(model_dir), attn_implementation="eager").eval()
+
+    class LastHiddenState(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            return self.encoder(input_ids=input_ids, attention_mask=attention_mask,
+                                token_type_ids=token_type_ids).last_hidden_state
+
+    ids = torch.ones(2, 16, dtype=torch.long)
+    names = ["input_ids", "attention_mask", "token_type_ids"]
+    with torch.no_grad():
+        torch.onnx.export(LastHiddenState().eval(), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(out),
+                          dynamo=False, opset_version=17, input_names=names, output_names=["last_hidden_state"],
+                          dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]})
+    return out
+
+
+class OnnxRuntimeEmbedder:
+    """An ONNX export in ONNX Runtime, tokenized with ``tokenizers``, mean-pooled and L2-normalised."""
+
+    def __init__(self, onnx_path: str | os.PathLike, tokenizer_file: str | os.PathLike, *, max_tokens: int,
+                 threads: int, batch_rows: int = PEER_BATCH_ROWS) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
+        self.tokenizer.enable_truncation(max_length=max_tokens)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest row of each batch
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        # Its threads would spin after each call and take cores from the path timed next.
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+        self.batch_rows = batch_rows
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = []
+        for start in range(0, len(texts), self.batch_rows):
+            encoded = self.tokenizer.encode_batch(texts[start : start + self.batch_rows])
+            ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
+            mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
+            hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
+                                             "token_type_ids": np.zeros_like(ids)})[0]
+            weights = mask[:, :, None].astype(np.float32)
+            pooled = (hidden * weights).sum(1) / np.clip(weights.sum(1), 1e-9, None)
+            out.append(pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None))
+        return np.concatenate(out).astype(np.float32)
+
+    def __call__(self, chunk) -> pa.FixedSizeListArray:
+        return as_fixed_size_list(self.embed(chunk.to_pylist()))
+
+
+def _min_cosine(a: np.ndarray, b: np.ndarray) -> float:
+    a = a / np.linalg.norm(a, axis=1, keepdims=True)
+    b = b / np.linalg.norm(b, axis=1, keepdims=True)
+    return float((a * b).sum(1).min())
+
+
+def run_cpu_peers(corpus, work: Sequence[tuple[int, int]], *, rounds: int, workdir: Path, args: Sequence[str] = (),
+                  progress=print) -> list[dict]:
+    """embed_text vs the two peers on the default model, in rotating rounds."""
+    import duckdb
+
+    import embedtext
+    from embedtext.bench.baselines import register_udf
+    from embedtext.bench.queries import embed_query_case, load_docs
+    from embedtext.bench.rounds import RoundsPath, run_rounds
+    from embedtext.bench.servers import embedtext_server
+    from embedtext.server.host.cpu_threads import usable_cores
+    from embedtext.server.models import load_model_spec
+
+    suite = "cpu"
+    spec = load_model_spec("default")
+    threads = usable_cores()
+    progress(f"cpu peers: {spec.name}, float32, {threads} threads each: sentence-transformers and ONNX Runtime UDFs")
+    peers = {
+        "st": SentenceTransformersEmbedder(spec.path, threads=threads),
+        "ort": OnnxRuntimeEmbedder(export_onnx(spec.path, workdir / "onnx" / "model.onnx"), spec.tokenizer_file,
+                                   max_tokens=spec.max_tokens, threads=threads),
+    }
+    with embedtext_server(["default"], args=["--dtype", "float32", *args]) as server, duckdb.connect() as con:
+        embedtext.register(con, server.target)
+        register_udf(con, "st_embed", peers["st"], spec.dim)
+        register_udf(con, "ort_embed", peers["ort"], spec.dim)
+        sample = corpus.texts(64, 50, seed=3)
+        with embedtext.Client(server.target) as client:
+            ours = client.embed(sample)
+        agreement = {name: round(_min_cosine(ours, peer.embed(sample)), 7) for name, peer in peers.items()}
+        progress(f"cpu peers: min cosine to embed_text on 64 rows: {agreement}")
+
+        def scan(fn: str, pid: int | None, **extra):
+            return lambda tokens, rows, warmup: embed_query_case(
+                con, "run", suite, fn=fn, source="docs", rows=rows, tokens_per_row=tokens, server_pid=pid,
+                warmup=warmup, **extra)
+
+        paths = [
+            RoundsPath("ours", "udf_embed_text_default", "DuckDB embed_text -> embedtext gRPC -> vLLM (float32)",
+                       scan("embed_text", server.pid)),
+            RoundsPath("sentence_transformers", "udf_sentence_transformers",
+                       "DuckDB Arrow UDF -> SentenceTransformer.encode", scan("st_embed", None),
+                       ratio_key="udf_vs_sentence_transformers"),
+            RoundsPath("onnxruntime", "udf_onnxruntime", "DuckDB Arrow UDF -> ONNX Runtime (ONNX export)",
+                       scan("ort_embed", None), ratio_key="udf_vs_onnxruntime"),
+        ]
+        cases = run_rounds(paths, work, suite=suite, rounds=rounds, progress=progress,
+                           load=lambda tokens, rows: load_docs(con, corpus.texts(rows, tokens)))
+    for case in cases:
+        for name, prefix in (("st", "udf_sentence_transformers"), ("ort", "udf_onnxruntime")):
+            if case["name"].startswith(prefix):
+                case["peer_min_cosine"] = agreement[name]
+    return cases
