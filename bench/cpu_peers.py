@@ -18,6 +18,7 @@ The ONNX model is exported here from the model directory (``torch.onnx.export``)
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -70,7 +71,9 @@ def export_onnx(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
 
     ids = torch.ones(2, 16, dtype=torch.long)
     names = ["input_ids", "attention_mask", "token_type_ids"]
-    with torch.no_grad():
+    # The tracer warns about Python values in the attention mask's code; the graph keeps both axes dynamic.
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
         torch.onnx.export(LastHiddenState().eval(), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(out),
                           dynamo=False, opset_version=17, input_names=names, output_names=["last_hidden_state"],
                           dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]})
