@@ -8,11 +8,12 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-SUITES = ("cpu", "transport", "latency", "scaling", "allocator", "replica-processes", "idle-dispatch",
-          "ascii-normalizer", "word-cache", "mixed", "dtype", "gpu")
-# allocator, replica-processes, idle-dispatch, ascii-normalizer, word-cache, mixed, dtype, gpu:
+SUITES = ("cpu", "cpu-peers", "transport", "latency", "scaling", "allocator", "replica-processes", "idle-dispatch",
+          "ascii-normalizer", "word-cache", "mixed", "dtype", "startup", "gpu")
+# cpu-peers: the cpu suite's peers alone. allocator, replica-processes, idle-dispatch, ascii-normalizer,
+# word-cache, mixed, dtype, startup, gpu:
 # only when asked for
-DEFAULT_SUITES = ("cpu", "transport", "latency", "scaling")
+DEFAULT_SUITES = ("cpu", "cpu-peers", "transport", "latency", "scaling")
 GPU_REPLICAS = (1, 2, 4, 8, 16, 32)  # the GPU suite's replica counts unless given
 
 
@@ -44,8 +45,8 @@ class BenchPlan:
     # The cpu suite's rotating rounds (each times every path once; ratios: medians of the rounds).
     # Quick runs take 2 (ABCD, DCBA: each path as often early as late) to stay under 5 minutes.
     cpu_rounds: int = 5
-    # The cpu suite's peers on the default model (bench/cpu_peers.py): sentence-transformers runs
-    # it at about a third of embed_text's rows/s, so fewer rows than the tiny model's paths.
+    # The cpu suite's peers on the default model (bench/cpu_peers.py): a real model runs at a tenth
+    # of the tiny one's rows/s, so fewer rows than the tiny model's paths.
     cpu_peer_work: tuple[tuple[int, int], ...] = ((50, 1024), (512, 128))
     workdir: Path | None = None  # set by make_plan
 
@@ -80,7 +81,7 @@ FULL = replace(
     eager=False,
     cpu_repeats=1,
     cpu_rounds=5,
-    cpu_peer_work=((50, 8192), (512, 1024)),
+    cpu_peer_work=((50, 4096), (512, 512)),
 )
 
 

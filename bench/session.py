@@ -29,14 +29,15 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
         cases += run_transport({d: models.null_dim(d) for d in plan.dims}, plan.transport_rows, plan.transport_tokens)
     if {"cpu", "latency", "scaling"} & set(suites):
         cases += _tiny_model_suites(plan, suites, models, progress)
-    if "cpu" in suites:
+    if {"cpu", "cpu-peers"} & set(suites):
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.cpu_peers import run_cpu_peers
         from embedtext.server.models import load_model_spec
 
+        # Compiled even in quick runs: the peers run their own optimized kernels, and an eager
+        # engine would understate embed_text against them.
         cases += run_cpu_peers(BenchCorpus(load_model_spec("default").path), plan.cpu_peer_work,
-                               rounds=plan.cpu_rounds, workdir=plan.workdir,
-                               args=["--enforce-eager"] if plan.eager else [], progress=progress)
+                               rounds=plan.cpu_rounds, workdir=plan.workdir, progress=progress)
     if "allocator" in suites:
         from embedtext.bench.allocator import run_allocator
         from embedtext.bench.corpus import BenchCorpus
@@ -90,6 +91,13 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
 
         cases += run_dtype_suite(docstring_corpus()["body"], rounds=2 if plan.quick else 5,
                                  args=["--enforce-eager"] if plan.eager else [], progress=progress)
+    if "startup" in suites:
+        from embedtext.bench.corpus import BenchCorpus
+        from embedtext.bench.startup import run_startup
+        from embedtext.server.models import load_model_spec
+
+        cases += run_startup(BenchCorpus(load_model_spec("default").path), rounds=1 if plan.quick else 2,
+                             scan_rows=512 if plan.quick else 2048, progress=progress)
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
@@ -121,12 +129,13 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     from embedtext.bench.mixed import mixed_ratios
     from embedtext.bench.replica_processes import replica_processes_ratios
     from embedtext.bench.scaling import scaling_ratios
+    from embedtext.bench.startup import startup_ratios
     from embedtext.bench.tokenizer_modes import tokenizer_modes_ratios
     from embedtext.bench.transport import transport_ratios
 
     return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
             **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **tokenizer_modes_ratios(cases),
-            **mixed_ratios(cases), **dtype_ratios(cases), **gpu_ratios(cases)}
+            **mixed_ratios(cases), **dtype_ratios(cases), **startup_ratios(cases), **gpu_ratios(cases)}
 
 
 def print_report(report: dict) -> None:

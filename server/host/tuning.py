@@ -6,6 +6,7 @@ import logging
 from dataclasses import dataclass
 
 from embedtext.server.host.allocator import engine_allocator
+from embedtext.server.host.compile_cache import compile_cache_env
 from embedtext.server.host.cpu_threads import cpu_engine_env, usable_cores
 
 
@@ -20,7 +21,7 @@ class HostTuning:
 
 
 def host_tuning(device: str, engine: str = "vllm") -> HostTuning:
-    """Threads and allocator for vLLM-CPU engines; nothing for a GPU or the null engine."""
+    """Threads, allocator and compile cache for vLLM-CPU engines; nothing for a GPU or the null engine."""
     if device != "cpu" or engine != "vllm":
         return HostTuning({})
     threads = cpu_engine_env()
@@ -28,4 +29,7 @@ def host_tuning(device: str, engine: str = "vllm") -> HostTuning:
     notes = [(logging.WARNING if allocator.missing else logging.INFO, allocator.message)]
     if threads:
         notes.insert(0, (logging.INFO, f"vLLM-CPU on {usable_cores()} cores: {threads} (the model gets every core)"))
-    return HostTuning({**threads, **allocator.env}, tuple(notes))
+    cache = compile_cache_env()
+    if cache:
+        notes.append((logging.INFO, f"vLLM-CPU compile cache: {cache} (vLLM's AOT cache does not load back here)"))
+    return HostTuning({**threads, **allocator.env, **cache}, tuple(notes))

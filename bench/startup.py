@@ -1,0 +1,141 @@
+"""startup suite: how long a server takes to become ready on a warm machine, and where the time goes.
+
+Three server variants start in turn, in rotating rounds, each after one untimed start that fills
+vLLM's compile cache: the default (vLLM's AOT compile cache off: server/host/compile_cache.py),
+vLLM's own default (``VLLM_USE_AOT_COMPILE=1``: its cache does not load back, so it compiles
+again), and ``--enforce-eager`` (nothing to compile, a slower model). Each start is timed to
+"ready" and split by its log into phases; a short DuckDB scan after it checks that rows/s hold.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+import time
+from collections.abc import Sequence
+from datetime import datetime
+
+SUITE = "startup"
+SCAN_TOKENS = 50
+# name -> (server flags, engine environment)
+VARIANTS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
+    "default": ((), {}),
+    "aot_cache": ((), {"VLLM_USE_AOT_COMPILE": "1"}),
+    "eager": (("--enforce-eager",), {}),
+}
+
+_OURS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
+_VLLM = re.compile(r"^\((\w+)(?:-\d+)? pid=\d+\) \w+ (\d\d-\d\d \d\d:\d\d:\d\d) ")
+_TOOK = {
+    "weights_s": re.compile(r"Loading weights took ([\d.]+) seconds"),
+    "init_engine_s": re.compile(r"init engine \(profile, create kv cache, warmup model\) took ([\d.]+) s"),
+}
+
+
+def startup_phases(log: str, launched: float) -> dict[str, float]:
+    """Seconds of each phase of one start, from the server's log (ours and vLLM's lines).
+
+    ``launch_to_engine_start_s``: the server process, its imports and models; ``engine_core_s``:
+    vLLM imported in the server, and its engine-core process spawned and importing vLLM again;
+    ``worker_s``: the same for the worker process it spawns (vLLM-CPU always spawns); ``model_s``:
+    weights, compile (or the cache) and warm-up, until the server says ready. vLLM's own timings of
+    parts of the last phase come as ``weights_s`` and ``init_engine_s``.
+
+    >>> log = '''2026-11-25 08:29:26,448 INFO embedtext.server.engine.vllm_backend: starting m/0 for model m on cpu
+    ... (EngineCore pid=7) INFO 11-25 08:29:58 [core.py:133] Initializing a V1 LLM engine
+    ... (Worker pid=9) INFO 11-25 08:30:16 [default_loader.py:501] Loading weights took 0.04 seconds
+    ... (EngineCore pid=7) INFO 11-25 08:30:23 [core.py:402] init engine (profile, create kv cache, warmup model) took 3.89 s
+    ... 2026-11-25 08:30:24,464 INFO embedtext.server.engine.vllm_backend: m/0 ready (engine core pids [7])'''
+    >>> launched = datetime(2026, 11, 25, 8, 29, 23, 448000).timestamp()
+    >>> startup_phases(log, launched)
+    {'launch_to_engine_start_s': 3.0, 'engine_core_s': 31.6, 'worker_s': 18.0, 'model_s': 8.5, 'weights_s': 0.04, 'init_engine_s': 3.89}
+    """
+    year = datetime.fromtimestamp(launched).year
+    marks: dict[str, float] = {}
+    took: dict[str, float] = {}
+    for line in log.splitlines():
+        if m := _OURS.match(line):
+            at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(m.group(2)) / 1000
+            if " starting " in line and "engine" not in marks:
+                marks["engine"] = at
+            elif " ready (engine core pids" in line:
+                marks["ready"] = at
+        elif m := _VLLM.match(line):
+            at = datetime.strptime(f"{year}-{m.group(2)}", "%Y-%m-%d %H:%M:%S").timestamp()
+            process = "core" if m.group(1) == "EngineCore" else "worker" if "Worker" in m.group(1) else None
+            if process:
+                marks.setdefault(process, at)
+        for key, pattern in _TOOK.items():
+            if found := pattern.search(line):
+                took[key] = float(found.group(1))
+    order = [("launch_to_engine_start_s", "launched", "engine"), ("engine_core_s", "engine", "core"),
+             ("worker_s", "core", "worker"), ("model_s", "worker", "ready")]
+    marks["launched"] = launched
+    phases = {name: round(marks[end] - marks[start], 1) for name, start, end in order
+              if start in marks and end in marks}
+    return {**phases, **took}
+
+
+def startup_ratios(cases: Sequence[dict]) -> dict[str, float]:
+    """The default's warm ready time, and how the other variants compare (medians over rounds)."""
+    by_variant: dict[str, list[dict]] = {}
+    for case in cases:
+        if case["suite"] == SUITE and not case.get("cold"):
+            by_variant.setdefault(case["variant"], []).append(case)
+    if "default" not in by_variant:
+        return {}
+
+    def median(variant: str, key: str) -> float:
+        return statistics.median(c[key] for c in by_variant[variant])
+
+    out = {"startup_ready_s": round(median("default", "ready_s"), 1)}
+    for other in ("aot_cache", "eager"):
+        if other in by_variant:
+            out[f"startup_ready_s_{other}"] = round(median(other, "ready_s"), 1)
+            out[f"startup_rows_per_s_vs_{other}"] = round(median("default", "rows_per_s") / median(other, "rows_per_s"), 3)
+    return out
+
+
+def _start_once(model: str, variant: str, corpus_texts: list[str], *, round_: int, cold: bool, progress) -> dict:
+    import duckdb
+
+    import embedtext
+    from embedtext.bench.measure import make_case
+    from embedtext.bench.queries import load_docs
+    from embedtext.connectors.local_server import LocalServer
+
+    flags, env = VARIANTS[variant]
+    server = LocalServer([model], args=["--log-level", "INFO", *flags], env={"VLLM_LOGGING_LEVEL": "INFO", **env})
+    launched = time.time()
+    server.start()
+    try:
+        server.wait_ready(900)
+        ready_s = time.time() - launched
+        log = server.log_path.read_text(errors="replace")
+        with duckdb.connect() as con:
+            embedtext.register(con, server.target)
+            load_docs(con, corpus_texts)
+            con.execute("SELECT sum(embed_text(body)[1]) FROM (SELECT body FROM docs LIMIT 128)").fetchall()
+            started = time.perf_counter()
+            con.execute("SELECT sum(embed_text(body)[1]) FROM docs").fetchall()
+            seconds = time.perf_counter() - started
+    finally:
+        server.stop()
+    phases = startup_phases(log, launched)
+    progress(f"startup: {variant}{' (untimed, fills the cache)' if cold else f', round {round_ + 1}'}: ready in "
+             f"{ready_s:.1f} s {phases}; {len(corpus_texts) / seconds:,.0f} rows/s")
+    return make_case(f"startup_{variant}{'_cold' if cold else ''}", SUITE, rows=len(corpus_texts), seconds=seconds,
+                     tokens_per_row=SCAN_TOKENS, variant=variant, cold=cold, round=round_, ready_s=round(ready_s, 1),
+                     phases=phases, recompiled="Compiling model again" in log)
+
+
+def run_startup(corpus, *, rounds: int, scan_rows: int, model: str = "default", progress=print) -> list[dict]:
+    """Every variant started once untimed, then once per round in rotating order."""
+    from embedtext.bench.rounds import round_order
+
+    texts = corpus.texts(scan_rows, SCAN_TOKENS)
+    cases = [_start_once(model, v, texts, round_=0, cold=True, progress=progress) for v in VARIANTS]
+    for r in range(rounds):
+        for variant in round_order(list(VARIANTS), r):
+            cases.append(_start_once(model, variant, texts, round_=r, cold=False, progress=progress))
+    return cases
