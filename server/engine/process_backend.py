@@ -1,8 +1,8 @@
 """A replica whose engine client runs in a process of its own (``--replica-processes``).
 
 In one server process every replica's vLLM ``AsyncLLM`` shares one event loop and one GIL,
-and vLLM's request path costs Python work per row (about 93 us a 50-token row on the CPU
-machine): one process then tops out near 10k rows/s whatever the GPU could do. ``EngineProcessBackend``
+and vLLM's request path costs Python work per row (``embedtext bench --only replica-processes``
+measures it): one process then caps the rows/s whatever the GPU could do. ``EngineProcessBackend``
 moves that work into a worker process per replica (server/engine/worker.py) and hands it
 whole batches over a socketpair: token ids in, float32 vectors out, a few bytes of header
 per batch (server/engine/frames.py). The server keeps gRPC, tokenizing, batching and routing.

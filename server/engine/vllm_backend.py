@@ -105,7 +105,7 @@ class VllmBackend:
         params = PoolingParams(task="embed", use_activation=False)
         # One coroutine adds every row and then reads every row's collector: what
         # ``AsyncLLM.encode`` does per row, without a task and an async generator per row
-        # (those cost about a fifth of the server's CPU per 50-token row; measured with py-spy).
+        # (those took a large share of the server's CPU per row under py-spy).
         collectors, request_ids = [], []
         try:
             try:

