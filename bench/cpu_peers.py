@@ -26,6 +26,7 @@ import numpy as np
 import pyarrow as pa
 
 from embedtext.bench.baselines import as_fixed_size_list
+from embedtext.bench.dtype_quality import row_cosines
 
 # Rows per model call of each peer: sentence-transformers' default, and the same for ONNX Runtime.
 PEER_BATCH_ROWS = 32
@@ -116,12 +117,6 @@ class OnnxRuntimeEmbedder:
         return as_fixed_size_list(self.embed(chunk.to_pylist()))
 
 
-def _min_cosine(a: np.ndarray, b: np.ndarray) -> float:
-    a = a / np.linalg.norm(a, axis=1, keepdims=True)
-    b = b / np.linalg.norm(b, axis=1, keepdims=True)
-    return float((a * b).sum(1).min())
-
-
 def run_cpu_peers(corpus, work: Sequence[tuple[int, int]], *, rounds: int, workdir: Path, args: Sequence[str] = (),
                   progress=print) -> list[dict]:
     """embed_text vs the two peers on the default model, in rotating rounds."""
@@ -151,7 +146,7 @@ def run_cpu_peers(corpus, work: Sequence[tuple[int, int]], *, rounds: int, workd
         sample = corpus.texts(64, 50, seed=3)
         with embedtext.Client(server.target) as client:
             ours = client.embed(sample)
-        agreement = {name: round(_min_cosine(ours, peer.embed(sample)), 7) for name, peer in peers.items()}
+        agreement = {name: round(float(row_cosines(ours, peer.embed(sample)).min()), 7) for name, peer in peers.items()}
         progress(f"cpu peers: min cosine to embed_text on 64 rows: {agreement}")
 
         def scan(fn: str, pid: int | None, **extra):

@@ -62,11 +62,12 @@ def quality_ratios(float32: np.ndarray, bf16: np.ndarray, reference: np.ndarray 
     rows = np.arange(0, len(float32), QUERY_EVERY)
     want = top_k(float32, float32[rows], rows)
     cos = row_cosines(bf16, float32)
+    bf16_overlap = overlap(top_k(bf16, bf16[rows], rows), want)
     out = {
         "dtype_bf16_cosine_p01": float(np.percentile(cos, 1)),
         "dtype_bf16_cosine_min": float(cos.min()),
-        "dtype_bf16_top10_overlap": float(overlap(top_k(bf16, bf16[rows], rows), want).mean()),
-        "dtype_bf16_top10_overlap_worst": float(overlap(top_k(bf16, bf16[rows], rows), want).min()),
+        "dtype_bf16_top10_overlap": float(bf16_overlap.mean()),
+        "dtype_bf16_top10_overlap_worst": float(bf16_overlap.min()),
         "dtype_mixed_top10_overlap": float(overlap(top_k(float32, bf16[rows], rows), want).mean()),
     }
     if reference is not None:
@@ -88,21 +89,13 @@ def dtype_ratios(cases: Sequence[dict]) -> dict[str, float]:
     return out
 
 
-def _reference(model_dir: str, texts: list[str], threads: int) -> np.ndarray:
-    import torch
-    from sentence_transformers import SentenceTransformer
-
-    torch.set_num_threads(threads)
-    model = SentenceTransformer(model_dir, device="cpu")
-    return model.encode(texts, batch_size=64, convert_to_numpy=True, normalize_embeddings=True)
-
-
 def run_dtype_suite(texts: list[str], *, rounds: int, args: Sequence[str] = (), progress=print) -> list[dict]:
     """Both servers up at once; embed ``texts`` on each in rounds, then compare the vectors."""
     import os
     from contextlib import ExitStack
 
     from embedtext.bench.corpus import BenchCorpus
+    from embedtext.bench.cpu_peers import SentenceTransformersEmbedder
     from embedtext.bench.measure import make_case
     from embedtext.bench.rounds import RoundsPath, run_rounds
     from embedtext.bench.servers import embedtext_server
@@ -136,9 +129,8 @@ def run_dtype_suite(texts: list[str], *, rounds: int, args: Sequence[str] = (), 
         cases = run_rounds(paths, [(mean_tokens, len(texts))], suite=SUITE, rounds=rounds, load=lambda *_: None,
                            progress=progress)
     progress("dtype: sentence-transformers reference (float32)")
-    reference = _reference(str(spec.path), texts, threads=os.cpu_count() or 1)
+    reference = SentenceTransformersEmbedder(spec.path, threads=os.cpu_count() or 1, batch_rows=64).embed(texts)
     quality = quality_ratios(vectors["float32"], vectors["bfloat16"], reference)
-    cases.append({"name": "dtype_quality", "suite": SUITE, "rows": len(texts), "tokens_per_row": None, "seconds": 0,
-                  "rows_per_s": None, "tokens_per_s": None, "p50_ms": None, "p99_ms": None, "peak_rss_mb": None,
-                  "quality": quality, "queries": len(range(0, len(texts), QUERY_EVERY)), "top_k": TOP_K})
+    cases.append(make_case("dtype_quality", SUITE, rows=len(texts), seconds=0, tokens_per_row=None, quality=quality,
+                           queries=len(range(0, len(texts), QUERY_EVERY)), top_k=TOP_K))
     return cases

@@ -38,8 +38,8 @@ def _parse_model(arg: str) -> tuple[str | None, str]:
 
 def replica_processes_wanted(config: ServerConfig, device: str) -> bool:
     """``--replica-processes``; auto: on for several replicas on a GPU, where one event loop
-    adding every row to vLLM would cap the GPU (bench: --only replica-processes). On a small CPU the extra process
-    only takes cores from the model (bench: --only replica-processes)."""
+    adding every row to vLLM would cap the GPU. On a small CPU the extra process only takes cores
+    from the model (bench: --only replica-processes shows both)."""
     if config.replica_processes != "auto":
         return config.replica_processes == "on"
     return device == "cuda" and config.replicas > 1
