@@ -89,14 +89,16 @@ def main() -> None:
     from vllm import LLM
 
     from embedtext.bench.corpus import BenchCorpus
+    from embedtext.server.engine.base import EngineSettings
+    from embedtext.server.engine.vllm_args import engine_arguments
     from embedtext.server.models import load_model_spec
 
     spec = load_model_spec(args.model)
     corpus = BenchCorpus(spec.path)
-    llm = LLM(model=str(spec.path), runner="pooling", convert="embed", dtype=args.dtype,
-              gpu_memory_utilization=args.memory_fraction, max_model_len=spec.max_tokens,
-              max_num_batched_tokens=max(args.max_batch_tokens, spec.max_tokens), max_num_seqs=args.max_num_seqs,
-              enable_prefix_caching=False, disable_log_stats=True, enforce_eager=args.enforce_eager)
+    settings = EngineSettings(memory_fraction=args.memory_fraction, max_batch_tokens=args.max_batch_tokens,
+                              max_num_seqs=args.max_num_seqs, device="auto", dtype=args.dtype,
+                              enforce_eager=args.enforce_eager)
+    llm = LLM(**engine_arguments(spec, settings))  # what the server's engines are built with
     for item in args.work:
         tokens, rows = (int(x) for x in item.split(":"))
         _measure(llm, corpus, args.suite, tokens, rows, args.repeats, text=False)

@@ -1,6 +1,6 @@
-"""Mixed workloads: single-row interactive calls while bulk work loads the same server, with
-latency classes (``--scheduling classes``, the default, paced to ``--interactive-slo-ms``) and
-without (``--scheduling fifo``, the order before them).
+"""Mixed workloads: single-row interactive calls while bulk work loads the same server, with the
+defaults (latency classes, paced to ``--interactive-slo-ms``; on a CPU the engine stepped by the
+server, ``--engine-loop stepped``) and as before them (``--scheduling fifo --engine-loop async``).
 
 Two servers run side by side on the same model, one per mode; the rounds alternate which goes
 first, so drift on a shared machine hits both alike. Cases, per mode:
@@ -41,6 +41,8 @@ from embedtext.connectors.client import AsyncClient
 
 SUITE = "mixed"
 MODES = ("classes", "fifo")
+# What each mode adds to the servers' arguments: the defaults, and the order and engine loop before them.
+MODE_ARGS = {"classes": (), "fifo": ("--scheduling", "fifo", "--engine-loop", "async")}
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes: a person's queries, not a load of their own
 MIN_PROBES = 5  # per phase, even when each probe outlasts the phase
@@ -179,7 +181,7 @@ def run_mixed(models: Sequence[str], bulk_texts: Sequence[str], probe_texts: Seq
     seen: dict[tuple[str, str], dict] = {}
     with ExitStack() as stack:
         progress(f"mixed: two servers ({', '.join(MODES)}) on {models[0]}")
-        servers = {mode: stack.enter_context(embedtext_server(list(models), args=[*args, "--scheduling", mode]))
+        servers = {mode: stack.enter_context(embedtext_server(list(models), args=[*args, *MODE_ARGS[mode]]))
                    for mode in MODES}
         for number in range(rounds):
             order = MODES if number % 2 == 0 else MODES[::-1]

@@ -1,10 +1,11 @@
 """startup suite: how long a server takes to become ready on a warm machine, and where the time goes.
 
 Three server variants start in turn, in rotating rounds, each after one untimed start that fills
-vLLM's compile cache: the default (vLLM's AOT compile cache off: server/host/compile_cache.py),
-vLLM's own default (``VLLM_USE_AOT_COMPILE=1``: its cache does not load back, so it compiles
-again), and ``--enforce-eager`` (nothing to compile, a slower model). Each start is timed to
-"ready" and split by its log into phases; a short DuckDB scan after it checks that rows/s hold.
+vLLM's compile cache: the default (on a CPU the engine stepped in the replica's worker process,
+vLLM imported once: server/engine/vllm_stepped.py), ``--engine-loop async`` (vLLM's AsyncLLM, its
+engine core and worker in processes of their own, each importing vLLM again), and the default with
+``--enforce-eager`` (nothing to compile, a slower model). Each start is timed to "ready" and split
+by its log into phases; a short DuckDB scan after it checks that rows/s hold.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ SCAN_TOKENS = 50
 # name -> (server flags, engine environment)
 VARIANTS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "default": ((), {}),
-    "aot_cache": ((), {"VLLM_USE_AOT_COMPILE": "1"}),
+    "async": (("--engine-loop", "async"), {}),
     "eager": (("--enforce-eager",), {}),
 }
 
@@ -35,11 +36,12 @@ _TOOK = {
 def startup_phases(log: str, launched: float) -> dict[str, float]:
     """Seconds of each phase of one start, from the server's log (ours and vLLM's lines).
 
-    ``launch_to_engine_start_s``: the server process, its imports and models; ``engine_core_s``:
-    vLLM imported in the server, and its engine-core process spawned and importing vLLM again;
-    ``worker_s``: the same for the worker process it spawns (vLLM-CPU always spawns); ``model_s``:
-    weights, compile (or the cache) and warm-up, until the server says ready. vLLM's own timings of
-    parts of the last phase come as ``weights_s`` and ``init_engine_s``.
+    ``launch_to_engine_start_s``: the server process, its imports and models. Then, for AsyncLLM,
+    ``engine_core_s``: vLLM imported in the server, and its engine-core process spawned and
+    importing vLLM again; ``worker_s``: the same for the worker process it spawns (vLLM-CPU always
+    spawns). For a stepped engine, ``import_s``: the replica's worker process importing vLLM.
+    ``model_s``: weights, compile (or the cache) and warm-up, until the server says ready. vLLM's own
+    timings of parts of the last phase come as ``weights_s`` and ``init_engine_s``.
 
     >>> log = '''2026-11-25 08:29:26,448 INFO embedtext.server.engine.vllm_backend: starting m/0 for model m on cpu
     ... (EngineCore pid=7) INFO 11-25 08:29:58 [core.py:133] Initializing a V1 LLM engine
@@ -49,6 +51,11 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
     >>> launched = datetime(2026, 11, 25, 8, 29, 23, 448000).timestamp()
     >>> startup_phases(log, launched)
     {'launch_to_engine_start_s': 3.0, 'engine_core_s': 31.6, 'worker_s': 18.0, 'model_s': 8.5, 'weights_s': 0.04, 'init_engine_s': 3.89}
+    >>> log = '''2026-11-25 11:11:42,027 INFO embedtext.server.engine.process_backend: starting m/0 for model m in a worker process
+    ... 2026-11-25 11:11:58,504 INFO embedtext.server.engine.vllm_stepped[7272]: starting m/0 for model m on cpu, stepped in this process
+    ... 2026-11-25 11:12:08,514 INFO embedtext.server.engine.process_backend: m/0 ready (worker pid 7272, engine pids [])'''
+    >>> startup_phases(log, datetime(2026, 11, 25, 11, 11, 38, 527000).timestamp())
+    {'launch_to_engine_start_s': 3.5, 'import_s': 16.5, 'model_s': 10.0}
     """
     year = datetime.fromtimestamp(launched).year
     marks: dict[str, float] = {}
@@ -56,9 +63,11 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
     for line in log.splitlines():
         if m := _OURS.match(line):
             at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(m.group(2)) / 1000
-            if " starting " in line and "engine" not in marks:
+            if " starting " in line and "stepped in this process" in line:
+                marks["stepped"] = at
+            elif " starting " in line and "engine" not in marks:
                 marks["engine"] = at
-            elif " ready (engine core pids" in line:
+            elif " ready (engine core pids" in line or " ready (worker pid" in line:
                 marks["ready"] = at
         elif m := _VLLM.match(line):
             at = datetime.strptime(f"{year}-{m.group(2)}", "%Y-%m-%d %H:%M:%S").timestamp()
@@ -68,8 +77,12 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
         for key, pattern in _TOOK.items():
             if found := pattern.search(line):
                 took[key] = float(found.group(1))
-    order = [("launch_to_engine_start_s", "launched", "engine"), ("engine_core_s", "engine", "core"),
-             ("worker_s", "core", "worker"), ("model_s", "worker", "ready")]
+    if "stepped" in marks:
+        order = [("launch_to_engine_start_s", "launched", "engine"), ("import_s", "engine", "stepped"),
+                 ("model_s", "stepped", "ready")]
+    else:
+        order = [("launch_to_engine_start_s", "launched", "engine"), ("engine_core_s", "engine", "core"),
+                 ("worker_s", "core", "worker"), ("model_s", "worker", "ready")]
     marks["launched"] = launched
     phases = {name: round(marks[end] - marks[start], 1) for name, start, end in order
               if start in marks and end in marks}
@@ -89,7 +102,7 @@ def startup_ratios(cases: Sequence[dict]) -> dict[str, float]:
         return statistics.median(c[key] for c in by_variant[variant])
 
     out = {"startup_ready_s": round(median("default", "ready_s"), 1)}
-    for other in ("aot_cache", "eager"):
+    for other in ("async", "eager"):
         if other in by_variant:
             out[f"startup_ready_s_{other}"] = round(median(other, "ready_s"), 1)
             out[f"startup_rows_per_s_vs_{other}"] = round(median("default", "rows_per_s") / median(other, "rows_per_s"), 3)

@@ -28,6 +28,7 @@ class LocalServer:
         replicas: engines per model.
         port: listen on 127.0.0.1:port instead of a Unix socket.
         args: further ``embedtext serve`` flags.
+        python: the interpreter to run it with (another environment's); default this one.
     """
 
     def __init__(
@@ -39,13 +40,14 @@ class LocalServer:
         args: Sequence[str] = (),
         env: dict[str, str] | None = None,
         log_path: str | os.PathLike | None = None,
+        python: str | None = None,
     ) -> None:
         self._dir = tempfile.mkdtemp(prefix="embedtext-")
         self.uds = None if port is not None else os.path.join(self._dir, "embedtext.sock")
         self.port = port
         self.target = f"unix:{self.uds}" if self.uds else f"127.0.0.1:{port}"
         self.log_path = Path(log_path) if log_path else Path(self._dir) / "server.log"
-        cmd = [sys.executable, "-m", "embedtext.server", "--replicas", str(replicas)]
+        cmd = [python or sys.executable, "-m", "embedtext.server", "--replicas", str(replicas)]
         for model in models:
             cmd += ["--model", model]
         cmd += ["--uds", self.uds] if self.uds else ["--port", str(port)]

@@ -27,6 +27,7 @@ class ModelInfo:
     bulk_batch_tokens: int = 0
     engine_tokens_per_second: float = 0.0
     dtype: str = ""
+    engine_loop: str = ""
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -76,6 +77,7 @@ class ServerInfo:
                     bulk_batch_tokens=m.bulk_batch_tokens,
                     engine_tokens_per_second=m.engine_tokens_per_second,
                     dtype=m.dtype,
+                    engine_loop=m.engine_loop,
                 )
                 for m in r.models
             ),

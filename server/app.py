@@ -45,6 +45,16 @@ def replica_processes_wanted(config: ServerConfig, device: str) -> bool:
     return device == "cuda" and config.replicas > 1
 
 
+def engine_loop_stepped(config: ServerConfig, device: str) -> bool:
+    """``--engine-loop``; auto: stepped on a CPU, where vLLM's extra processes cost start-up time
+    and cores; async on a GPU, where AsyncLLM overlaps the server's work with the GPU's."""
+    if config.engine != "vllm":
+        return False
+    if config.engine_loop != "auto":
+        return config.engine_loop == "stepped"
+    return device == "cpu"
+
+
 def word_cache_wanted(config: ServerConfig, device: str) -> bool:
     """``--word-cache``; auto: on unless the engines run on a GPU. It saves ~3/4 of the tokenizer's
     CPU, which a CPU engine would otherwise compete for, but holds the GIL, where the tokenizer's
@@ -75,9 +85,16 @@ def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRu
     device = engine_device(config)
     total = config.memory_fraction if config.memory_fraction is not None else (0.9 if device == "cuda" else 0.2)
     share = total / (len(config.models) * config.replicas)
-    own_processes = replica_processes_wanted(config, device)
-    log.info("%d replica(s) per model; engine clients %s", config.replicas,
-             "each in a process of its own" if own_processes else "in the server's process")
+    stepped = engine_loop_stepped(config, device)
+    own_processes = stepped or replica_processes_wanted(config, device)
+    engine = "vllm-stepped" if stepped else config.engine
+    slo_s = interactive_slo_s(config, device)
+    if stepped:
+        log.info("%d replica(s) per model, each a worker process holding its engine, stepped by the server's "
+                 "own loop (--engine-loop stepped)", config.replicas)
+    else:
+        log.info("%d replica(s) per model; engine clients %s", config.replicas,
+                 "each in a process of its own" if own_processes else "in the server's process")
     dtype = engine_dtype(config.dtype, device) if config.engine == "vllm" else EngineDtype("float32", "null engine")
     log.info("%s", dtype.note)
     runtimes = []
@@ -92,12 +109,13 @@ def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRu
             dtype=dtype.dtype,
             enforce_eager=config.enforce_eager,
             priority_scheduling=config.scheduling == "classes",
+            interactive_slo_s=slo_s if stepped else None,
         )
         runtimes.append(ModelRuntime(
             spec, config, metrics,
-            backend_factory(spec, settings, engine=config.engine, own_process=own_processes),
-            word_cache=word_cache_wanted(config, device), interactive_slo_s=interactive_slo_s(config, device),
-            dtype=dtype.dtype))
+            backend_factory(spec, settings, engine=engine, own_process=own_processes),
+            word_cache=word_cache_wanted(config, device), interactive_slo_s=slo_s, dtype=dtype.dtype,
+            engine_loop=("stepped" if stepped else "async") if config.engine == "vllm" else ""))
     return runtimes
 
 

@@ -52,8 +52,8 @@ from embedtext.server.config import ServerConfig
     "--interactive-slo-ms",
     type=click.FloatRange(0),
     default=None,
-    help="With classes: size bulk batches from the engines' measured speed so an interactive request waits about "
-    "this long at most; bulk work gives up the throughput of smaller engine steps. 0: off "
+    help="With classes: size engine steps (stepped) or bulk batches (async) from the engines' measured speed so an "
+    "interactive request waits about this long at most; bulk work gives up the throughput of smaller engine steps. 0: off "
     "[default: 250 on a CPU, off on a GPU].",
 )
 @click.option("--max-queued-rows", type=click.IntRange(1), default=65536, help="Queue bound per model; beyond it RESOURCE_EXHAUSTED.")
@@ -95,6 +95,15 @@ from embedtext.server.config import ServerConfig
     show_default=True,
     help="Run each replica's engine client in a process of its own: vLLM's per-row request work then "
     "spreads over cores instead of the server's one event loop. auto: on for several replicas on a GPU.",
+)
+@click.option(
+    "--engine-loop",
+    type=click.Choice(["auto", "async", "stepped"]),
+    default="auto",
+    show_default=True,
+    help="async: vLLM's AsyncLLM, its engine core in processes of its own; stepped: each replica's worker "
+    "process holds its whole engine and steps it itself, each step's rows chosen by latency class and sized to "
+    "--interactive-slo-ms (one vLLM import at start-up, no waiting between steps). auto: stepped on a CPU.",
 )
 @click.option("--metrics-port", type=click.IntRange(1, 65535), default=None, help="Serve Prometheus metrics on 127.0.0.1:PORT.")
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"], case_sensitive=False))

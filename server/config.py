@@ -64,6 +64,10 @@ class ServerConfig:
     # Each replica's engine client in a worker process of its own (server/engine/process_backend.py):
     # "on", "off", or "auto" (on for several replicas on a GPU).
     replica_processes: str = "auto"
+    # Who steps the vLLM engine: "async" (vLLM's AsyncLLM, its engine core in a process of its own),
+    # "stepped" (a replica's worker process holds the whole engine and a thread of ours steps it,
+    # each step sized to interactive_slo_ms; server/engine/vllm_stepped.py), or "auto" (stepped on a CPU).
+    engine_loop: str = "auto"
     metrics_port: int | None = None
     log_level: str = "INFO"
 
@@ -72,6 +76,8 @@ class ServerConfig:
             raise ValueError(f"--engine must be vllm or null, not {self.engine!r}")
         if self.replica_processes not in ("auto", "on", "off"):
             raise ValueError(f"--replica-processes must be auto, on or off, not {self.replica_processes!r}")
+        if self.engine_loop not in ("auto", "async", "stepped"):
+            raise ValueError(f"--engine-loop must be auto, async or stepped, not {self.engine_loop!r}")
         if self.scheduling not in ("classes", "fifo"):
             raise ValueError(f"--scheduling must be classes or fifo, not {self.scheduling!r}")
         if self.word_cache not in ("auto", "on", "off"):

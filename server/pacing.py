@@ -86,10 +86,14 @@ class EngineSpeed:
 class BulkPacer:
     """The token budget of one bulk batch under an interactive latency target."""
 
-    def __init__(self, *, slo_s: float, max_batch_tokens: int, batches_per_replica: int, min_batch_tokens: int) -> None:
+    def __init__(
+        self, *, slo_s: float, max_batch_tokens: int, batches_per_replica: int, min_batch_tokens: int,
+        share: float = BULK_SHARE_OF_SLO,
+    ) -> None:
         if slo_s <= 0:
             raise ValueError("the interactive target must be positive")
         self.slo_s = slo_s
+        self.share = share  # of the target, for the bulk batches an interactive row may wait behind
         self.max_batch_tokens = max_batch_tokens
         self.batches_per_replica = batches_per_replica
         # One row is never split: the longest row the model takes is the smallest budget.
@@ -100,7 +104,7 @@ class BulkPacer:
     def update(self, tokens_per_s: float | None) -> int:
         """The budget for the measured speed (unchanged while none is measured)."""
         if tokens_per_s:
-            wanted = int(tokens_per_s * self.slo_s * BULK_SHARE_OF_SLO / self.batches_per_replica)
+            wanted = int(tokens_per_s * self.slo_s * self.share / self.batches_per_replica)
             self.holds_target = wanted >= self.min_batch_tokens
             self.batch_tokens = max(self.min_batch_tokens, min(self.max_batch_tokens, wanted))
         return self.batch_tokens

@@ -75,9 +75,12 @@ class ModelRuntime:
         word_cache: bool = False,
         interactive_slo_s: float | None = None,
         dtype: str = "",
+        engine_loop: str = "",
     ) -> None:
         self.spec = spec
         self.dtype = dtype  # what the engines compute in (server/host/cpu_features.py)
+        # "stepped": the engines pace their own steps to the target (server/engine/vllm_stepped.py).
+        self.engine_loop = engine_loop
         self.config = config
         self.metrics = metrics
         self.tokenizers = TokenizerPool(
@@ -96,7 +99,8 @@ class ModelRuntime:
         # Bulk batches sized to an interactive latency target (server/pacing.py); None: at
         # --max-batch-tokens, as without classes.
         self.pacer = None
-        if interactive_slo_s and self.queue.classes:
+        self.interactive_slo_s = interactive_slo_s if self.queue.classes else None
+        if interactive_slo_s and self.queue.classes and engine_loop != "stepped":
             self.pacer = BulkPacer(
                 slo_s=interactive_slo_s, max_batch_tokens=config.max_batch_tokens,
                 batches_per_replica=config.max_batches_per_replica, min_batch_tokens=spec.max_tokens,

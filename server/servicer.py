@@ -209,10 +209,11 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 queued_interactive_rows=rt.queue.queued_interactive_rows,
                 queued_bulk_rows=rt.queue.queued_rows - rt.queue.queued_interactive_rows,
                 waiting_bulk_callers=rt.queue.waiting_bulk_callers,
-                interactive_slo_ms=rt.pacer.slo_s * 1000 if rt.pacer is not None else 0.0,
+                interactive_slo_ms=(rt.interactive_slo_s or 0.0) * 1000,
                 bulk_batch_tokens=rt.queue.bulk_batch_tokens,
                 engine_tokens_per_second=rt.speed.tokens_per_s or 0.0,
                 dtype=rt.dtype,
+                engine_loop=rt.engine_loop,
             )
             for rt in self.runtimes
         ]

@@ -3,8 +3,10 @@
 Two servers start side by side (engine start-up dominates the suite's time):
 * ``minilm``: the real all-MiniLM-L6-v2 (default model), one replica, and a generated 768-d
   ``arctic-like`` model (for EMBED_TEXT_768 end to end);
-* ``tiny``: a generated 2-layer BERT (deterministic), two replicas, each in a worker process of
-  its own (``--replica-processes``), with metrics.
+* ``minilm`` runs the defaults: on a CPU, each replica a worker process whose engine the
+  server steps itself (``--engine-loop stepped``);
+* ``tiny``: a generated 2-layer BERT (deterministic), two replicas, vLLM's AsyncLLM
+  (``--engine-loop async``) each in a worker process of its own (``--replica-processes``), with metrics.
 """
 
 from __future__ import annotations
@@ -89,7 +91,7 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
         [f"tiny={tiny_model_dir}"],
         replicas=2,
         args=["--metrics-port", str(metrics_port), "--max-batch-rows", "64", "--max-queued-rows", "4096",
-              "--replica-processes", "on"],
+              "--replica-processes", "on", "--engine-loop", "async"],
         log_path=logs / "tiny.log",
     )
     minilm.start()

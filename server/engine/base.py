@@ -1,6 +1,7 @@
 """The inference stage's contract: a ``Backend`` turns rows of token ids into pooled vectors.
 
-Backends: ``vllm_backend`` (vLLM in the server's process), ``process_backend`` (an engine in a
+Backends: ``vllm_backend`` (vLLM's AsyncLLM in the server's process), ``vllm_stepped`` (vLLM's
+LLMEngine stepped by a thread of ours, in a replica's worker), ``process_backend`` (an engine in a
 worker process of its own), ``null_backend`` (no model; overhead measurements and client tests).
 ``factory.backend_factory`` picks one for each replica.
 """
@@ -57,6 +58,8 @@ class EngineSettings:
     enforce_eager: bool = False
     # vLLM's priority scheduling: interactive rows are scheduled ahead of bulk rows it holds.
     priority_scheduling: bool = False
+    # A stepped engine sizes its steps so interactive rows wait about this long at most (None: off).
+    interactive_slo_s: float | None = None
 
 
 def detect_device() -> str:

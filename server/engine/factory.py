@@ -9,7 +9,7 @@ from embedtext.server.models import ModelSpec
 
 
 def make_backend(spec: ModelSpec, settings: EngineSettings, *, engine: str, own_process: bool, name: str) -> Backend:
-    """A new, not yet started backend (``engine``: "vllm" or "null")."""
+    """A new, not yet started backend (``engine``: "vllm", "vllm-stepped" or "null")."""
     if own_process:
         from embedtext.server.engine.process_backend import EngineProcessBackend
 
@@ -18,6 +18,10 @@ def make_backend(spec: ModelSpec, settings: EngineSettings, *, engine: str, own_
         from embedtext.server.engine.null_backend import NullBackend
 
         return NullBackend(spec, name=name)
+    if engine == "vllm-stepped":
+        from embedtext.server.engine.vllm_stepped import SteppedVllmBackend
+
+        return SteppedVllmBackend(spec, settings, name=name)
     from embedtext.server.engine.vllm_backend import VllmBackend
 
     return VllmBackend(spec, settings, name=name)

@@ -14,6 +14,7 @@ import os
 import numpy as np
 
 from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
+from embedtext.server.engine.vllm_args import engine_arguments
 from embedtext.server.models import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -35,23 +36,7 @@ class VllmBackend:
     def _engine_args(self):
         from vllm import AsyncEngineArgs
 
-        s = self.settings
-        step_tokens = max(s.max_batch_tokens, self.spec.max_tokens)
-        return AsyncEngineArgs(
-            model=str(self.spec.path),
-            runner="pooling",
-            convert="embed",
-            gpu_memory_utilization=s.memory_fraction,
-            max_model_len=self.spec.max_tokens,
-            max_num_batched_tokens=step_tokens,
-            # vLLM refuses more rows a step than tokens a step (every row has one token at least).
-            max_num_seqs=min(s.max_num_seqs, step_tokens),
-            dtype=s.dtype,
-            enforce_eager=s.enforce_eager,
-            disable_log_stats=True,
-            enable_prefix_caching=False,
-            scheduling_policy="priority" if s.priority_scheduling else "fcfs",
-        )
+        return AsyncEngineArgs(**engine_arguments(self.spec, self.settings, priority=self.settings.priority_scheduling))
 
     def _build(self):
         from vllm.v1.engine.async_llm import AsyncLLM

@@ -1,7 +1,7 @@
 """A replica's engine in a process of its own: ``python -m embedtext.server.engine.worker``.
 
 Started by server/engine/process_backend.py with one end of a socketpair. It runs one backend
-(vLLM's ``AsyncLLM`` or the null engine), reads ``EMBED`` frames, and answers each with the
+(vLLM's ``AsyncLLM``, vLLM's ``LLMEngine`` stepped here, or the null engine), reads ``EMBED`` frames, and answers each with the
 batch's vectors. vLLM's per-row request path (building, sending and collecting one request
 per row) then runs here, on a core of its own, instead of in the server's one event loop.
 
@@ -34,6 +34,11 @@ _WATCH_INTERVAL_S = 0.5
 def _load_engine_code(kind: str) -> None:
     if kind == "vllm":
         import vllm.v1.engine.async_llm  # noqa: F401
+    elif kind == "vllm-stepped":
+        from embedtext.server.engine.vllm_stepped import use_inprocess_engine
+
+        use_inprocess_engine()
+        import vllm.v1.engine.llm_engine  # noqa: F401
 
 
 class EngineWorker:
@@ -169,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m embedtext.server.engine.worker")
     parser.add_argument("--fd", type=int, required=True, help="this process's end of the server's socketpair")
     parser.add_argument("--name", required=True)
-    parser.add_argument("--engine", choices=("vllm", "null"), default="vllm")
+    parser.add_argument("--engine", choices=("vllm", "vllm-stepped", "null"), default="vllm")
     parser.add_argument("--spec", required=True, help="the ModelSpec as JSON")
     parser.add_argument("--settings", required=True, help="the EngineSettings as JSON")
     parser.add_argument("--log-level", default="INFO")

@@ -2,9 +2,11 @@
 inside the engine, not only dropped by the server.
 
 The server-level test (test_faults: a deadline shorter than the work) sees that no further
-batches start; this one looks inside vLLM: right after the cancelled ``embed`` returns, the
-engine holds none of its requests (vLLM's own count of unfinished requests), and the same
-engine embeds the next batch.
+batches start; this one looks inside vLLM, for both engine loops: once the cancelled ``embed``
+returns (AsyncLLM), or once the engine thread has taken the cancellation (the stepped engine,
+at the end of the step it runs), the engine holds none of the batch's requests (vLLM's own count
+of unfinished requests) and the stepped replica none of its queued rows; the same engine embeds
+the next batch.
 
 The engine runs in a child process (this file run as a script): vLLM rewrites the caller's
 ``os.environ`` when it starts an engine (``LD_PRELOAD`` of torch's libgomp, ``LD_LIBRARY_PATH``,
@@ -20,33 +22,35 @@ import sys
 import pytest
 
 
-def _scenario(model_dir: str) -> dict:
+def _scenario(model_dir: str, loop: str) -> dict:
+    import time
+
     import numpy as np
 
     from embedtext.server.engine.base import EngineSettings
     from embedtext.server.engine.vllm_backend import VllmBackend
+    from embedtext.server.engine.vllm_stepped import SteppedVllmBackend
     from embedtext.server.models import load_model_spec
     from embedtext.server.tokenization.pool import TokenizerPool
 
     spec = load_model_spec(model_dir, name="tiny")
     tokenizer = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens)
     rows = tokenizer.tokenize_sync([f"row {i} " + "word " * 400 for i in range(3000)])  # seconds of work
-    backend = VllmBackend(
-        spec,
-        EngineSettings(memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu",
-                       dtype="float32", enforce_eager=True),
-        name="abort-test",
-    )
+    settings = EngineSettings(memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu",
+                              dtype="float32", enforce_eager=True)
+    backend = (SteppedVllmBackend if loop == "stepped" else VllmBackend)(spec, settings, name="abort-test")
 
     def unfinished() -> int:
-        return backend._engine.output_processor.get_num_unfinished_requests()  # vLLM's own count
+        held = backend.plan.queued_rows if loop == "stepped" else 0  # rows the stepped replica still holds
+        return backend._engine.output_processor.get_num_unfinished_requests() + held  # vLLM's own count
 
     async def run() -> dict:
         await backend.start()
         try:
             work = asyncio.ensure_future(backend.embed(rows))
-            while unfinished() < len(rows) and not work.done():
-                await asyncio.sleep(0.05)  # every row added
+            # Every row added (AsyncLLM adds them all at once; the stepped engine a step's worth at a time).
+            while unfinished() < (1 if loop == "stepped" else len(rows)) and not work.done():
+                await asyncio.sleep(0.05)
             await asyncio.sleep(0.3)
             out = {"rows": len(rows), "full_rows": sum(len(r) == spec.max_tokens for r in rows),
                    "done_before_cancel": work.done(), "in_engine_before": unfinished()}
@@ -56,6 +60,9 @@ def _scenario(model_dir: str) -> dict:
                 out["cancelled"] = False
             except asyncio.CancelledError:
                 out["cancelled"] = True
+            cancelled_at = time.monotonic()
+            while loop == "stepped" and unfinished() and time.monotonic() - cancelled_at < 120:
+                await asyncio.sleep(0.05)  # the engine thread takes the cancellation after its step
             out["in_engine_after"] = unfinished()
             vectors = await backend.embed(rows[:3])  # the engine serves the next batch
             out["next_shape"] = list(vectors.shape)
@@ -70,8 +77,9 @@ def _scenario(model_dir: str) -> dict:
 
 
 @pytest.mark.slow
-def test_a_cancelled_batch_is_aborted_in_the_engine(tiny_model_dir):
-    done = subprocess.run([sys.executable, __file__, str(tiny_model_dir)], capture_output=True, text=True,
+@pytest.mark.parametrize("loop", ["async", "stepped"])
+def test_a_cancelled_batch_is_aborted_in_the_engine(tiny_model_dir, loop):
+    done = subprocess.run([sys.executable, __file__, str(tiny_model_dir), loop], capture_output=True, text=True,
                           timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stderr[-3000:]
@@ -87,4 +95,8 @@ if __name__ == "__main__":
     from embedtext.server.host.cpu_threads import cpu_engine_env
 
     os.environ.update(cpu_engine_env())  # as the server sets it up for its engines
-    print("RESULT " + json.dumps(_scenario(sys.argv[1])), flush=True)
+    if sys.argv[2] == "stepped":
+        from embedtext.server.engine.vllm_stepped import use_inprocess_engine
+
+        use_inprocess_engine()
+    print("RESULT " + json.dumps(_scenario(sys.argv[1], sys.argv[2])), flush=True)

@@ -14,7 +14,7 @@ def test_untimed_cold_starts_do_not_count():
     assert ratios["startup_ready_s"] == 41.0
     assert ratios["startup_ready_s_eager"] == 30.0
     assert ratios["startup_rows_per_s_vs_eager"] == round(160.0 / 120.0, 3)
-    assert "startup_ready_s_aot_cache" not in ratios
+    assert "startup_ready_s_async" not in ratios
 
 
 def test_no_default_variant_no_ratios():

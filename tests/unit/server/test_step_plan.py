@@ -1,0 +1,72 @@
+"""The rows of each engine step (server/engine/step_plan.py): the rules a stepped replica keeps.
+Bookkeeping only, no engine."""
+
+from __future__ import annotations
+
+from embedtext.server.engine.step_plan import StepBatch, StepPlan
+
+
+def _rows(count: int, tokens: int, first: int = 0) -> list[list[int]]:
+    return [[first + i] * tokens for i in range(count)]
+
+
+def _ids(step) -> list[tuple[int, int]]:
+    return [(id(batch), index) for batch, index in step]
+
+
+def test_bulk_rows_fill_a_step_up_to_the_budget_in_arrival_order():
+    plan = StepPlan()
+    first = plan.add(StepBatch(_rows(3, 4), interactive_rows=0))
+    second = plan.add(StepBatch(_rows(3, 4), interactive_rows=0))
+    assert _ids(plan.next_step(budget_tokens=10)) == [(id(first), 0), (id(first), 1)]
+    assert _ids(plan.next_step(budget_tokens=10)) == [(id(first), 2), (id(second), 0)]
+    assert _ids(plan.next_step(budget_tokens=100)) == [(id(second), 1), (id(second), 2)]
+    assert plan.next_step(budget_tokens=100) == [] and plan.queued_rows == 0
+
+
+def test_an_interactive_row_goes_first_in_the_next_step_whatever_bulk_is_queued():
+    plan = StepPlan()
+    bulk = plan.add(StepBatch(_rows(50, 10), interactive_rows=0))
+    plan.next_step(budget_tokens=30)  # the step running when the query comes
+    query = plan.add(StepBatch(_rows(1, 5), interactive_rows=1))
+    step = _ids(plan.next_step(budget_tokens=30))
+    assert step[0] == (id(query), 0)
+    assert step[1:] == [(id(bulk), 3), (id(bulk), 4)]  # bulk fills the rest of the budget
+
+
+def test_a_batch_with_an_interactive_head_splits_by_class():
+    plan = StepPlan()
+    bulk = plan.add(StepBatch(_rows(4, 10), interactive_rows=0))
+    mixed = plan.add(StepBatch(_rows(3, 10), interactive_rows=1))
+    step = _ids(plan.next_step(budget_tokens=20))
+    assert step == [(id(mixed), 0), (id(bulk), 0)]
+
+
+def test_one_row_over_the_budget_goes_alone_and_interactive_rows_are_never_held_back():
+    plan = StepPlan()
+    long_row = plan.add(StepBatch(_rows(2, 50), interactive_rows=0))
+    assert _ids(plan.next_step(budget_tokens=10)) == [(id(long_row), 0)]
+    queries = plan.add(StepBatch(_rows(3, 20), interactive_rows=3))
+    assert _ids(plan.next_step(budget_tokens=10)) == [(id(queries), 0), (id(queries), 1), (id(queries), 2)]
+    assert _ids(plan.next_step(budget_tokens=10)) == [(id(long_row), 1)]
+
+
+def test_a_cancelled_batch_loses_its_queued_rows_and_the_count_follows():
+    plan = StepPlan()
+    gone = plan.add(StepBatch(_rows(5, 2), interactive_rows=2))
+    kept = plan.add(StepBatch(_rows(2, 2), interactive_rows=0))
+    assert _ids(plan.next_step(budget_tokens=4)) == [(id(gone), 0), (id(gone), 1)]
+    plan.cancel(gone)
+    assert plan.queued_rows == 2
+    assert _ids(plan.next_step(budget_tokens=100)) == [(id(kept), 0), (id(kept), 1)]
+    assert plan.queued_rows == 0
+
+
+def test_vectors_come_back_in_the_batch_order_whatever_order_rows_finish_in():
+    plan = StepPlan()
+    batch = plan.add(StepBatch(_rows(3, 2), interactive_rows=1))
+    step = plan.next_step(budget_tokens=100)
+    done = [plan.finished(b, i, f"vector {i}") for b, i in reversed(step)]
+    assert done == [False, False, True]
+    assert batch.vectors == ["vector 0", "vector 1", "vector 2"]
+    assert plan.finished(batch, 1, "again") is True and batch.vectors[1] == "vector 1"  # counted once
