@@ -87,6 +87,10 @@ class SteppedVllmBackend:
         log.info("starting %s for model %s on %s, stepped in this process", self.name, self.spec.name,
                  self.settings.device)
         self._engine = await asyncio.to_thread(self._build)
+        import torch
+
+        # In this process vLLM-CPU binds no threads and reserves no core: torch's pool is the engine's.
+        log.info("%s: the engine computes on %d threads", self.name, torch.get_num_threads())
         self._thread = threading.Thread(target=self._run, name=f"steps-{self.name}", daemon=True)
         self._thread.start()
         if self.pacer is not None:

