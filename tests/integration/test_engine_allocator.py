@@ -1,8 +1,9 @@
 """The session's real vLLM-CPU engines run on the allocator server/host/allocator.py chose.
 
 With a tcmalloc on the system (or named by EMBEDTEXT_TCMALLOC; .ci/run unpacks Debian's), every
-engine worker has it mapped; without one, none has, and the server's log says how to get it.
-Checked in /proc/PID/maps of the engine processes of the session's server.
+engine process has it mapped (vLLM's own processes, or the replica worker that holds a stepped
+engine); without one, none has, and the server's log says how to get it. Checked in
+/proc/PID/maps of the engine processes of the session's server.
 """
 
 import os
@@ -11,6 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from embedtext.server.engine.worker import PROCESS_NAME
 from embedtext.server.host.allocator import PRELOAD_VAR, engine_allocator
 
 
@@ -25,7 +27,7 @@ def test_engine_processes_map_the_chosen_allocator(servers):
     choice = engine_allocator()
     user_preloaded = "libtcmalloc" in os.environ.get(PRELOAD_VAR, "")
     tree = psutil.Process(servers.minilm.pid).children(recursive=True)
-    engines = [p for p in tree if "VLLM" in p.name()]
+    engines = [p for p in tree if "VLLM" in p.name() or p.name() == PROCESS_NAME]
     assert engines, f"no vLLM engine process among {[p.name() for p in tree]}"
     server_maps = _mapped_files(servers.minilm.pid)
     for engine in engines:
