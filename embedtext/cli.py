@@ -47,13 +47,10 @@ def info(target: str) -> None:
             f"from {m.waiting_bulk_callers} caller(s)"
         )
         speed = f"{m.engine_tokens_per_second:,.0f} tokens/s per engine" if m.engine_tokens_per_second else "speed not measured yet"
-        if m.engine_loop == "stepped":
-            target = (f"engine steps paced for interactive requests within {m.interactive_slo_ms:.0f} ms"
-                      if m.interactive_slo_ms else "engine steps not paced")
-            click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens, stepped by the server; {target}; {speed}")
-        else:
-            target = f"paced for interactive requests within {m.interactive_slo_ms:.0f} ms" if m.interactive_slo_ms else "not paced"
-            click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens, {target}; {speed}")
+        # A stepped engine paces its steps; otherwise the server paces the bulk batches themselves.
+        paced = "stepped by the server; engine steps " if m.engine_loop == "stepped" else ""
+        target = f"paced for interactive requests within {m.interactive_slo_ms:.0f} ms" if m.interactive_slo_ms else "not paced"
+        click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens, {paced}{target}; {speed}")
 
 
 @main.command()

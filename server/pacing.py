@@ -16,8 +16,10 @@ interactive row's own step, the server's work around it, and noise.
 500
 >>> pacer.update(tokens_per_s=1000.0)  # too slow to hold the target: the smallest batch
 256
->>> pacer.holds_target
-False
+>>> pacer.holds_target, pacer.just_lost_target  # the caller warns once, on this update
+(False, True)
+>>> pacer.update(tokens_per_s=1000.0), pacer.just_lost_target
+(256, False)
 """
 
 from __future__ import annotations
@@ -100,12 +102,15 @@ class BulkPacer:
         self.min_batch_tokens = min(min_batch_tokens, max_batch_tokens)
         self.batch_tokens = max(self.min_batch_tokens, min(max_batch_tokens, FIRST_BATCH_TOKENS))
         self.holds_target = True
+        self.just_lost_target = False  # the last update found the target can no longer be held
 
     def update(self, tokens_per_s: float | None) -> int:
         """The budget for the measured speed (unchanged while none is measured)."""
+        self.just_lost_target = False
         if tokens_per_s:
             wanted = int(tokens_per_s * self.slo_s * self.share / self.batches_per_replica)
-            self.holds_target = wanted >= self.min_batch_tokens
+            held, self.holds_target = self.holds_target, wanted >= self.min_batch_tokens
+            self.just_lost_target = held and not self.holds_target
             self.batch_tokens = max(self.min_batch_tokens, min(self.max_batch_tokens, wanted))
         return self.batch_tokens
 

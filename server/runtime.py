@@ -343,9 +343,8 @@ class ModelRuntime:
     def _pace(self) -> None:
         if self.pacer is None:
             return
-        held = self.pacer.holds_target
         self.queue.bulk_batch_tokens = self.pacer.update(self.speed.tokens_per_s)
-        if held and not self.pacer.holds_target:
+        if self.pacer.just_lost_target:
             log.warning(
                 "model %s: the interactive target of %.0f ms cannot be held: at %.0f tokens/s per engine, bulk "
                 "batches of the smallest size (%d tokens, the longest row) take %.0f ms per engine; they stay "

@@ -29,8 +29,8 @@ class StepBatch:
 
     rows: list[list[int]]
     interactive_rows: int
-    vectors: list = field(default_factory=list)  # one per row, None until finished
-    unfinished: int = 0
+    vectors: list = field(init=False)  # one per row, None until finished
+    unfinished: int = field(init=False)
     cancelled: bool = False
 
     def __post_init__(self) -> None:
@@ -62,12 +62,12 @@ class StepPlan:
 
     def add(self, batch: StepBatch) -> StepBatch:
         """Queue a batch; its first ``interactive_rows`` rows go ahead of every bulk row."""
-        rows = batch.rows
+        count = len(batch.rows)
         if batch.interactive_rows:
             self._interactive.append(_Run(batch, 0, batch.interactive_rows))
-        if batch.interactive_rows < len(rows):
-            self._bulk.append(_Run(batch, batch.interactive_rows, len(rows)))
-        self.queued_rows += len(rows)
+        if batch.interactive_rows < count:
+            self._bulk.append(_Run(batch, batch.interactive_rows, count))
+        self.queued_rows += count
         return batch
 
     def next_step(self, budget_tokens: int) -> list[tuple[StepBatch, int]]:

@@ -22,10 +22,15 @@ from embedtext.server.engine.base import EngineSettings
 from embedtext.server.models import ModelSpec
 
 
+def max_step_tokens(spec: ModelSpec, settings: EngineSettings) -> int:
+    """The most tokens one engine step holds: a batch's, and never less than the longest row."""
+    return max(settings.max_batch_tokens, spec.max_tokens)
+
+
 def engine_arguments(spec: ModelSpec, settings: EngineSettings, *, priority: bool = False) -> dict[str, Any]:
     """Keywords for vLLM's ``EngineArgs``, ``AsyncEngineArgs`` or ``LLM``; ``priority``: vLLM's
     priority scheduling (requests then carry a ``priority``; vLLM refuses one under fcfs)."""
-    step_tokens = max(settings.max_batch_tokens, spec.max_tokens)
+    step_tokens = max_step_tokens(spec, settings)
     return dict(
         model=str(spec.path),
         runner="pooling",

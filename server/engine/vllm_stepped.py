@@ -19,13 +19,12 @@ import itertools
 import logging
 import os
 import threading
-import time
 
 import numpy as np
 
 from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
 from embedtext.server.engine.step_plan import StepBatch, StepPlan
-from embedtext.server.engine.vllm_args import engine_arguments
+from embedtext.server.engine.vllm_args import engine_arguments, max_step_tokens
 from embedtext.server.models import ModelSpec
 from embedtext.server.pacing import BulkPacer, EngineSpeed
 
@@ -58,6 +57,7 @@ class SteppedVllmBackend:
         self._stopping = False
         self._dead: str | None = None
         self._ids = itertools.count()
+        self._step_tokens = max_step_tokens(spec, settings)
         self.plan = StepPlan()  # the engine thread's; others only read its counts
         self.speed = EngineSpeed()
         self.pacer = None
@@ -66,10 +66,6 @@ class SteppedVllmBackend:
                 slo_s=settings.interactive_slo_s, max_batch_tokens=self._step_tokens,
                 batches_per_replica=2, min_batch_tokens=spec.max_tokens, share=STEPS_SHARE_OF_SLO,
             )
-
-    @property
-    def _step_tokens(self) -> int:
-        return max(self.settings.max_batch_tokens, self.spec.max_tokens)
 
     def _build(self):
         from vllm import EngineArgs
@@ -170,20 +166,20 @@ class SteppedVllmBackend:
                         in_engine[request_id] = (batch, index)
                 if not in_engine:
                     continue
-                tokens = sum(max(len(b.rows[i]), 1) for b, i in in_engine.values())
-                started = time.monotonic()
-                self.speed.started(0, started)
+                self.speed.started(0)
                 outputs = engine.step()
-                self.speed.finished(0, tokens)
-                if self.pacer is not None:
-                    self._pace()
+                finished_tokens = 0  # a step may leave rows for the next (more rows than max_num_seqs)
                 for out in outputs:
                     if not out.finished or out.request_id not in in_engine:
                         continue
                     batch, index = in_engine.pop(out.request_id)
+                    finished_tokens += max(len(batch.rows[index]), 1)
                     if plan.finished(batch, index, out.outputs.data) and not batch.cancelled:
                         _, waiter = waiters.pop(id(batch))
                         self._deliver(waiter, batch)
+                self.speed.finished(0, finished_tokens)
+                if self.pacer is not None:
+                    self._pace()
         except Exception as exc:  # the engine broke: every batch fails, the server restarts this replica
             log.exception("%s: the engine failed", self.name)
             self._dead = f"its engine failed: {type(exc).__name__}: {exc}"
@@ -198,9 +194,8 @@ class SteppedVllmBackend:
                 self._inbox.clear()
 
     def _pace(self) -> None:
-        held = self.pacer.holds_target
         self.pacer.update(self.speed.tokens_per_s)
-        if held and not self.pacer.holds_target:
+        if self.pacer.just_lost_target:
             log.warning(
                 "%s: the interactive target of %.0f ms cannot be held: at %.0f tokens/s, a step of the smallest "
                 "size (%d tokens, the longest row) takes %.0f ms; steps stay at that size (raise "
