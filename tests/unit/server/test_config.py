@@ -1,6 +1,9 @@
+import os
+
 import pytest
 
 from embedtext.server.config import ServerConfig
+from embedtext.server.resolved import resolve
 
 
 def test_loopback_and_uds_are_allowed():
@@ -31,10 +34,12 @@ def test_bounds_must_be_positive():
     ],
 )
 def test_replica_processes_auto_means_several_replicas_on_a_gpu(setting, device, replicas, wanted):
-    from embedtext.server.app import replica_processes_wanted
+    config = ServerConfig(replica_processes=setting, replicas=replicas, engine_loop="async")
+    assert resolve(config, device).replica_processes is wanted
 
-    config = ServerConfig(replica_processes=setting, replicas=replicas)
-    assert replica_processes_wanted(config, device) is wanted
+
+def test_a_stepped_engine_always_lives_in_its_replicas_worker():
+    assert resolve(ServerConfig(replica_processes="off", engine_loop="stepped"), "cpu").replica_processes
 
 
 def test_replica_processes_takes_auto_on_or_off():
@@ -53,21 +58,20 @@ def test_replica_processes_takes_auto_on_or_off():
     ],
 )
 def test_engine_loop_auto_steps_the_engine_on_a_cpu(setting, device, engine, stepped):
-    from embedtext.server.app import engine_loop_stepped
-
-    assert engine_loop_stepped(ServerConfig(engine_loop=setting, engine=engine), device) is stepped
+    assert resolve(ServerConfig(engine_loop=setting, engine=engine), device).stepped is stepped
 
 
-def test_a_stepped_engine_paces_its_steps_and_the_server_its_batches_no_more(monkeypatch):
+def test_a_stepped_engine_paces_its_steps_and_the_server_its_batches_no_more():
     from embedtext.server import app
     from embedtext.server.metrics import ServerMetrics
 
-    monkeypatch.setattr(app, "engine_device", lambda config: "cpu")
-    stepped, = app.build_runtimes(ServerConfig(engine_loop="stepped"), ServerMetrics())
+    config = ServerConfig(engine_loop="stepped")
+    stepped, = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
     assert stepped.pacer is None and stepped.interactive_slo_s == 0.25 and stepped.engine_loop == "stepped"
     backend = stepped.supervisor._factory(0)
     assert backend.engine == "vllm-stepped" and backend.settings.interactive_slo_s == 0.25
-    paced, = app.build_runtimes(ServerConfig(engine_loop="async"), ServerMetrics())
+    config = ServerConfig(engine_loop="async")
+    paced, = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
     assert paced.pacer is not None and paced.supervisor._factory(0).settings.interactive_slo_s is None
     for runtime in (stepped, paced):
         runtime.tokenizers.close()
@@ -76,3 +80,82 @@ def test_a_stepped_engine_paces_its_steps_and_the_server_its_batches_no_more(mon
 def test_engine_loop_takes_auto_async_or_stepped():
     with pytest.raises(ValueError, match="auto, async or stepped"):
         ServerConfig(engine_loop="own")
+
+
+@pytest.mark.parametrize(
+    ("settings", "device", "slo_s"),
+    [
+        ({}, "cpu", 0.25),  # engine steps on a CPU take seconds at --max-batch-tokens
+        ({}, "cuda", None),  # not measured on a GPU yet
+        ({"interactive_slo_ms": 100}, "cuda", 0.1),
+        ({"interactive_slo_ms": 0}, "cpu", None),
+        ({"scheduling": "fifo"}, "cpu", None),  # one queue: no class to hold a target for
+        ({"engine": "null"}, "cpu", None),
+    ],
+)
+def test_the_interactive_target_defaults_to_250_ms_on_a_cpu(settings, device, slo_s):
+    assert resolve(ServerConfig(**settings), device).interactive_slo_s == slo_s
+
+
+def test_memory_fraction_defaults_by_device_and_an_explicit_one_wins():
+    assert resolve(ServerConfig(), "cpu").memory_fraction == 0.2
+    assert resolve(ServerConfig(), "cuda").memory_fraction == 0.9
+    assert resolve(ServerConfig(memory_fraction=0.5), "cuda").memory_fraction == 0.5
+
+
+def test_a_config_built_in_code_is_held_to_the_options_bounds():
+    with pytest.raises(ValueError, match="--memory-fraction must be at most 1"):
+        ServerConfig(memory_fraction=1.5)
+    with pytest.raises(ValueError, match="--dtype must be auto, float32, bfloat16 or float16"):
+        ServerConfig(dtype="fp8")
+    assert ServerConfig(log_level="debug").log_level == "debug"  # as the option takes it
+
+
+def _serve_config(args: list[str], env: dict | None = None) -> ServerConfig:
+    """What `embedtext serve ARGS` would run with (the server itself not started)."""
+    from unittest import mock
+
+    from click.testing import CliRunner
+
+    from embedtext.server import app, cli
+
+    seen = []
+
+    async def record(config):
+        seen.append(config)
+
+    with mock.patch.object(app, "serve", record), mock.patch.object(app, "configure_logging"):
+        # The test session's own EMBEDTEXT_* settings (conftest) are not this command's.
+        clean = {name: None for name in os.environ if name.startswith("EMBEDTEXT_")}
+        result = CliRunner().invoke(cli.serve_command, args, env={**clean, **(env or {})})
+    assert result.exit_code == 0, result.output
+    return seen[0]
+
+
+def test_every_config_field_is_an_option_with_the_fields_default():
+    from dataclasses import fields
+
+    from embedtext.server.cli import serve_command
+
+    assert {f.name for f in fields(ServerConfig)} <= {p.name for p in serve_command.params}
+    assert _serve_config([]) == ServerConfig()
+
+
+def test_options_and_environment_variables_reach_the_config():
+    config = _serve_config(["--model", "a", "--model", "b=dir", "--replicas", "3", "--no-idle-dispatch",
+                            "--interactive-slo-ms", "100", "--word-cache", "off"],
+                           env={"EMBEDTEXT_MAX_BATCH_TOKENS": "512", "EMBEDTEXT_ENGINE_LOOP": "async"})
+    assert config.models == ("a", "b=dir") and config.replicas == 3 and config.idle_dispatch is False
+    assert config.interactive_slo_ms == 100 and config.word_cache == "off"
+    assert config.max_batch_tokens == 512 and config.engine_loop == "async"
+
+
+def test_the_options_refuse_what_the_config_refuses():
+    from click.testing import CliRunner
+
+    from embedtext.server import cli
+
+    for args, message in ((["--replicas", "0"], "x>=1"), (["--engine-loop", "own"], "'own' is not one of"),
+                          (["--dtype", "fp8"], "'fp8' is not one of")):
+        result = CliRunner().invoke(cli.serve_command, args)
+        assert result.exit_code == 2 and message in result.output, result.output

@@ -188,9 +188,9 @@ def test_not_used_without_bert_pre_tokenizer_wordpiece_or_the_normalizer(model, 
     ],
 )
 def test_word_cache_auto_means_engines_off_the_gpu(setting, device, wanted):
-    from embedtext.server.app import word_cache_wanted
+    from embedtext.server.resolved import resolve
 
-    assert word_cache_wanted(ServerConfig(word_cache=setting), device) is wanted
+    assert resolve(ServerConfig(word_cache=setting, engine="null"), device).word_cache is wanted
 
 
 def test_word_cache_takes_auto_on_or_off():

@@ -1,0 +1,91 @@
+"""Every ``auto`` (and None) of a ServerConfig decided in one place, for the device the engines run on.
+
+The rest of the server reads ``ResolvedSettings``, never an ``auto``; ``embedtext info`` and the
+start-up log report what was chosen.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from embedtext.server.config import ServerConfig
+from embedtext.server.engine.base import detect_device
+from embedtext.server.host.cpu_features import EngineDtype, engine_dtype
+
+CPU_INTERACTIVE_SLO_MS = 250.0
+CPU_MEMORY_FRACTION = 0.2
+GPU_MEMORY_FRACTION = 0.9
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    device: str  # "cuda" or "cpu" ("auto" for the null engine, which runs nowhere)
+    engine_loop: str  # "stepped", "async", or "" (the null engine)
+    replica_processes: bool  # each replica's engine client in a worker process of its own
+    word_cache: bool
+    interactive_slo_s: float | None  # None: no latency target (fifo, 0, or a GPU until measured there)
+    memory_fraction: float  # of the device, for all engines together
+    dtype: EngineDtype
+
+    @property
+    def stepped(self) -> bool:
+        return self.engine_loop == "stepped"
+
+    @property
+    def backend(self) -> str:
+        """The engine the factory builds: ``vllm-stepped`` for the stepped loop, else ``--engine``."""
+        return "vllm-stepped" if self.stepped else ("vllm" if self.engine_loop else "null")
+
+
+def resolve(config: ServerConfig, device: str | None = None) -> ResolvedSettings:
+    """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one).
+
+    - ``--engine-loop auto``: stepped on a CPU, where vLLM's extra processes cost start-up time and
+      cores; async on a GPU, where AsyncLLM overlaps the server's work with the GPU's.
+    - ``--replica-processes auto``: on for several replicas on a GPU, where one event loop adding
+      every row to vLLM would cap it; on a small CPU the extra process takes cores from the model
+      (bench: --only replica-processes). A stepped engine always lives in its replica's worker.
+    - ``--word-cache auto``: on unless the engines run on a GPU: it saves tokenizer CPU, which a CPU
+      engine competes for, but holds the GIL, where the tokenizer's Rust spreads over a GPU
+      machine's spare cores (bench: --only word-cache).
+    - ``--interactive-slo-ms`` unset: 250 ms on a CPU, whose engine steps at --max-batch-tokens take
+      seconds; off on a GPU until measured there. Off with ``--scheduling fifo``.
+    - ``--memory-fraction`` unset: 0.9 of a GPU, 0.2 of a CPU's memory.
+    - ``--dtype auto``: server/host/cpu_features.py.
+
+    >>> r = resolve(ServerConfig(engine="null"), "cpu")
+    >>> (r.engine_loop, r.backend, r.replica_processes, r.interactive_slo_s)
+    ('', 'null', False, None)
+    >>> r = resolve(ServerConfig(), "cuda")
+    >>> (r.engine_loop, r.backend, r.word_cache, r.interactive_slo_s, r.memory_fraction)
+    ('async', 'vllm', False, None, 0.9)
+    """
+    vllm = config.engine == "vllm"
+    if device is None:
+        device = detect_device() if config.device == "auto" and vllm else config.device
+    if not vllm:
+        loop = ""
+    elif config.engine_loop != "auto":
+        loop = config.engine_loop
+    else:
+        loop = "stepped" if device == "cpu" else "async"
+    if config.replica_processes != "auto":
+        own_processes = config.replica_processes == "on"
+    else:
+        own_processes = device == "cuda" and config.replicas > 1
+    word_cache = config.word_cache == "on" if config.word_cache != "auto" else device != "cuda"
+    slo_ms = config.interactive_slo_ms
+    if slo_ms is None:
+        slo_ms = CPU_INTERACTIVE_SLO_MS if device == "cpu" and vllm else 0.0
+    memory = config.memory_fraction
+    if memory is None:
+        memory = GPU_MEMORY_FRACTION if device == "cuda" else CPU_MEMORY_FRACTION
+    return ResolvedSettings(
+        device=device,
+        engine_loop=loop,
+        replica_processes=own_processes or loop == "stepped",
+        word_cache=word_cache,
+        interactive_slo_s=slo_ms / 1000.0 if slo_ms and config.scheduling == "classes" else None,
+        memory_fraction=memory,
+        dtype=engine_dtype(config.dtype, device) if vllm else EngineDtype("float32", "null engine"),
+    )
