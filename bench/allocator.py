@@ -33,8 +33,17 @@ LONG_TOKENS = 512
 ALLOCATORS = ("glibc", "tcmalloc")
 
 
-def run_allocator(model_dir: Path, corpus: BenchCorpus, sizes: Sequence[int], tokens: int, workdir: Path, *,
-                  long_rows: int = 4096, args: Sequence[str] = (), progress=print) -> list[dict]:
+def run_allocator(
+    model_dir: Path,
+    corpus: BenchCorpus,
+    sizes: Sequence[int],
+    tokens: int,
+    workdir: Path,
+    *,
+    long_rows: int = 4096,
+    args: Sequence[str] = (),
+    progress=print,
+) -> list[dict]:
     choice = engine_allocator()
     if not choice.env:
         progress(f"allocator: skipped, nothing to compare ({choice.message})")
@@ -56,8 +65,16 @@ def _long_rows_case(server, corpus: BenchCorpus, name: str, rows: int) -> dict:
     con = duckdb.connect()
     embedtext.register(con, server.target)
     load_docs(con, corpus.texts(rows, LONG_TOKENS))
-    case = embed_query_case(con, f"allocator_{name}_{LONG_TOKENS}tok", SUITE, fn="embed_text", source="docs",
-                            rows=rows, tokens_per_row=LONG_TOKENS, server_pid=server.pid)
+    case = embed_query_case(
+        con,
+        f"allocator_{name}_{LONG_TOKENS}tok",
+        SUITE,
+        fn="embed_text",
+        source="docs",
+        rows=rows,
+        tokens_per_row=LONG_TOKENS,
+        server_pid=server.pid,
+    )
     con.close()
     return case
 
@@ -68,14 +85,16 @@ def allocator_ratios(cases: Sequence[dict]) -> dict[str, float]:
     long = {c["allocator"]: c for c in mine if c["tokens_per_row"] == LONG_TOKENS}
     if len(long) == 2:
         ratios[f"allocator_rows_per_s_tcmalloc_vs_glibc_{LONG_TOKENS}tok"] = round(
-            long["tcmalloc"]["rows_per_s"] / long["glibc"]["rows_per_s"], 3)
+            long["tcmalloc"]["rows_per_s"] / long["glibc"]["rows_per_s"], 3
+        )
     by = {(c["allocator"], c["rows"]): c for c in mine if c["tokens_per_row"] != LONG_TOKENS}
     sizes = sorted({rows for _, rows in by})
     for rows in sizes:
         glibc, tcmalloc = by.get(("glibc", rows)), by.get(("tcmalloc", rows))
         if glibc and tcmalloc:
             ratios[f"allocator_rows_per_s_tcmalloc_vs_glibc_{rows_label(rows)}"] = round(
-                tcmalloc["rows_per_s"] / glibc["rows_per_s"], 3)
+                tcmalloc["rows_per_s"] / glibc["rows_per_s"], 3
+            )
     if len(sizes) >= 2:
         big, mid = sizes[-1], sizes[-2]
         for name in ALLOCATORS:

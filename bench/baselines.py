@@ -33,7 +33,9 @@ def _texts(chunk: pa.ChunkedArray | pa.Array) -> list[str]:
 class OpenAIJsonEmbedder:
     """Chunk -> JSON requests of ``batch_rows`` texts, ``in_flight`` at once -> FLOAT[dim]."""
 
-    def __init__(self, url: str, model: str, *, batch_rows: int = 512, in_flight: int = 8, timeout: float = 600) -> None:
+    def __init__(
+        self, url: str, model: str, *, batch_rows: int = 512, in_flight: int = 8, timeout: float = 600
+    ) -> None:
         import httpx
 
         self.url = url.rstrip("/") + "/v1/embeddings"
@@ -45,8 +47,11 @@ class OpenAIJsonEmbedder:
         self._pool = ThreadPoolExecutor(max_workers=in_flight, thread_name_prefix="bench-http")
 
     def _post(self, texts: list[str]) -> list[list[float]]:
-        reply = self._http.post(self.url, content=json.dumps({"model": self.model, "input": texts}),
-                                headers={"content-type": "application/json"})
+        reply = self._http.post(
+            self.url,
+            content=json.dumps({"model": self.model, "input": texts}),
+            headers={"content-type": "application/json"},
+        )
         reply.raise_for_status()
         data = json.loads(reply.content)["data"]
         return [d["embedding"] for d in sorted(data, key=lambda d: d["index"])]
@@ -68,8 +73,8 @@ class NullInProcessEmbedder:
     """The null engine's vectors for a chunk, tokenized here: no server, no wire."""
 
     def __init__(self, model_dir: str) -> None:
-        from embedtext.server.models import load_model_spec
         from embedtext.server.engine.null_backend import NullBackend
+        from embedtext.server.models import load_model_spec
         from embedtext.server.tokenization.pool import TokenizerPool
 
         spec = load_model_spec(model_dir)
@@ -86,6 +91,11 @@ class NullInProcessEmbedder:
 def register_udf(con: duckdb.DuckDBPyConnection, name: str, fn, dim: int) -> None:
     """Register ``name(text) -> FLOAT[dim]`` as an Arrow UDF, like ``embedtext.register`` does."""
     con.create_function(
-        name, fn, [duckdb.sqltype("VARCHAR")], duckdb.array_type(duckdb.sqltype("FLOAT"), dim),
-        type=PythonUDFType.ARROW, null_handling=FunctionNullHandling.DEFAULT, side_effects=False,
+        name,
+        fn,
+        [duckdb.sqltype("VARCHAR")],
+        duckdb.array_type(duckdb.sqltype("FLOAT"), dim),
+        type=PythonUDFType.ARROW,
+        null_handling=FunctionNullHandling.DEFAULT,
+        side_effects=False,
     )

@@ -25,23 +25,51 @@ def _progress(t0: float, message: str) -> None:
 
 @click.command("bench")
 @click.option("--quick", is_flag=True, help="Small sizes: the whole run in under 5 minutes on 2 cores.")
-@click.option("--only", "only", multiple=True, type=click.Choice(SUITES),
-              help=f"Run only this suite (repeatable) [default: {', '.join(DEFAULT_SUITES)}; the others only when named].")
+@click.option(
+    "--only",
+    "only",
+    multiple=True,
+    type=click.Choice(SUITES),
+    help=f"Run only this suite (repeatable) [default: {', '.join(DEFAULT_SUITES)}; the others only when named].",
+)
 @click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the report here.")
 @click.option("--rows", type=int, default=None, help="Rows per case of the cpu (50 tokens) and transport suites.")
-@click.option("--dims", default=None, help="Transport suite dims, comma-separated [default: 384,768,1024; --quick: 768].")
+@click.option(
+    "--dims", default=None, help="Transport suite dims, comma-separated [default: 384,768,1024; --quick: 768]."
+)
 @click.option("--replicas", default=None, help="GPU suite: replica counts, comma-separated [default: 1,2,4,8,16,32].")
-@click.option("--gpu-model", type=click.Choice(["base", "tiny"]), default="base", show_default=True,
-              help="GPU suite model: BERT-base in arctic-embed-m-v1.5's shape, or the tiny CPU model (code-path check).")
-@click.option("--gpu-http/--no-gpu-http", default=True, show_default=True,
-              help="GPU suite: also measure vLLM's HTTP/JSON server (once is enough when replica counts are split).")
-@click.option("--gpu-processes", type=click.IntRange(1), default=1, show_default=True,
-              help="GPU suite: server processes sharing each replica count (N/K replicas each); the client spreads calls over them.")
-@click.option("--gpu-replica-processes", type=click.Choice(["auto", "on", "off"]), default="auto", show_default=True,
-              help="GPU suite: the servers' --replica-processes (cases get _rp-on / _rp-off unless auto).")
+@click.option(
+    "--gpu-model",
+    type=click.Choice(["base", "tiny"]),
+    default="base",
+    show_default=True,
+    help="GPU suite model: BERT-base in arctic-embed-m-v1.5's shape, or the tiny CPU model (code-path check).",
+)
+@click.option(
+    "--gpu-http/--no-gpu-http",
+    default=True,
+    show_default=True,
+    help="GPU suite: also measure vLLM's HTTP/JSON server (once is enough when replica counts are split).",
+)
+@click.option(
+    "--gpu-processes",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="GPU suite: server processes sharing each replica count (N/K replicas each); "
+    "the client spreads calls over them.",
+)
+@click.option(
+    "--gpu-replica-processes",
+    type=click.Choice(["auto", "on", "off"]),
+    default="auto",
+    show_default=True,
+    help="GPU suite: the servers' --replica-processes (cases get _rp-on / _rp-off unless auto).",
+)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where generated models go.")
-def bench_command(quick, only, json_path, rows, dims, replicas, gpu_model, gpu_http, gpu_processes, gpu_replica_processes,
-                  workdir) -> None:
+def bench_command(
+    quick, only, json_path, rows, dims, replicas, gpu_model, gpu_http, gpu_processes, gpu_replica_processes, workdir
+) -> None:
     """Benchmarks: embed_text vs vLLM in-process and vLLM's HTTP/JSON server, transports (null engine),
     latency under load, and scaling. Compare within a run: the figures are ratios on one machine."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -55,6 +83,16 @@ def bench_command(quick, only, json_path, rows, dims, replicas, gpu_model, gpu_h
     plan = make_plan(quick, rows=rows, dims=_ints(dims), workdir=workdir)
     suites = tuple(only) or DEFAULT_SUITES
     command = "embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
-    run_bench(plan, suites, json_path=json_path, command=command, replicas=_ints(replicas), gpu_model=gpu_model,
-              gpu_http=gpu_http, gpu_rows=rows, gpu_processes=gpu_processes,
-              gpu_replica_processes=gpu_replica_processes, progress=lambda msg, t0=time.perf_counter(): _progress(t0, msg))
+    run_bench(
+        plan,
+        suites,
+        json_path=json_path,
+        command=command,
+        replicas=_ints(replicas),
+        gpu_model=gpu_model,
+        gpu_http=gpu_http,
+        gpu_rows=rows,
+        gpu_processes=gpu_processes,
+        gpu_replica_processes=gpu_replica_processes,
+        progress=lambda msg, t0=time.perf_counter(): _progress(t0, msg),
+    )

@@ -67,25 +67,40 @@ def export_onnx(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
             self.encoder = encoder
 
         def forward(self, input_ids, attention_mask, token_type_ids):
-            return self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                                token_type_ids=token_type_ids).last_hidden_state
+            return self.encoder(
+                input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids
+            ).last_hidden_state
 
     ids = torch.ones(2, 16, dtype=torch.long)
     names = ["input_ids", "attention_mask", "token_type_ids"]
     # The tracer warns about Python values in the attention mask's code; the graph keeps both axes dynamic.
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(LastHiddenState().eval(), (ids, torch.ones_like(ids), torch.zeros_like(ids)), str(out),
-                          dynamo=False, opset_version=17, input_names=names, output_names=["last_hidden_state"],
-                          dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]})
+        torch.onnx.export(
+            LastHiddenState().eval(),
+            (ids, torch.ones_like(ids), torch.zeros_like(ids)),
+            str(out),
+            dynamo=False,
+            opset_version=17,
+            input_names=names,
+            output_names=["last_hidden_state"],
+            dynamic_axes={n: {0: "batch", 1: "tokens"} for n in [*names, "last_hidden_state"]},
+        )
     return out
 
 
 class OnnxRuntimeEmbedder:
     """An ONNX export in ONNX Runtime, tokenized with ``tokenizers``, mean-pooled and L2-normalised."""
 
-    def __init__(self, onnx_path: str | os.PathLike, tokenizer_file: str | os.PathLike, *, max_tokens: int,
-                 threads: int, batch_rows: int = PEER_BATCH_ROWS) -> None:
+    def __init__(
+        self,
+        onnx_path: str | os.PathLike,
+        tokenizer_file: str | os.PathLike,
+        *,
+        max_tokens: int,
+        threads: int,
+        batch_rows: int = PEER_BATCH_ROWS,
+    ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -106,8 +121,9 @@ class OnnxRuntimeEmbedder:
             encoded = self.tokenizer.encode_batch(texts[start : start + self.batch_rows])
             ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
             mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
-            hidden = self.session.run(None, {"input_ids": ids, "attention_mask": mask,
-                                             "token_type_ids": np.zeros_like(ids)})[0]
+            hidden = self.session.run(
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            )[0]
             weights = mask[:, :, None].astype(np.float32)
             pooled = (hidden * weights).sum(1) / np.clip(weights.sum(1), 1e-9, None)
             out.append(pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None))
@@ -117,8 +133,9 @@ class OnnxRuntimeEmbedder:
         return as_fixed_size_list(self.embed(chunk.to_pylist()))
 
 
-def run_cpu_peers(corpus, work: Sequence[tuple[int, int]], *, rounds: int, workdir: Path, args: Sequence[str] = (),
-                  progress=print) -> list[dict]:
+def run_cpu_peers(
+    corpus, work: Sequence[tuple[int, int]], *, rounds: int, workdir: Path, args: Sequence[str] = (), progress=print
+) -> list[dict]:
     """embed_text vs the two peers on the default model, in rotating rounds."""
     import duckdb
 
@@ -136,8 +153,12 @@ def run_cpu_peers(corpus, work: Sequence[tuple[int, int]], *, rounds: int, workd
     progress(f"cpu peers: {spec.name}, float32, {threads} threads each: sentence-transformers and ONNX Runtime UDFs")
     peers = {
         "st": SentenceTransformersEmbedder(spec.path, threads=threads),
-        "ort": OnnxRuntimeEmbedder(export_onnx(spec.path, workdir / "onnx" / "model.onnx"), spec.tokenizer_file,
-                                   max_tokens=spec.max_tokens, threads=threads),
+        "ort": OnnxRuntimeEmbedder(
+            export_onnx(spec.path, workdir / "onnx" / "model.onnx"),
+            spec.tokenizer_file,
+            max_tokens=spec.max_tokens,
+            threads=threads,
+        ),
     }
     with embedtext_server(["default"], args=["--dtype", "float32", *args]) as server, duckdb.connect() as con:
         embedtext.register(con, server.target)
@@ -151,20 +172,48 @@ def run_cpu_peers(corpus, work: Sequence[tuple[int, int]], *, rounds: int, workd
 
         def scan(fn: str, pid: int | None, **extra):
             return lambda tokens, rows, warmup: embed_query_case(
-                con, "run", suite, fn=fn, source="docs", rows=rows, tokens_per_row=tokens, server_pid=pid,
-                warmup=warmup, **extra)
+                con,
+                "run",
+                suite,
+                fn=fn,
+                source="docs",
+                rows=rows,
+                tokens_per_row=tokens,
+                server_pid=pid,
+                warmup=warmup,
+                **extra,
+            )
 
         paths = [
-            RoundsPath("ours", "udf_embed_text_default", "DuckDB embed_text -> embedtext gRPC -> vLLM (float32)",
-                       scan("embed_text", server.pid)),
-            RoundsPath("sentence_transformers", "udf_sentence_transformers",
-                       "DuckDB Arrow UDF -> SentenceTransformer.encode", scan("st_embed", None),
-                       ratio_key="udf_vs_sentence_transformers"),
-            RoundsPath("onnxruntime", "udf_onnxruntime", "DuckDB Arrow UDF -> ONNX Runtime (ONNX export)",
-                       scan("ort_embed", None), ratio_key="udf_vs_onnxruntime"),
+            RoundsPath(
+                "ours",
+                "udf_embed_text_default",
+                "DuckDB embed_text -> embedtext gRPC -> vLLM (float32)",
+                scan("embed_text", server.pid),
+            ),
+            RoundsPath(
+                "sentence_transformers",
+                "udf_sentence_transformers",
+                "DuckDB Arrow UDF -> SentenceTransformer.encode",
+                scan("st_embed", None),
+                ratio_key="udf_vs_sentence_transformers",
+            ),
+            RoundsPath(
+                "onnxruntime",
+                "udf_onnxruntime",
+                "DuckDB Arrow UDF -> ONNX Runtime (ONNX export)",
+                scan("ort_embed", None),
+                ratio_key="udf_vs_onnxruntime",
+            ),
         ]
-        cases = run_rounds(paths, work, suite=suite, rounds=rounds, progress=progress,
-                           load=lambda tokens, rows: load_docs(con, corpus.texts(rows, tokens)))
+        cases = run_rounds(
+            paths,
+            work,
+            suite=suite,
+            rounds=rounds,
+            progress=progress,
+            load=lambda tokens, rows: load_docs(con, corpus.texts(rows, tokens)),
+        )
     for case in cases:
         for name, prefix in (("st", "udf_sentence_transformers"), ("ort", "udf_onnxruntime")):
             if case["name"].startswith(prefix):

@@ -106,8 +106,10 @@ def run_dtype_suite(texts: list[str], *, rounds: int, args: Sequence[str] = (), 
     vectors: dict[str, np.ndarray] = {}
     progress(f"dtype: {len(texts)} docstring paragraphs, float32 and bfloat16 servers side by side, {rounds} rounds")
     with ExitStack() as stack:
-        servers = {dtype: stack.enter_context(embedtext_server(["default"], args=["--dtype", dtype, *args]))
-                   for dtype in ("float32", "bfloat16")}
+        servers = {
+            dtype: stack.enter_context(embedtext_server(["default"], args=["--dtype", dtype, *args]))
+            for dtype in ("float32", "bfloat16")
+        }
         clients = {dtype: stack.enter_context(Client(server.target)) for dtype, server in servers.items()}
 
         def measure(dtype: str):
@@ -118,19 +120,43 @@ def run_dtype_suite(texts: list[str], *, rounds: int, args: Sequence[str] = (), 
                     clients[dtype].embed(texts[:256])
                 started = time.perf_counter()
                 vectors[dtype] = clients[dtype].embed(texts)
-                return make_case(f"embed_{dtype}", SUITE, rows=len(texts), seconds=time.perf_counter() - started,
-                                 tokens_per_row=tokens)
+                return make_case(
+                    f"embed_{dtype}",
+                    SUITE,
+                    rows=len(texts),
+                    seconds=time.perf_counter() - started,
+                    tokens_per_row=tokens,
+                )
+
             return run
 
-        paths = [RoundsPath("bfloat16", "server_bfloat16", "embedtext server --dtype bfloat16", measure("bfloat16")),
-                 RoundsPath("float32", "server_float32", "embedtext server --dtype float32", measure("float32"),
-                            ratio_key="dtype_bf16_vs_float32_rows_per_s")]
+        paths = [
+            RoundsPath("bfloat16", "server_bfloat16", "embedtext server --dtype bfloat16", measure("bfloat16")),
+            RoundsPath(
+                "float32",
+                "server_float32",
+                "embedtext server --dtype float32",
+                measure("float32"),
+                ratio_key="dtype_bf16_vs_float32_rows_per_s",
+            ),
+        ]
         mean_tokens = round(float(np.mean([len(ids) for ids in BenchCorpus(spec.path).token_ids(texts)])), 1)
-        cases = run_rounds(paths, [(mean_tokens, len(texts))], suite=SUITE, rounds=rounds, load=lambda *_: None,
-                           progress=progress)
+        cases = run_rounds(
+            paths, [(mean_tokens, len(texts))], suite=SUITE, rounds=rounds, load=lambda *_: None, progress=progress
+        )
     progress("dtype: sentence-transformers reference (float32)")
     reference = SentenceTransformersEmbedder(spec.path, threads=os.cpu_count() or 1, batch_rows=64).embed(texts)
     quality = quality_ratios(vectors["float32"], vectors["bfloat16"], reference)
-    cases.append(make_case("dtype_quality", SUITE, rows=len(texts), seconds=0, tokens_per_row=None, quality=quality,
-                           queries=len(range(0, len(texts), QUERY_EVERY)), top_k=TOP_K))
+    cases.append(
+        make_case(
+            "dtype_quality",
+            SUITE,
+            rows=len(texts),
+            seconds=0,
+            tokens_per_row=None,
+            quality=quality,
+            queries=len(range(0, len(texts), QUERY_EVERY)),
+            top_k=TOP_K,
+        )
+    )
     return cases

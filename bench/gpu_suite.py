@@ -76,14 +76,30 @@ def _client_case(target: str | list[str], texts: pa.Array, tokens: int, name: st
         client.embed_arrow(texts[:2048])  # warm-up
         with PeakRss({"client": os.getpid()}, {"server": server_pid}) as rss:
             seconds, _ = timed(lambda: client.embed_arrow(texts))
-    return make_case(name, SUITE, rows=len(texts), seconds=seconds, tokens_per_row=tokens,
-                     peak_rss_mb=rss.peaks["client"], server_peak_rss_mb=round(rss.peaks.get("server", 0), 1) or None,
-                     path="embedtext.Client.embed_arrow (no DuckDB)")
+    return make_case(
+        name,
+        SUITE,
+        rows=len(texts),
+        seconds=seconds,
+        tokens_per_row=tokens,
+        peak_rss_mb=rss.peaks["client"],
+        server_peak_rss_mb=round(rss.peaks.get("server", 0), 1) or None,
+        path="embedtext.Client.embed_arrow (no DuckDB)",
+    )
 
 
-def run_gpu_suite(models: GeneratedModels, *, quick: bool, replicas: Sequence[int] = (), model: str = "base",
-                  rows: int | None = None, http: bool = True, processes: int = 1, replica_processes: str = "auto",
-                  progress: Callable[[str], None] = print) -> list[dict]:
+def run_gpu_suite(
+    models: GeneratedModels,
+    *,
+    quick: bool,
+    replicas: Sequence[int] = (),
+    model: str = "base",
+    rows: int | None = None,
+    http: bool = True,
+    processes: int = 1,
+    replica_processes: str = "auto",
+    progress: Callable[[str], None] = print,
+) -> list[dict]:
     if model == "base":
         model_dir = models.get("bert-base", layers=12, hidden=768, heads=12, max_tokens=512, pooling="cls")
     else:
@@ -104,22 +120,35 @@ def run_gpu_suite(models: GeneratedModels, *, quick: bool, replicas: Sequence[in
     for n in replicas or GPU_REPLICAS:
         k = min(processes, n)
         progress(f"gpu: embedtext server, {n} replica(s)" + (f" in {k} processes" if k > 1 else ""))
-        tag = f"r{n}" + (f"_p{k}" if k > 1 else "") + ("" if replica_processes == "auto" else f"_rp-{replica_processes}")
+        tag = (
+            f"r{n}" + (f"_p{k}" if k > 1 else "") + ("" if replica_processes == "auto" else f"_rp-{replica_processes}")
+        )
         with ExitStack() as stack:
             # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
             share = ["--memory-fraction", str(round((0.9 if on_gpu else 0.2) / k, 4))] if k > 1 else []
             share += ["--replica-processes", replica_processes]
-            servers = [stack.enter_context(embedtext_server([f"{model}={model_dir}"], replicas=n // k, args=share))
-                       for _ in range(k)]
+            servers = [
+                stack.enter_context(embedtext_server([f"{model}={model_dir}"], replicas=n // k, args=share))
+                for _ in range(k)
+            ]
             targets = [s.target for s in servers]
             # Memory: the first server's process tree (the others hold the same).
             pid = servers[0].pid
             con = duckdb.connect()
             embedtext.register(con, targets)
             for tokens, (path, texts) in files.items():
-                case = embed_query_case(con, f"gpu_udf_embed_text_{tokens}tok_{tag}", SUITE, fn="embed_text",
-                                        source=f"read_parquet('{path}')", rows=len(texts), tokens_per_row=tokens,
-                                        server_pid=pid, processes=k, replica_processes=replica_processes)
+                case = embed_query_case(
+                    con,
+                    f"gpu_udf_embed_text_{tokens}tok_{tag}",
+                    SUITE,
+                    fn="embed_text",
+                    source=f"read_parquet('{path}')",
+                    rows=len(texts),
+                    tokens_per_row=tokens,
+                    server_pid=pid,
+                    processes=k,
+                    replica_processes=replica_processes,
+                )
                 cases.append(_with_ceiling(case, tokens, n, model))
                 case = _client_case(targets, texts, tokens, f"gpu_client_embed_{tokens}tok_{tag}", pid)
                 case["processes"] = k
@@ -131,15 +160,28 @@ def run_gpu_suite(models: GeneratedModels, *, quick: bool, replicas: Sequence[in
         from embedtext.server.models import load_model_spec
 
         spec = load_model_spec(str(model_dir))
-        with vllm_http_server(str(model_dir), model, max_tokens=spec.max_tokens, dtype="auto" if on_gpu else "float32",
-                              memory_fraction=0.9 if on_gpu else 0.2, on_cpu=not on_gpu) as server:
+        with vllm_http_server(
+            str(model_dir),
+            model,
+            max_tokens=spec.max_tokens,
+            dtype="auto" if on_gpu else "float32",
+            memory_fraction=0.9 if on_gpu else 0.2,
+            on_cpu=not on_gpu,
+        ) as server:
             con = duckdb.connect()
             embedder = OpenAIJsonEmbedder(server.url, model)
             register_udf(con, "http_embed", embedder, spec.dim)
             for tokens, (path, texts) in files.items():
-                case = embed_query_case(con, f"gpu_vllm_http_json_{tokens}tok", SUITE, fn="http_embed",
-                                        source=f"read_parquet('{path}')", rows=len(texts), tokens_per_row=tokens,
-                                        server_pid=server.pid)
+                case = embed_query_case(
+                    con,
+                    f"gpu_vllm_http_json_{tokens}tok",
+                    SUITE,
+                    fn="http_embed",
+                    source=f"read_parquet('{path}')",
+                    rows=len(texts),
+                    tokens_per_row=tokens,
+                    server_pid=server.pid,
+                )
                 cases.append(_with_ceiling(case, tokens, None, model))
             embedder.close()
             con.close()

@@ -62,9 +62,18 @@ async def _single_rows(target: str, texts: Sequence[str], concurrency: int) -> t
         return latencies, time.perf_counter() - t0
 
 
-def run_idle_dispatch(model_dir: Path, corpus: BenchCorpus, work: tuple[int, int], sequential: int,
-                      concurrent: int, *, rounds: int = 3, args: Sequence[str] = (), repeats: int = 1,
-                      progress=print) -> list[dict]:
+def run_idle_dispatch(
+    model_dir: Path,
+    corpus: BenchCorpus,
+    work: tuple[int, int],
+    sequential: int,
+    concurrent: int,
+    *,
+    rounds: int = 3,
+    args: Sequence[str] = (),
+    repeats: int = 1,
+    progress=print,
+) -> list[dict]:
     """``work``: (tokens per row, rows) of the DuckDB query; ``sequential`` / ``concurrent``:
     single-row requests per round and mode."""
     tokens, rows = work
@@ -73,32 +82,66 @@ def run_idle_dispatch(model_dir: Path, corpus: BenchCorpus, work: tuple[int, int
     for engine in ("null", "vllm"):
         progress(f"idle-dispatch: {engine} engine, servers with and without idle dispatch")
         with ExitStack() as stack:
-            servers = {mode: stack.enter_context(embedtext_server(
-                [f"tiny={model_dir}"], args=[*args, *flags, "--engine", engine])) for mode, flags in MODES}
+            servers = {
+                mode: stack.enter_context(
+                    embedtext_server([f"tiny={model_dir}"], args=[*args, *flags, "--engine", engine])
+                )
+                for mode, flags in MODES
+            }
             # (mode, kind) -> every latency, total seconds, total rows, rows/s of each round
             seen: dict[tuple[str, str], tuple[list[float], float, int, list[float]]] = {}
             for _ in range(rounds):
                 for mode, server in servers.items():
-                    for kind, n, concurrency in (("sequential", sequential, 1),
-                                                 (f"concurrent{CONCURRENCY}", concurrent, CONCURRENCY)):
+                    for kind, n, concurrency in (
+                        ("sequential", sequential, 1),
+                        (f"concurrent{CONCURRENCY}", concurrent, CONCURRENCY),
+                    ):
                         time.sleep(SETTLE_S)
                         latencies, elapsed = asyncio.run(_single_rows(server.target, texts[:n], concurrency))
                         old = seen.get((mode, kind), ([], 0.0, 0, []))
-                        seen[(mode, kind)] = (old[0] + latencies, old[1] + elapsed, old[2] + n,
-                                              old[3] + [round(n / elapsed, 1)])
+                        seen[(mode, kind)] = (
+                            old[0] + latencies,
+                            old[1] + elapsed,
+                            old[2] + n,
+                            old[3] + [round(n / elapsed, 1)],
+                        )
             for (mode, kind), (latencies, elapsed, n, per_round) in seen.items():
-                cases.append(make_case(f"idle_dispatch_{engine}_{mode}_{kind}", SUITE, rows=n, seconds=elapsed,
-                                       tokens_per_row=tokens, latencies=latencies, engine=engine, mode=mode,
-                                       kind=kind, rounds=rounds, rows_per_s_by_round=per_round))
+                cases.append(
+                    make_case(
+                        f"idle_dispatch_{engine}_{mode}_{kind}",
+                        SUITE,
+                        rows=n,
+                        seconds=elapsed,
+                        tokens_per_row=tokens,
+                        latencies=latencies,
+                        engine=engine,
+                        mode=mode,
+                        kind=kind,
+                        rounds=rounds,
+                        rows_per_s_by_round=per_round,
+                    )
+                )
             for mode, server in servers.items():
                 time.sleep(SETTLE_S)
                 con = duckdb.connect()
                 embedtext.register(con, server.target)
                 load_docs(con, corpus.texts(rows, tokens))
-                cases.append(embed_query_case(con, f"idle_dispatch_{engine}_{mode}_{tokens}tok", SUITE,
-                                              fn="embed_text", source="docs", rows=rows, tokens_per_row=tokens,
-                                              server_pid=server.pid, repeats=repeats, engine=engine, mode=mode,
-                                              kind=f"{tokens}tok"))
+                cases.append(
+                    embed_query_case(
+                        con,
+                        f"idle_dispatch_{engine}_{mode}_{tokens}tok",
+                        SUITE,
+                        fn="embed_text",
+                        source="docs",
+                        rows=rows,
+                        tokens_per_row=tokens,
+                        server_pid=server.pid,
+                        repeats=repeats,
+                        engine=engine,
+                        mode=mode,
+                        kind=f"{tokens}tok",
+                    )
+                )
                 con.close()
     return cases
 

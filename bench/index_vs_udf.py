@@ -65,8 +65,12 @@ def main() -> None:
             server.stop()
     cases = [
         {"name": "raw_udf_ctas", "rows": args.rows, "seconds": round(raw, 2), "rows_per_s": round(args.rows / raw, 1)},
-        {"name": "index_job", "rows": job.embedded, "seconds": round(job.seconds, 2),
-         "rows_per_s": round(job.embedded / job.seconds, 1)},
+        {
+            "name": "index_job",
+            "rows": job.embedded,
+            "seconds": round(job.seconds, 2),
+            "rows_per_s": round(job.embedded / job.seconds, 1),
+        },
         {"name": "index_rerun", "rows": rerun.embedded, "seconds": round(rerun.seconds, 2), "rows_per_s": None},
     ]
     ratio = round(cases[1]["rows_per_s"] / cases[0]["rows_per_s"], 3)

@@ -22,14 +22,38 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
 
-def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dtype: str = "float32",
-                  memory_fraction: float = 0.2, max_batch_tokens: int = 16384, max_num_seqs: int = 1024,
-                  eager: bool = False, text: bool = False, repeats: int = 1) -> list[dict]:
+def run_inprocess(
+    model_dir: str,
+    work: list[tuple[int, int]],
+    *,
+    suite: str,
+    dtype: str = "float32",
+    memory_fraction: float = 0.2,
+    max_batch_tokens: int = 16384,
+    max_num_seqs: int = 1024,
+    eager: bool = False,
+    text: bool = False,
+    repeats: int = 1,
+) -> list[dict]:
     """Start the child and return its cases (``work`` is a list of (tokens, rows)); ``text`` adds
     ``inprocess_llm_embed_text_*`` cases (LLM.embed on the texts) after each token-id case."""
-    command = [sys.executable, "-m", "embedtext.bench.inprocess", "--model", model_dir, "--suite", suite,
-               "--dtype", dtype, "--memory-fraction", str(memory_fraction), "--max-batch-tokens", str(max_batch_tokens),
-               "--max-num-seqs", str(max_num_seqs)]
+    command = [
+        sys.executable,
+        "-m",
+        "embedtext.bench.inprocess",
+        "--model",
+        model_dir,
+        "--suite",
+        suite,
+        "--dtype",
+        dtype,
+        "--memory-fraction",
+        str(memory_fraction),
+        "--max-batch-tokens",
+        str(max_batch_tokens),
+        "--max-num-seqs",
+        str(max_num_seqs),
+    ]
     for tokens, rows in work:
         command += ["--work", f"{tokens}:{rows}"]
     if eager:
@@ -41,7 +65,7 @@ def run_inprocess(model_dir: str, work: list[tuple[int, int]], *, suite: str, dt
     # (in this whole process: if anything, that favours this baseline).
     env = {**os.environ, **host_tuning("cpu").env}
     out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
-    cases = [json.loads(line[len("CASE "):]) for line in out.stdout.splitlines() if line.startswith("CASE ")]
+    cases = [json.loads(line[len("CASE ") :]) for line in out.stdout.splitlines() if line.startswith("CASE ")]
     if out.returncode != 0 or len(cases) != len(work) * (2 if text else 1):
         raise RuntimeError(f"in-process vLLM run failed (code {out.returncode}):\n{out.stderr[-3000:]}")
     return cases
@@ -64,9 +88,17 @@ def _measure(llm, corpus, suite: str, tokens: int, rows: int, repeats: int, *, t
         llm.embed(prompts[: max(1, min(2048, rows // 4))], use_tqdm=False)  # as the DuckDB cases do
     with PeakRss({}, {"self": os.getpid()}) as rss, CpuSplit({}, {"inprocess": os.getpid()}) as cpu:
         runs = [timed(lambda: llm.embed(prompts, use_tqdm=False))[0] for _ in range(repeats)]
-    case = make_case(name, suite, rows=rows, seconds=median_seconds(runs), tokens_per_row=tokens,
-                     peak_rss_mb=rss.peaks["self"], path=path, runs_s=[round(r, 3) for r in runs],
-                     cpu_s_per_run={k: round(v / len(runs), 2) for k, v in cpu.seconds.items()})
+    case = make_case(
+        name,
+        suite,
+        rows=rows,
+        seconds=median_seconds(runs),
+        tokens_per_row=tokens,
+        peak_rss_mb=rss.peaks["self"],
+        path=path,
+        runs_s=[round(r, 3) for r in runs],
+        cpu_s_per_run={k: round(v / len(runs), 2) for k, v in cpu.seconds.items()},
+    )
     print("CASE " + json.dumps(case), flush=True)
 
 
@@ -82,8 +114,11 @@ def main() -> None:
     parser.add_argument("--enforce-eager", action="store_true")
     parser.add_argument("--repeats", type=int, default=1, help="timed runs per case (the median is reported)")
     parser.add_argument("--text", action="store_true", help="also time LLM.embed on the texts (vLLM tokenizes)")
-    parser.add_argument("--serve", action="store_true",
-                        help="stay up: print READY, then time one run per 'TOKENS ROWS [warmup] [text]' line read from stdin")
+    parser.add_argument(
+        "--serve",
+        action="store_true",
+        help="stay up: print READY, then time one run per 'TOKENS ROWS [warmup] [text]' line read from stdin",
+    )
     args = parser.parse_args()
 
     from vllm import LLM
@@ -95,9 +130,14 @@ def main() -> None:
 
     spec = load_model_spec(args.model)
     corpus = BenchCorpus(spec.path)
-    settings = EngineSettings(memory_fraction=args.memory_fraction, max_batch_tokens=args.max_batch_tokens,
-                              max_num_seqs=args.max_num_seqs, device="auto", dtype=args.dtype,
-                              enforce_eager=args.enforce_eager)
+    settings = EngineSettings(
+        memory_fraction=args.memory_fraction,
+        max_batch_tokens=args.max_batch_tokens,
+        max_num_seqs=args.max_num_seqs,
+        device="auto",
+        dtype=args.dtype,
+        enforce_eager=args.enforce_eager,
+    )
     llm = LLM(**engine_arguments(spec, settings))  # what the server's engines are built with
     for item in args.work:
         tokens, rows = (int(x) for x in item.split(":"))
@@ -108,8 +148,7 @@ def main() -> None:
         print("READY", flush=True)
         for line in sys.stdin:
             tokens, rows, *flags = line.split()
-            _measure(llm, corpus, args.suite, int(tokens), int(rows), 1, text="text" in flags,
-                     warmup="warmup" in flags)
+            _measure(llm, corpus, args.suite, int(tokens), int(rows), 1, text="text" in flags, warmup="warmup" in flags)
 
 
 class ResidentInProcess:
@@ -118,10 +157,23 @@ class ResidentInProcess:
     child starts at construction; ``wait_ready`` (or ``with``) waits for its engine, so other
     engines can start meanwhile."""
 
-    def __init__(self, model_dir: str, *, suite: str, eager: bool = False, dtype: str = "float32",
-                 memory_fraction: float = 0.2) -> None:
-        command = [sys.executable, "-m", "embedtext.bench.inprocess", "--model", model_dir, "--suite", suite,
-                   "--dtype", dtype, "--memory-fraction", str(memory_fraction), "--serve"]
+    def __init__(
+        self, model_dir: str, *, suite: str, eager: bool = False, dtype: str = "float32", memory_fraction: float = 0.2
+    ) -> None:
+        command = [
+            sys.executable,
+            "-m",
+            "embedtext.bench.inprocess",
+            "--model",
+            model_dir,
+            "--suite",
+            suite,
+            "--dtype",
+            dtype,
+            "--memory-fraction",
+            str(memory_fraction),
+            "--serve",
+        ]
         if eager:
             command.append("--enforce-eager")
         env = {**os.environ, **host_tuning("cpu").env}
@@ -149,7 +201,7 @@ class ResidentInProcess:
         self.wait_ready()
         self.process.stdin.write(f"{tokens} {rows}{' warmup' if warmup else ''}{' text' if text else ''}\n")
         self.process.stdin.flush()
-        return json.loads(self._expect("CASE ")[len("CASE "):])
+        return json.loads(self._expect("CASE ")[len("CASE ") :])
 
     def close(self) -> None:
         if self.process.poll() is None:

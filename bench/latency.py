@@ -87,23 +87,48 @@ async def _open_loop(client: AsyncClient, requests: list[list[str]], rate: float
             await asyncio.sleep(delay)
         tasks.append(asyncio.create_task(one(batch, planned)))
     await asyncio.gather(*tasks)
-    return {"latencies": latencies, "elapsed": max(done_at[0], planned) - start, "sent_over": planned - start,
-            "errors_by_type": errors_by_type, **counts}
+    return {
+        "latencies": latencies,
+        "elapsed": max(done_at[0], planned) - start,
+        "sent_over": planned - start,
+        "errors_by_type": errors_by_type,
+        **counts,
+    }
 
 
-async def _run(target: str, texts: list[str], tokens: int, loads: Sequence[float], single_s: float,
-               chunk_requests: int) -> list[dict]:
+async def _run(
+    target: str, texts: list[str], tokens: int, loads: Sequence[float], single_s: float, chunk_requests: int
+) -> list[dict]:
     cases = []
     # The single-row client must not cap its own concurrency: an SLO client sends as rows arrive.
     async with AsyncClient(target, max_batch_rows=512, max_in_flight=4096) as client:
         chunk_max = await _closed_loop_rows_per_s(client, texts[: 4 * CHUNK_ROWS])
-        cases.append(make_case(f"latency_closed_loop_max_{tokens}tok", SUITE, rows=4 * CHUNK_ROWS,
-                               seconds=4 * CHUNK_ROWS / chunk_max, tokens_per_row=tokens, client="chunk_2048"))
+        cases.append(
+            make_case(
+                f"latency_closed_loop_max_{tokens}tok",
+                SUITE,
+                rows=4 * CHUNK_ROWS,
+                seconds=4 * CHUNK_ROWS / chunk_max,
+                tokens_per_row=tokens,
+                client="chunk_2048",
+            )
+        )
         single_max, single_rows = await _closed_loop_single_rows_per_s(client, texts, max(2.0, single_s / 2))
-        cases.append(make_case(f"latency_closed_loop_max_single_row_{tokens}tok", SUITE, rows=single_rows,
-                               seconds=single_rows / single_max, tokens_per_row=tokens, client="single_row",
-                               callers=SINGLE_ROW_CALLERS))
-        for kind, rows_per_request, max_rows_per_s in (("single_row", 1, single_max), ("chunk_2048", CHUNK_ROWS, chunk_max)):
+        cases.append(
+            make_case(
+                f"latency_closed_loop_max_single_row_{tokens}tok",
+                SUITE,
+                rows=single_rows,
+                seconds=single_rows / single_max,
+                tokens_per_row=tokens,
+                client="single_row",
+                callers=SINGLE_ROW_CALLERS,
+            )
+        )
+        for kind, rows_per_request, max_rows_per_s in (
+            ("single_row", 1, single_max),
+            ("chunk_2048", CHUNK_ROWS, chunk_max),
+        ):
             for i, load in enumerate(loads):
                 rate = load * max_rows_per_s / rows_per_request
                 n = max(20, int(rate * single_s)) if rows_per_request == 1 else chunk_requests
@@ -112,17 +137,28 @@ async def _run(target: str, texts: list[str], tokens: int, loads: Sequence[float
                 ]
                 r = await _open_loop(client, requests, rate, seed=i)
                 over = sum(1 for x in r["latencies"] if x > SLO_S)
-                cases.append(make_case(
-                    f"latency_{kind}_{round(load * 100)}pct", SUITE, rows=r["ok_rows"], seconds=r["elapsed"],
-                    tokens_per_row=tokens, latencies=r["latencies"], offered_load=load,
-                    offered_requests_per_s=round(rate, 2),
-                    achieved_requests_per_s=round(len(r["latencies"]) / r["elapsed"], 2) if r["elapsed"] else None,
-                    requests=n, share_over_200ms=round(over / len(r["latencies"]), 3) if r["latencies"] else None,
-                    errors=r["errors"], errors_by_type=r["errors_by_type"], resource_exhausted=r["overloaded"],
-                ))
+                cases.append(
+                    make_case(
+                        f"latency_{kind}_{round(load * 100)}pct",
+                        SUITE,
+                        rows=r["ok_rows"],
+                        seconds=r["elapsed"],
+                        tokens_per_row=tokens,
+                        latencies=r["latencies"],
+                        offered_load=load,
+                        offered_requests_per_s=round(rate, 2),
+                        achieved_requests_per_s=round(len(r["latencies"]) / r["elapsed"], 2) if r["elapsed"] else None,
+                        requests=n,
+                        share_over_200ms=round(over / len(r["latencies"]), 3) if r["latencies"] else None,
+                        errors=r["errors"],
+                        errors_by_type=r["errors_by_type"],
+                        resource_exhausted=r["overloaded"],
+                    )
+                )
     return cases
 
 
-def run_latency(target: str, texts: list[str], tokens: int, *, loads: Sequence[float], single_s: float,
-                chunk_requests: int) -> list[dict]:
+def run_latency(
+    target: str, texts: list[str], tokens: int, *, loads: Sequence[float], single_s: float, chunk_requests: int
+) -> list[dict]:
     return asyncio.run(_run(target, texts, tokens, loads, single_s, chunk_requests))

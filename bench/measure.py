@@ -143,8 +143,9 @@ class PeakRss:
 
     TREE_EVERY_S = 1.0
 
-    def __init__(self, pids: dict[str, int | None], trees: dict[str, int | None] | None = None,
-                 interval: float = 0.2) -> None:
+    def __init__(
+        self, pids: dict[str, int | None], trees: dict[str, int | None] | None = None, interval: float = 0.2
+    ) -> None:
         self.pids = {k: v for k, v in pids.items() if v}
         self.trees = {k: v for k, v in (trees or {}).items() if v}
         self.interval = interval

@@ -34,10 +34,10 @@ from collections.abc import Sequence
 from contextlib import ExitStack
 
 from embedtext.bench.measure import make_case
-from embedtext.protocol.errors import EmbedTextError
 from embedtext.bench.rounds import SETTLE_S
 from embedtext.bench.servers import embedtext_server
 from embedtext.connectors.client import AsyncClient
+from embedtext.protocol.errors import EmbedTextError
 
 SUITE = "mixed"
 MODES = ("classes", "fifo")
@@ -49,8 +49,9 @@ MIN_PROBES = 5  # per phase, even when each probe outlasts the phase
 SCAN_SQL = "CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs"
 
 
-async def _load(target: str, bulk_texts: Sequence[str], probe_texts: Sequence[str], clients: int,
-                seconds: float) -> tuple[list[float], int, float]:
+async def _load(
+    target: str, bulk_texts: Sequence[str], probe_texts: Sequence[str], clients: int, seconds: float
+) -> tuple[list[float], int, float]:
     """``clients`` bulk loops (none if 0) and, if ``probe_texts``, one interactive prober, for
     ``seconds``; returns the probe latencies, bulk rows served and elapsed seconds."""
     stop_at = time.monotonic() + seconds
@@ -59,7 +60,7 @@ async def _load(target: str, bulk_texts: Sequence[str], probe_texts: Sequence[st
 
     async def bulk(i: int) -> None:
         nonlocal bulk_rows
-        chunk = list(bulk_texts[i % len(bulk_texts):]) + list(bulk_texts[: i % len(bulk_texts)])
+        chunk = list(bulk_texts[i % len(bulk_texts) :]) + list(bulk_texts[: i % len(bulk_texts)])
         async with AsyncClient(target, timeout=600, max_batch_rows=BULK_ROWS) as client:
             while time.monotonic() < stop_at:
                 served = len(await client.embed(chunk[:BULK_ROWS], latency_class="bulk"))
@@ -140,14 +141,31 @@ async def _flood(target: str, texts: Sequence[str], clients: int, seconds: float
 
     began = time.monotonic()
     await asyncio.gather(*(caller() for _ in range(clients)))
-    return {"served_calls": served, "failed_calls": failed, "rows_lost": lost, "errors": errors,
-            "rows": served * BULK_ROWS, "elapsed": time.monotonic() - began}
+    return {
+        "served_calls": served,
+        "failed_calls": failed,
+        "rows_lost": lost,
+        "errors": errors,
+        "rows": served * BULK_ROWS,
+        "elapsed": time.monotonic() - began,
+    }
 
 
-def run_mixed(models: Sequence[str], bulk_texts: Sequence[str], probe_texts: Sequence[str], *, clients: int = 16,
-              seconds: float = 20.0, rounds: int = 3, scan_rows: int = 6000, flood_clients: int = 64,
-              flood_seconds: float = 60.0, args: Sequence[str] = (), settle_s: float = SETTLE_S,
-              progress=print) -> list[dict]:
+def run_mixed(
+    models: Sequence[str],
+    bulk_texts: Sequence[str],
+    probe_texts: Sequence[str],
+    *,
+    clients: int = 16,
+    seconds: float = 20.0,
+    rounds: int = 3,
+    scan_rows: int = 6000,
+    flood_clients: int = 64,
+    flood_seconds: float = 60.0,
+    args: Sequence[str] = (),
+    settle_s: float = SETTLE_S,
+    progress=print,
+) -> list[dict]:
     """``models``: the servers' --model arguments; ``bulk_texts``: at least ``scan_rows`` and
     BULK_ROWS texts; ``probe_texts``: short texts (also the flood's rows). ``flood_clients`` 0:
     no flood phase."""
@@ -171,18 +189,25 @@ def run_mixed(models: Sequence[str], bulk_texts: Sequence[str], probe_texts: Seq
         async def run(target: str) -> dict:
             lat, rows, elapsed = await _load(target, bulk_texts, probe_texts if probing else (), clients, seconds)
             return {"latencies": lat, "rows": rows, "elapsed": elapsed}
+
         return run
 
     async def flood(target: str) -> dict:
         return await _flood(target, flood_texts, flood_clients, flood_seconds)
 
-    phases = [("idle", idle), ("scan", scan), ("two_scans", two_scans), (f"bulk{clients}", bulk(True)),
-              (f"bulk{clients}_alone", bulk(False))]
+    phases = [
+        ("idle", idle),
+        ("scan", scan),
+        ("two_scans", two_scans),
+        (f"bulk{clients}", bulk(True)),
+        (f"bulk{clients}_alone", bulk(False)),
+    ]
     seen: dict[tuple[str, str], dict] = {}
     with ExitStack() as stack:
         progress(f"mixed: two servers ({', '.join(MODES)}) on {models[0]}")
-        servers = {mode: stack.enter_context(embedtext_server(list(models), args=[*args, *MODE_ARGS[mode]]))
-                   for mode in MODES}
+        servers = {
+            mode: stack.enter_context(embedtext_server(list(models), args=[*args, *MODE_ARGS[mode]])) for mode in MODES
+        }
         for number in range(rounds):
             order = MODES if number % 2 == 0 else MODES[::-1]
             last = number == rounds - 1
@@ -191,9 +216,11 @@ def run_mixed(models: Sequence[str], bulk_texts: Sequence[str], probe_texts: Seq
                     time.sleep(settle_s)  # the other engine stops spinning first
                     got = asyncio.run(phase(servers[mode].target))
                     _merge(seen.setdefault((mode, kind), {}), got)
-                    progress(f"mixed: round {number + 1} {mode} {kind}: {len(got.get('latencies', ()))} probes, "
-                             f"{got['rows']} rows in {got['elapsed']:.1f}s"
-                             + (f", {got['failed_calls']} calls failed" if "failed_calls" in got else ""))
+                    progress(
+                        f"mixed: round {number + 1} {mode} {kind}: {len(got.get('latencies', ()))} probes, "
+                        f"{got['rows']} rows in {got['elapsed']:.1f}s"
+                        + (f", {got['failed_calls']} calls failed" if "failed_calls" in got else "")
+                    )
     cases = []
     for (mode, kind), got in sorted(seen.items()):
         extra = {k: v for k, v in got.items() if k not in ("latencies", "rows", "elapsed")}
@@ -201,10 +228,22 @@ def run_mixed(models: Sequence[str], bulk_texts: Sequence[str], probe_texts: Seq
             half = scan_rows // 2
             extra["scan_rows_per_s"] = [round(half / s, 1) for s in extra["scan_seconds"]]
             extra["scan_ratio"] = round(max(extra["scan_seconds"]) / min(extra["scan_seconds"]), 3)
-        cases.append(make_case(
-            f"mixed_{mode}_{kind}", SUITE, rows=got["rows"], seconds=got["elapsed"], tokens_per_row=None,
-            latencies=got.get("latencies", []), mode=mode, kind=kind, probes=len(got.get("latencies", [])),
-            bulk_clients=clients if kind.startswith("bulk") else 0, rounds=rounds, **extra))
+        cases.append(
+            make_case(
+                f"mixed_{mode}_{kind}",
+                SUITE,
+                rows=got["rows"],
+                seconds=got["elapsed"],
+                tokens_per_row=None,
+                latencies=got.get("latencies", []),
+                mode=mode,
+                kind=kind,
+                probes=len(got.get("latencies", [])),
+                bulk_clients=clients if kind.startswith("bulk") else 0,
+                rounds=rounds,
+                **extra,
+            )
+        )
     return cases
 
 

@@ -18,15 +18,17 @@ from starlette.concurrency import run_in_threadpool
 
 
 def build_app(models: dict[str, str]) -> FastAPI:
-    from embedtext.server.models import load_model_spec
     from embedtext.server.engine.null_backend import NullBackend
+    from embedtext.server.models import load_model_spec
     from embedtext.server.tokenization.pool import TokenizerPool
 
     served = {}
     for name, path in models.items():
         spec = load_model_spec(path, name=name)
-        served[name] = (TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, word_cache=True),
-                        NullBackend(spec, name=f"null-json-{name}"))
+        served[name] = (
+            TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, word_cache=True),
+            NullBackend(spec, name=f"null-json-{name}"),
+        )
     app = FastAPI()
 
     @app.get("/health")
@@ -45,8 +47,12 @@ def build_app(models: dict[str, str]) -> FastAPI:
         def encode() -> bytes:
             data = [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(vectors.tolist())]
             usage = sum(len(r) for r in ids)
-            body = {"object": "list", "data": data, "model": payload.get("model"),
-                    "usage": {"prompt_tokens": usage, "total_tokens": usage}}
+            body = {
+                "object": "list",
+                "data": data,
+                "model": payload.get("model"),
+                "usage": {"prompt_tokens": usage, "total_tokens": usage},
+            }
             return json.dumps(body).encode()
 
         return Response(await run_in_threadpool(encode), media_type="application/json")

@@ -8,8 +8,22 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-SUITES = ("cpu", "cpu-peers", "transport", "latency", "scaling", "allocator", "replica-processes", "idle-dispatch",
-          "ascii-normalizer", "word-cache", "mixed", "dtype", "startup", "gpu")
+SUITES = (
+    "cpu",
+    "cpu-peers",
+    "transport",
+    "latency",
+    "scaling",
+    "allocator",
+    "replica-processes",
+    "idle-dispatch",
+    "ascii-normalizer",
+    "word-cache",
+    "mixed",
+    "dtype",
+    "startup",
+    "gpu",
+)
 # cpu-peers: the cpu suite's peers alone. allocator, replica-processes, idle-dispatch, ascii-normalizer,
 # word-cache, mixed, dtype, startup, gpu:
 # only when asked for
@@ -85,12 +99,16 @@ FULL = replace(
 )
 
 
-def make_plan(quick: bool, *, rows: int | None = None, dims: tuple[int, ...] = (), workdir: str | None = None) -> BenchPlan:
+def make_plan(
+    quick: bool, *, rows: int | None = None, dims: tuple[int, ...] = (), workdir: str | None = None
+) -> BenchPlan:
     plan = QUICK if quick else FULL
     plan = replace(plan, workdir=Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="embedtext-bench-")))
     if rows:
         long_tokens = plan.cpu_work[1][0]
-        plan = replace(plan, transport_rows=rows, cpu_work=((plan.cpu_work[0][0], rows), (long_tokens, max(64, rows // 10))))
+        plan = replace(
+            plan, transport_rows=rows, cpu_work=((plan.cpu_work[0][0], rows), (long_tokens, max(64, rows // 10)))
+        )
     if dims:
         plan = replace(plan, dims=tuple(dims))
     return plan

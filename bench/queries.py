@@ -47,12 +47,22 @@ def embed_query_case(
         limit = max(1, min(2048, rows // 4))
         con.execute(f"SELECT sum({fn}(body)[1]) FROM (SELECT body FROM {source} LIMIT {limit})").fetchall()
     query = f"SELECT sum({fn}(body)[1]) FROM {source} {where}"
-    with PeakRss({"client": os.getpid()}, {"server": server_pid}) as rss, \
-            CpuSplit({"client": os.getpid()}, {"server": server_pid}) as cpu:
+    with (
+        PeakRss({"client": os.getpid()}, {"server": server_pid}) as rss,
+        CpuSplit({"client": os.getpid()}, {"server": server_pid}) as cpu,
+    ):
         runs = [timed(lambda: con.execute(query).fetchall())[0] for _ in range(max(1, repeats))]
     server_rss = rss.peaks.get("server")
     return make_case(
-        name, suite, rows=rows, seconds=median_seconds(runs), tokens_per_row=tokens_per_row,
-        peak_rss_mb=rss.peaks["client"], server_peak_rss_mb=round(server_rss, 1) if server_rss else None,
-        query=query, runs_s=[round(r, 3) for r in runs], cpu_s_per_run=_per_run(cpu.seconds, len(runs)), **extra,
+        name,
+        suite,
+        rows=rows,
+        seconds=median_seconds(runs),
+        tokens_per_row=tokens_per_row,
+        peak_rss_mb=rss.peaks["client"],
+        server_peak_rss_mb=round(server_rss, 1) if server_rss else None,
+        query=query,
+        runs_s=[round(r, 3) for r in runs],
+        cpu_s_per_run=_per_run(cpu.seconds, len(runs)),
+        **extra,
     )

@@ -36,8 +36,16 @@ SUITE = "replica-processes"
 MODES = (("shared", ("--replica-processes", "off")), ("processes", ("--replica-processes", "on")))
 
 
-def run_replica_processes(model_dir: Path, corpus: BenchCorpus, work: Sequence[tuple[int, int]], null_rows: int, *,
-                          args: Sequence[str] = (), repeats: int = 1, progress=print) -> list[dict]:
+def run_replica_processes(
+    model_dir: Path,
+    corpus: BenchCorpus,
+    work: Sequence[tuple[int, int]],
+    null_rows: int,
+    *,
+    args: Sequence[str] = (),
+    repeats: int = 1,
+    progress=print,
+) -> list[dict]:
     cases = []
     for engine, engine_work in (("null", ((work[0][0], null_rows),)), ("vllm", tuple(work))):
         for mode, flags in MODES:
@@ -47,9 +55,19 @@ def run_replica_processes(model_dir: Path, corpus: BenchCorpus, work: Sequence[t
                 embedtext.register(con, server.target)
                 for tokens, rows in engine_work:
                     load_docs(con, corpus.texts(rows, tokens))
-                    case = embed_query_case(con, f"replica_processes_{engine}_{mode}_{tokens}tok", SUITE,
-                                            fn="embed_text", source="docs", rows=rows, tokens_per_row=tokens,
-                                            server_pid=server.pid, repeats=repeats, engine=engine, mode=mode)
+                    case = embed_query_case(
+                        con,
+                        f"replica_processes_{engine}_{mode}_{tokens}tok",
+                        SUITE,
+                        fn="embed_text",
+                        source="docs",
+                        rows=rows,
+                        tokens_per_row=tokens,
+                        server_pid=server.pid,
+                        repeats=repeats,
+                        engine=engine,
+                        mode=mode,
+                    )
                     main = (case.get("cpu_s_per_run") or {}).get("server:main-thread")
                     case["server_main_thread_us_per_row"] = round(1e6 * main / rows, 1) if main else None
                     cases.append(case)
@@ -68,5 +86,6 @@ def replica_processes_ratios(cases: Sequence[dict]) -> dict[str, float]:
         ratios[f"replica_processes_rows_per_s_{label}"] = round(new["rows_per_s"] / old["rows_per_s"], 3)
         if new.get("server_main_thread_us_per_row") and old.get("server_main_thread_us_per_row"):
             ratios[f"replica_processes_main_thread_us_per_row_{label}"] = round(
-                new["server_main_thread_us_per_row"] / old["server_main_thread_us_per_row"], 3)
+                new["server_main_thread_us_per_row"] / old["server_main_thread_us_per_row"], 3
+            )
     return ratios

@@ -64,8 +64,10 @@ def _fmt(v, spec: str = ",.0f") -> str:
 
 
 def format_table(cases: list[dict], ratios: dict[str, float], targets: dict[str, dict]) -> str:
-    lines = [f"{'case':44} {'rows':>9} {'tok/row':>7} {'rows/s':>10} {'tokens/s':>11} {'p50 ms':>8} "
-             f"{'p99 ms':>8} {'RSS MB':>7} {'srv MB':>7}"]
+    lines = [
+        f"{'case':44} {'rows':>9} {'tok/row':>7} {'rows/s':>10} {'tokens/s':>11} {'p50 ms':>8} "
+        f"{'p99 ms':>8} {'RSS MB':>7} {'srv MB':>7}"
+    ]
     for c in cases:
         lines.append(
             f"{c['name']:44} {c['rows']:>9,} {_fmt(c['tokens_per_row'], 'g'):>7} {_fmt(c['rows_per_s']):>10} "
@@ -88,8 +90,10 @@ def latency_table(cases: list[dict]) -> str:
     rows = [c for c in cases if c["suite"] == "latency" and "offered_load" in c]
     if not rows:
         return ""
-    lines = [f"{'latency case':30} {'offered/s':>10} {'achieved/s':>10} {'p50 ms':>8} {'p99 ms':>9} "
-             f"{'>200ms':>7} {'errors':>6} {'RES_EXH':>7}"]
+    lines = [
+        f"{'latency case':30} {'offered/s':>10} {'achieved/s':>10} {'p50 ms':>8} {'p99 ms':>9} "
+        f"{'>200ms':>7} {'errors':>6} {'RES_EXH':>7}"
+    ]
     for c in rows:
         lines.append(
             f"{c['name']:30} {c['offered_requests_per_s']:>10,.2f} {_fmt(c['achieved_requests_per_s'], ',.2f'):>10} "
@@ -101,8 +105,10 @@ def latency_table(cases: list[dict]) -> str:
 
 def format_markdown(report: dict) -> str:
     """Markdown tables of a report (for bench/RESULTS.md)."""
-    lines = ["| case | rows | tokens/row | rows/s | tokens/s | p50 ms | p99 ms | client RSS MB | server RSS MB |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        "| case | rows | tokens/row | rows/s | tokens/s | p50 ms | p99 ms | client RSS MB | server RSS MB |",
+        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     for c in report["cases"]:
         if "offered_load" in c:
             continue
@@ -113,18 +119,27 @@ def format_markdown(report: dict) -> str:
         )
     lat = [c for c in report["cases"] if "offered_load" in c]
     if lat:
-        lines += ["", "| latency case | offered req/s | achieved req/s | p50 ms | p99 ms | > 200 ms | errors | RESOURCE_EXHAUSTED |",
-                  "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+        lines += [
+            "",
+            "| latency case | offered req/s | achieved req/s | p50 ms | p99 ms | > 200 ms | errors "
+            "| RESOURCE_EXHAUSTED |",
+            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+        ]
         for c in lat:
             lines.append(
-                f"| `{c['name']}` | {c['offered_requests_per_s']:,.2f} | {_fmt(c['achieved_requests_per_s'], ',.2f')} | "
+                f"| `{c['name']}` | {c['offered_requests_per_s']:,.2f} | "
+                f"{_fmt(c['achieved_requests_per_s'], ',.2f')} | "
                 f"{_fmt(c['p50_ms'], '.1f')} | {_fmt(c['p99_ms'], '.1f')} | {_fmt(c['share_over_200ms'], '.1%')} | "
                 f"{c['errors']} | {c['resource_exhausted']} |"
             )
     lines += ["", "| ratio | value | target | |", "| --- | ---: | ---: | --- |"]
     for key, value in report["ratios"].items():
         t = report["targets"].get(key)
-        shown = "" if t is None else (f"{t['target'][0]}..{t['target'][1]}" if t["op"] == "within" else f"{t['op']} {t['target']:g}")
+        shown = (
+            ""
+            if t is None
+            else (f"{t['target'][0]}..{t['target'][1]}" if t["op"] == "within" else f"{t['op']} {t['target']:g}")
+        )
         verdict = "" if t is None else ("met" if t["met"] else "**missed**")
         lines.append(f"| `{key}` | {value:.3f} | {shown} | {verdict} |")
     return "\n".join(lines)

@@ -49,8 +49,15 @@ def round_order(labels: Sequence[str], round_: int) -> list[str]:
     return order if round_ % 2 == 0 else order[::-1]
 
 
-def run_rounds(paths: Sequence[RoundsPath], work: Sequence[tuple[int, int]], *, suite: str, rounds: int,
-               load: Callable[[int, int], None], progress=print) -> list[dict]:
+def run_rounds(
+    paths: Sequence[RoundsPath],
+    work: Sequence[tuple[int, int]],
+    *,
+    suite: str,
+    rounds: int,
+    load: Callable[[int, int], None],
+    progress=print,
+) -> list[dict]:
     """Time every path once per round for each (tokens, rows) of ``work``; ``load`` puts those rows
     where the paths read them. The first round's runs warm up first."""
     from embedtext.bench.measure import make_case
@@ -69,8 +76,11 @@ def run_rounds(paths: Sequence[RoundsPath], work: Sequence[tuple[int, int]], *, 
                     time.sleep(SETTLE_S)
                 last_engine = engine
                 runs[label].append(by_label[label].measure(tokens, rows, round_ == 0))
-            progress(f"{suite}: {tokens} tokens, round {round_ + 1}/{rounds}: "
-                     + ", ".join(f"{p.label} {runs[p.label][-1]['rows_per_s']:,.0f}" for p in paths) + " rows/s")
+            progress(
+                f"{suite}: {tokens} tokens, round {round_ + 1}/{rounds}: "
+                + ", ".join(f"{p.label} {runs[p.label][-1]['rows_per_s']:,.0f}" for p in paths)
+                + " rows/s"
+            )
         for path in paths:
             done = runs[path.label]
             extra = {}
@@ -78,12 +88,22 @@ def run_rounds(paths: Sequence[RoundsPath], work: Sequence[tuple[int, int]], *, 
                 per_round = [a["rows_per_s"] / b["rows_per_s"] for a, b in zip(runs[ours.label], done)]
                 extra = {"ratio_key": path.ratio_key, "ratio_by_round": [round(x, 3) for x in per_round]}
             median_run = sorted(done, key=lambda r: r["seconds"])[len(done) // 2]
-            cases.append(make_case(
-                f"{path.case_prefix}_{tokens}tok", suite, rows=rows, seconds=statistics.median(r["seconds"] for r in done),
-                tokens_per_row=tokens, path=path.description, rounds=rounds,
-                peak_rss_mb=_peak(done, "peak_rss_mb"), server_peak_rss_mb=_peak(done, "server_peak_rss_mb"),
-                rows_per_s_by_round=[r["rows_per_s"] for r in done],
-                cpu_s_per_run=median_run.get("cpu_s_per_run"), **extra))
+            cases.append(
+                make_case(
+                    f"{path.case_prefix}_{tokens}tok",
+                    suite,
+                    rows=rows,
+                    seconds=statistics.median(r["seconds"] for r in done),
+                    tokens_per_row=tokens,
+                    path=path.description,
+                    rounds=rounds,
+                    peak_rss_mb=_peak(done, "peak_rss_mb"),
+                    server_peak_rss_mb=_peak(done, "server_peak_rss_mb"),
+                    rows_per_s_by_round=[r["rows_per_s"] for r in done],
+                    cpu_s_per_run=median_run.get("cpu_s_per_run"),
+                    **extra,
+                )
+            )
     return cases
 
 
@@ -97,7 +117,8 @@ def rounds_ratios(cases: Sequence[dict], suite: str) -> dict[str, float]:
 
     >>> case = {"suite": "cpu", "name": "inprocess_llm_embed_512tok", "tokens_per_row": 512,
     ...         "ratio_key": "udf_vs_inprocess", "ratio_by_round": [0.9, 1.2, 0.95]}
-    >>> rounds_ratios([case, {**case, "suite": "other"}, {**case, "tokens_per_row": 50, "ratio_by_round": [1.3]}], "cpu")
+    >>> other_suite, headline = {**case, "suite": "other"}, {**case, "tokens_per_row": 50, "ratio_by_round": [1.3]}
+    >>> rounds_ratios([case, other_suite, headline], "cpu")
     {'udf_vs_inprocess_512': 0.95, 'udf_vs_inprocess': 1.3}
     """
     ratios = {}

@@ -35,8 +35,16 @@ SUITE = "scaling"
 ROW_GROUP_ROWS = 10_240
 
 
-def run_scaling(server, corpus: BenchCorpus, sizes: Sequence[int], tokens: int, workdir: Path, *,
-                suite: str = SUITE, prefix: str = "scaling") -> list[dict]:
+def run_scaling(
+    server,
+    corpus: BenchCorpus,
+    sizes: Sequence[int],
+    tokens: int,
+    workdir: Path,
+    *,
+    suite: str = SUITE,
+    prefix: str = "scaling",
+) -> list[dict]:
     """One case per size, in order, all on ``server`` (so later sizes see what earlier ones left)."""
     cases = []
     for rows in sizes:
@@ -47,8 +55,14 @@ def run_scaling(server, corpus: BenchCorpus, sizes: Sequence[int], tokens: int, 
         con = duckdb.connect()
         embedtext.register(con, server.target)
         case = embed_query_case(
-            con, f"{prefix}_{rows_label(rows)}_rows_{tokens}tok", suite, fn="embed_text",
-            source=f"read_parquet('{path}')", rows=rows, tokens_per_row=tokens, server_pid=server.pid,
+            con,
+            f"{prefix}_{rows_label(rows)}_rows_{tokens}tok",
+            suite,
+            fn="embed_text",
+            source=f"read_parquet('{path}')",
+            rows=rows,
+            tokens_per_row=tokens,
+            server_pid=server.pid,
         )
         case["server_rss_by_process_mb"] = tree_rss_by_process(server.pid)  # after the query
         cases.append(case)

@@ -22,8 +22,14 @@ def free_port() -> int:
 
 
 @contextmanager
-def embedtext_server(models: Sequence[str], *, replicas: int = 1, args: Sequence[str] = (), timeout: float = 900,
-                     env: dict[str, str] | None = None):
+def embedtext_server(
+    models: Sequence[str],
+    *,
+    replicas: int = 1,
+    args: Sequence[str] = (),
+    timeout: float = 900,
+    env: dict[str, str] | None = None,
+):
     """A running ``embedtext serve`` (one process tree); yields the LocalServer."""
     server = LocalServer(list(models), replicas=replicas, args=["--log-level", "WARNING", *args], env=env)
     server.start()
@@ -60,18 +66,51 @@ class HttpServerProcess(LocalServer):
             time.sleep(0.5)
 
 
-def vllm_http_server(model_dir: str, served_name: str, *, max_tokens: int, max_batch_tokens: int = 16384,
-                     max_num_seqs: int = 1024, dtype: str = "float32", memory_fraction: float = 0.2,
-                     extra: Sequence[str] = (), on_cpu: bool = True) -> HttpServerProcess:
+def vllm_http_server(
+    model_dir: str,
+    served_name: str,
+    *,
+    max_tokens: int,
+    max_batch_tokens: int = 16384,
+    max_num_seqs: int = 1024,
+    dtype: str = "float32",
+    memory_fraction: float = 0.2,
+    extra: Sequence[str] = (),
+    on_cpu: bool = True,
+) -> HttpServerProcess:
     """vLLM's own OpenAI-compatible server from the same install, with our engine's settings."""
     port = free_port()
     command = [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", model_dir,
-        "--served-model-name", served_name, "--runner", "pooling", "--convert", "embed",
-        "--dtype", dtype, "--gpu-memory-utilization", str(memory_fraction), "--max-model-len", str(max_tokens),
-        "--max-num-batched-tokens", str(max(max_batch_tokens, max_tokens)), "--max-num-seqs", str(max_num_seqs),
-        "--no-enable-prefix-caching", "--disable-log-stats", "--uvicorn-log-level", "warning",
-        "--host", "127.0.0.1", "--port", str(port), *extra,
+        sys.executable,
+        "-m",
+        "vllm.entrypoints.openai.api_server",
+        "--model",
+        model_dir,
+        "--served-model-name",
+        served_name,
+        "--runner",
+        "pooling",
+        "--convert",
+        "embed",
+        "--dtype",
+        dtype,
+        "--gpu-memory-utilization",
+        str(memory_fraction),
+        "--max-model-len",
+        str(max_tokens),
+        "--max-num-batched-tokens",
+        str(max(max_batch_tokens, max_tokens)),
+        "--max-num-seqs",
+        str(max_num_seqs),
+        "--no-enable-prefix-caching",
+        "--disable-log-stats",
+        "--uvicorn-log-level",
+        "warning",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        *extra,
     ]
     # On a CPU, what embedtext's server gives its engines: every core on a small machine, and
     # tcmalloc where the system has one. LD_PRELOAD reaches vLLM's API process too (ours keeps

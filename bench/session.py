@@ -12,10 +12,20 @@ from embedtext.bench.plan import BenchPlan, GeneratedModels
 LATENCY_TOKENS = 50
 
 
-def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, command: str,
-              replicas: Sequence[int] = (), gpu_model: str = "base", gpu_http: bool = True,
-              gpu_rows: int | None = None, gpu_processes: int = 1, gpu_replica_processes: str = "auto",
-              progress: Callable[[str], None] = print) -> dict:
+def run_bench(
+    plan: BenchPlan,
+    suites: Sequence[str],
+    *,
+    json_path: str | None,
+    command: str,
+    replicas: Sequence[int] = (),
+    gpu_model: str = "base",
+    gpu_http: bool = True,
+    gpu_rows: int | None = None,
+    gpu_processes: int = 1,
+    gpu_replica_processes: str = "auto",
+    progress: Callable[[str], None] = print,
+) -> dict:
     from embedtext.bench.hardware import hardware_info
     from embedtext.bench.report import check_targets, write_json
 
@@ -25,7 +35,9 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
     if "transport" in suites:
         from embedtext.bench.transport import run_transport
 
-        progress(f"transport (NULL ENGINE): {plan.transport_rows} rows x {plan.transport_tokens} tokens, dims {plan.dims}")
+        progress(
+            f"transport (NULL ENGINE): {plan.transport_rows} rows x {plan.transport_tokens} tokens, dims {plan.dims}"
+        )
         cases += run_transport({d: models.null_dim(d) for d in plan.dims}, plan.transport_rows, plan.transport_tokens)
     if {"cpu", "latency", "scaling"} & set(suites):
         cases += _tiny_model_suites(plan, suites, models, progress)
@@ -36,33 +48,58 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
 
         # Compiled even in quick runs: the peers run their own optimized kernels, and an eager
         # engine would understate embed_text against them.
-        cases += run_cpu_peers(BenchCorpus(load_model_spec("default").path), plan.cpu_peer_work,
-                               rounds=plan.cpu_rounds, workdir=plan.workdir, progress=progress)
+        cases += run_cpu_peers(
+            BenchCorpus(load_model_spec("default").path),
+            plan.cpu_peer_work,
+            rounds=plan.cpu_rounds,
+            workdir=plan.workdir,
+            progress=progress,
+        )
     if "allocator" in suites:
         from embedtext.bench.allocator import run_allocator
         from embedtext.bench.corpus import BenchCorpus
 
         tiny = models.tiny()
-        cases += run_allocator(tiny, BenchCorpus(tiny), plan.allocator_rows, plan.scaling_tokens, plan.workdir,
-                               long_rows=dict(plan.cpu_work)[512], args=["--enforce-eager"] if plan.eager else [],
-                               progress=progress)
+        cases += run_allocator(
+            tiny,
+            BenchCorpus(tiny),
+            plan.allocator_rows,
+            plan.scaling_tokens,
+            plan.workdir,
+            long_rows=dict(plan.cpu_work)[512],
+            args=["--enforce-eager"] if plan.eager else [],
+            progress=progress,
+        )
     if "replica-processes" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.replica_processes import run_replica_processes
 
         tiny = models.tiny()
-        cases += run_replica_processes(tiny, BenchCorpus(tiny), plan.cpu_work, plan.transport_rows,
-                                       args=["--enforce-eager"] if plan.eager else [], repeats=plan.cpu_repeats,
-                                       progress=progress)
+        cases += run_replica_processes(
+            tiny,
+            BenchCorpus(tiny),
+            plan.cpu_work,
+            plan.transport_rows,
+            args=["--enforce-eager"] if plan.eager else [],
+            repeats=plan.cpu_repeats,
+            progress=progress,
+        )
     if "idle-dispatch" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.idle_dispatch import run_idle_dispatch
 
         tiny = models.tiny()
-        cases += run_idle_dispatch(tiny, BenchCorpus(tiny), plan.cpu_work[0], sequential=100 if plan.quick else 200,
-                                   concurrent=500 if plan.quick else 1500, rounds=2 if plan.quick else 5,
-                                   args=["--enforce-eager"] if plan.eager else [], repeats=plan.cpu_repeats,
-                                   progress=progress)
+        cases += run_idle_dispatch(
+            tiny,
+            BenchCorpus(tiny),
+            plan.cpu_work[0],
+            sequential=100 if plan.quick else 200,
+            concurrent=500 if plan.quick else 1500,
+            rounds=2 if plan.quick else 5,
+            args=["--enforce-eager"] if plan.eager else [],
+            repeats=plan.cpu_repeats,
+            progress=progress,
+        )
     for suite in ("ascii-normalizer", "word-cache"):
         if suite not in suites:
             continue
@@ -71,47 +108,85 @@ def run_bench(plan: BenchPlan, suites: Sequence[str], *, json_path: str | None, 
         from embedtext.server.models import load_model_spec
 
         tiny = models.tiny()
-        cases += run_tokenizer_modes(COMPARISONS[suite], {"tiny": tiny, "minilm": load_model_spec("default").path},
-                                     BenchCorpus(tiny), plan.cpu_work, rounds=3 if plan.quick else 5,
-                                     args=["--enforce-eager"] if plan.eager else [], progress=progress)
+        cases += run_tokenizer_modes(
+            COMPARISONS[suite],
+            {"tiny": tiny, "minilm": load_model_spec("default").path},
+            BenchCorpus(tiny),
+            plan.cpu_work,
+            rounds=3 if plan.quick else 5,
+            args=["--enforce-eager"] if plan.eager else [],
+            progress=progress,
+        )
     if "mixed" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.mixed import BULK_ROWS, run_mixed
         from embedtext.server.models import load_model_spec
 
         corpus = BenchCorpus(load_model_spec("default").path)  # the default model, as a new user runs it
-        cases += run_mixed(["default"], corpus.texts(BULK_ROWS, 50), corpus.texts(200, 12, seed=2),
-                           clients=4 if plan.quick else 16, seconds=8.0 if plan.quick else 20.0,
-                           rounds=2 if plan.quick else 3, scan_rows=2048 if plan.quick else 6000,
-                           flood_clients=16 if plan.quick else 64, flood_seconds=10.0 if plan.quick else 60.0,
-                           args=["--enforce-eager"] if plan.eager else [], progress=progress)
+        cases += run_mixed(
+            ["default"],
+            corpus.texts(BULK_ROWS, 50),
+            corpus.texts(200, 12, seed=2),
+            clients=4 if plan.quick else 16,
+            seconds=8.0 if plan.quick else 20.0,
+            rounds=2 if plan.quick else 3,
+            scan_rows=2048 if plan.quick else 6000,
+            flood_clients=16 if plan.quick else 64,
+            flood_seconds=10.0 if plan.quick else 60.0,
+            args=["--enforce-eager"] if plan.eager else [],
+            progress=progress,
+        )
     if "dtype" in suites:
         from embedtext.bench.dtype_quality import run_dtype_suite
         from embedtext.corpus import docstring_corpus
 
-        cases += run_dtype_suite(docstring_corpus()["body"], rounds=2 if plan.quick else 5,
-                                 args=["--enforce-eager"] if plan.eager else [], progress=progress)
+        cases += run_dtype_suite(
+            docstring_corpus()["body"],
+            rounds=2 if plan.quick else 5,
+            args=["--enforce-eager"] if plan.eager else [],
+            progress=progress,
+        )
     if "startup" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.startup import run_startup
         from embedtext.server.models import load_model_spec
 
-        cases += run_startup(BenchCorpus(load_model_spec("default").path), rounds=1 if plan.quick else 2,
-                             scan_rows=512 if plan.quick else 2048, progress=progress)
+        cases += run_startup(
+            BenchCorpus(load_model_spec("default").path),
+            rounds=1 if plan.quick else 2,
+            scan_rows=512 if plan.quick else 2048,
+            progress=progress,
+        )
     if "gpu" in suites:
         from embedtext.bench.gpu_suite import run_gpu_suite
 
         progress(f"gpu: model {gpu_model}, replicas {tuple(replicas) or 'default'}")
-        cases += run_gpu_suite(models, quick=plan.quick, replicas=replicas, model=gpu_model, rows=gpu_rows,
-                               http=gpu_http, processes=gpu_processes,
-                               replica_processes=gpu_replica_processes, progress=progress)
+        cases += run_gpu_suite(
+            models,
+            quick=plan.quick,
+            replicas=replicas,
+            model=gpu_model,
+            rows=gpu_rows,
+            http=gpu_http,
+            processes=gpu_processes,
+            replica_processes=gpu_replica_processes,
+            progress=progress,
+        )
     ratios = all_ratios(cases)
     targets = check_targets(ratios)
     hardware = hardware_info()
-    report = {"hardware": hardware, "command": command, "quick": plan.quick, "suites": list(suites),
-              "engines": "eager (--enforce-eager)" if plan.eager else "compiled (vLLM default)",
-              "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-              "seconds": round(time.time() - started, 1), "cases": cases, "ratios": ratios, "targets": targets}
+    report = {
+        "hardware": hardware,
+        "command": command,
+        "quick": plan.quick,
+        "suites": list(suites),
+        "engines": "eager (--enforce-eager)" if plan.eager else "compiled (vLLM default)",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        "seconds": round(time.time() - started, 1),
+        "cases": cases,
+        "ratios": ratios,
+        "targets": targets,
+    }
     print_report(report)
     if json_path:
         write_json(json_path, report)
@@ -133,9 +208,19 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     from embedtext.bench.tokenizer_modes import tokenizer_modes_ratios
     from embedtext.bench.transport import transport_ratios
 
-    return {**transport_ratios(cases), **cpu_ratios(cases), **scaling_ratios(cases), **allocator_ratios(cases),
-            **replica_processes_ratios(cases), **idle_dispatch_ratios(cases), **tokenizer_modes_ratios(cases),
-            **mixed_ratios(cases), **dtype_ratios(cases), **startup_ratios(cases), **gpu_ratios(cases)}
+    return {
+        **transport_ratios(cases),
+        **cpu_ratios(cases),
+        **scaling_ratios(cases),
+        **allocator_ratios(cases),
+        **replica_processes_ratios(cases),
+        **idle_dispatch_ratios(cases),
+        **tokenizer_modes_ratios(cases),
+        **mixed_ratios(cases),
+        **dtype_ratios(cases),
+        **startup_ratios(cases),
+        **gpu_ratios(cases),
+    }
 
 
 def print_report(report: dict) -> None:
@@ -159,10 +244,16 @@ def merge_reports(paths: Sequence[str]) -> dict:
     reports = [json.loads(open(p).read()) for p in paths]
     cases = [c for r in reports for c in r["cases"]]
     ratios = all_ratios(cases)
-    return {"hardware": reports[0]["hardware"], "command": " + ".join(r["command"] for r in reports),
-            "quick": any(r.get("quick") for r in reports), "suites": sorted({s for r in reports for s in r.get("suites", [])}),
-            "seconds": sum(r.get("seconds") or 0 for r in reports), "cases": cases, "ratios": ratios,
-            "targets": check_targets(ratios)}
+    return {
+        "hardware": reports[0]["hardware"],
+        "command": " + ".join(r["command"] for r in reports),
+        "quick": any(r.get("quick") for r in reports),
+        "suites": sorted({s for r in reports for s in r.get("suites", [])}),
+        "seconds": sum(r.get("seconds") or 0 for r in reports),
+        "cases": cases,
+        "ratios": ratios,
+        "targets": check_targets(ratios),
+    }
 
 
 def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: GeneratedModels, progress) -> list[dict]:
@@ -188,16 +279,29 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
             from embedtext.bench.cpu_suite import run_cpu_suite
 
             # Quick runs leave out LLM.embed on the texts (not a target's path) to stay under 5 minutes.
-            cases += run_cpu_suite(server, peers, corpus, spec.dim, plan.cpu_work, rounds=plan.cpu_rounds,
-                                   texts_path=not plan.quick, progress=progress)
+            cases += run_cpu_suite(
+                server,
+                peers,
+                corpus,
+                spec.dim,
+                plan.cpu_work,
+                rounds=plan.cpu_rounds,
+                texts_path=not plan.quick,
+                progress=progress,
+            )
             peers.close()  # latency and scaling run with our engine alone
         if "latency" in suites:
             from embedtext.bench.latency import CHUNK_ROWS, run_latency
 
             progress(f"latency: loads {plan.loads}")
-            cases += run_latency(server.target, corpus.texts(4 * CHUNK_ROWS, LATENCY_TOKENS), LATENCY_TOKENS,
-                                 loads=plan.loads, single_s=plan.latency_single_s,
-                                 chunk_requests=plan.latency_chunk_requests)
+            cases += run_latency(
+                server.target,
+                corpus.texts(4 * CHUNK_ROWS, LATENCY_TOKENS),
+                LATENCY_TOKENS,
+                loads=plan.loads,
+                single_s=plan.latency_single_s,
+                chunk_requests=plan.latency_chunk_requests,
+            )
         if "scaling" in suites:
             from embedtext.bench.scaling import run_scaling
 

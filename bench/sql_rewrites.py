@@ -58,11 +58,13 @@ def main() -> None:
     con = duckdb.connect()
     reg = embedtext.register(con, args.target)
     n = args.rows
-    docs = pa.table({
-        "id": pa.array(range(n), pa.int64()),
-        "category": [f"category number {i % 40}" for i in range(n)],
-        "body": [f"document {i}: notes on topic {i % 97} and item {i * 7919 % 10007}" for i in range(n)],
-    })
+    docs = pa.table(
+        {
+            "id": pa.array(range(n), pa.int64()),
+            "category": [f"category number {i % 40}" for i in range(n)],
+            "body": [f"document {i}: notes on topic {i % 97} and item {i * 7919 % 10007}" for i in range(n)],
+        }
+    )
     con.register("docs_arrow", docs)
     con.execute("CREATE TABLE docs AS SELECT * FROM docs_arrow").fetchall()
     con.execute("CREATE TABLE doc_vectors AS SELECT id, embed_text(body) AS v FROM docs").fetchall()

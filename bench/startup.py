@@ -56,7 +56,7 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
     ... 2026-11-25 11:12:08,514 INFO embedtext.server.engine.process_backend: m/0 ready (worker pid 7272, engine pids [])'''
     >>> startup_phases(log, datetime(2026, 11, 25, 11, 11, 38, 527000).timestamp())
     {'launch_to_engine_start_s': 3.5, 'import_s': 16.5, 'model_s': 10.0}
-    """
+    """  # noqa: E501 - doctest lines are compared whole
     year = datetime.fromtimestamp(launched).year
     marks: dict[str, float] = {}
     took: dict[str, float] = {}
@@ -78,14 +78,22 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
             if found := pattern.search(line):
                 took[key] = float(found.group(1))
     if "stepped" in marks:
-        order = [("launch_to_engine_start_s", "launched", "engine"), ("import_s", "engine", "stepped"),
-                 ("model_s", "stepped", "ready")]
+        order = [
+            ("launch_to_engine_start_s", "launched", "engine"),
+            ("import_s", "engine", "stepped"),
+            ("model_s", "stepped", "ready"),
+        ]
     else:
-        order = [("launch_to_engine_start_s", "launched", "engine"), ("engine_core_s", "engine", "core"),
-                 ("worker_s", "core", "worker"), ("model_s", "worker", "ready")]
+        order = [
+            ("launch_to_engine_start_s", "launched", "engine"),
+            ("engine_core_s", "engine", "core"),
+            ("worker_s", "core", "worker"),
+            ("model_s", "worker", "ready"),
+        ]
     marks["launched"] = launched
-    phases = {name: round(marks[end] - marks[start], 1) for name, start, end in order
-              if start in marks and end in marks}
+    phases = {
+        name: round(marks[end] - marks[start], 1) for name, start, end in order if start in marks and end in marks
+    }
     return {**phases, **took}
 
 
@@ -105,7 +113,9 @@ def startup_ratios(cases: Sequence[dict]) -> dict[str, float]:
     for other in ("async", "eager"):
         if other in by_variant:
             out[f"startup_ready_s_{other}"] = round(median(other, "ready_s"), 1)
-            out[f"startup_rows_per_s_vs_{other}"] = round(median("default", "rows_per_s") / median(other, "rows_per_s"), 3)
+            out[f"startup_rows_per_s_vs_{other}"] = round(
+                median("default", "rows_per_s") / median(other, "rows_per_s"), 3
+            )
     return out
 
 
@@ -135,11 +145,23 @@ def _start_once(model: str, variant: str, corpus_texts: list[str], *, round_: in
     finally:
         server.stop()
     phases = startup_phases(log, launched)
-    progress(f"startup: {variant}{' (untimed, fills the cache)' if cold else f', round {round_ + 1}'}: ready in "
-             f"{ready_s:.1f} s {phases}; {len(corpus_texts) / seconds:,.0f} rows/s")
-    return make_case(f"startup_{variant}{'_cold' if cold else ''}", SUITE, rows=len(corpus_texts), seconds=seconds,
-                     tokens_per_row=SCAN_TOKENS, variant=variant, cold=cold, round=round_, ready_s=round(ready_s, 1),
-                     phases=phases, recompiled="Compiling model again" in log)
+    progress(
+        f"startup: {variant}{' (untimed, fills the cache)' if cold else f', round {round_ + 1}'}: ready in "
+        f"{ready_s:.1f} s {phases}; {len(corpus_texts) / seconds:,.0f} rows/s"
+    )
+    return make_case(
+        f"startup_{variant}{'_cold' if cold else ''}",
+        SUITE,
+        rows=len(corpus_texts),
+        seconds=seconds,
+        tokens_per_row=SCAN_TOKENS,
+        variant=variant,
+        cold=cold,
+        round=round_,
+        ready_s=round(ready_s, 1),
+        phases=phases,
+        recompiled="Compiling model again" in log,
+    )
 
 
 def run_startup(corpus, *, rounds: int, scan_rows: int, model: str = "default", progress=print) -> list[dict]:

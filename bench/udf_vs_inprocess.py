@@ -46,8 +46,16 @@ def main() -> None:
     print(f"hardware: {hardware_line(hardware)}\n")
     print(format_table(cases, ratios, targets))
     if args.json:
-        write_json(args.json, {"hardware": hardware, "command": "python -m embedtext.bench.udf_vs_inprocess",
-                               "cases": cases, "ratios": ratios, "targets": targets})
+        write_json(
+            args.json,
+            {
+                "hardware": hardware,
+                "command": "python -m embedtext.bench.udf_vs_inprocess",
+                "cases": cases,
+                "ratios": ratios,
+                "targets": targets,
+            },
+        )
 
 
 if __name__ == "__main__":

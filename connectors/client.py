@@ -57,7 +57,9 @@ class Client:
             ``reply_dtype``).
     """
 
-    def __init__(self, target: str | Sequence[str] | None = None, config: ClientConfig | None = None, **settings) -> None:
+    def __init__(
+        self, target: str | Sequence[str] | None = None, config: ClientConfig | None = None, **settings
+    ) -> None:
         self._core = ClientCore(target, ClientConfig.of(config, **settings), ChannelSecurity.open_channel)
         self._pool = ThreadPoolExecutor(max_workers=self.config.max_in_flight, thread_name_prefix="embedtext-client")
 
@@ -138,7 +140,9 @@ class Client:
             return [reply]
         futures = [self._pool.submit(self._call, b, job.deadline) for b in job.batches]
         for future, batch in zip(futures, job.batches):
-            future.add_done_callback(lambda f, b=batch: _report_rows(job, b) if not f.cancelled() and f.exception() is None else None)
+            future.add_done_callback(
+                lambda f, b=batch: _report_rows(job, b) if not f.cancelled() and f.exception() is None else None
+            )
         try:
             return [f.result() for f in futures]
         except BaseException:
@@ -154,7 +158,9 @@ class AsyncClient:
     in flight over all its calls together.
     """
 
-    def __init__(self, target: str | Sequence[str] | None = None, config: ClientConfig | None = None, **settings) -> None:
+    def __init__(
+        self, target: str | Sequence[str] | None = None, config: ClientConfig | None = None, **settings
+    ) -> None:
         self._core = ClientCore(target, ClientConfig.of(config, **settings), ChannelSecurity.open_aio_channel)
         self._slots = asyncio.Semaphore(self.config.max_in_flight)
 
@@ -257,5 +263,6 @@ async def _status_async(call) -> int | None:
         return (await call).status
     except RpcError:
         return None
+
 
 __all__ = ["AsyncClient", "Client", "ClientConfig", "EmbedTextError", "ModelInfo", "ServerInfo"]

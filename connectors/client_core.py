@@ -90,7 +90,9 @@ class EmbedJob:
         """No sub-batch to answer it: the result's dim must come from the server's Info."""
         return not self.batches
 
-    def assemble(self, replies: Sequence[pb.EmbedResponse], info: ServerInfo | None) -> np.ndarray | pa.FixedSizeListArray:
+    def assemble(
+        self, replies: Sequence[pb.EmbedResponse], info: ServerInfo | None
+    ) -> np.ndarray | pa.FixedSizeListArray:
         dim_if_empty = (self.options.dimensions or info.model(self.options.model).dim) if info is not None else 0
         counts = [b.stop - b.start for b in self.batches]
         if self.output == "arrow":

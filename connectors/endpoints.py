@@ -13,10 +13,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from embedtext.protocol import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_TARGET, KEEPALIVE_MS
+from embedtext.protocol import DEFAULT_TARGET, KEEPALIVE_MS, reply_wire
 from embedtext.protocol import embedding_pb2 as pb
-from embedtext.protocol import reply_wire
-
 
 
 def normalize_target(target: str) -> str:

@@ -81,7 +81,8 @@ class LocalServer:
                 raise RuntimeError("start() the server first")
             if self.process.poll() is not None:
                 raise UnavailableError(
-                    f"the embedtext server exited with code {self.process.returncode} while starting:\n{self.log_tail()}",
+                    f"the embedtext server exited with code {self.process.returncode} while starting:\n"
+                    f"{self.log_tail()}",
                     target=self.target,
                 )
             try:

@@ -21,10 +21,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from embedtext.connectors.client import Client
-from embedtext.connectors.jobs.runner import IndexSummary, BatchEmbedder, PassProgress, run_pass
+from embedtext.connectors.jobs.runner import BatchEmbedder, IndexSummary, PassProgress, run_pass
 from embedtext.connectors.jobs.spec import IndexSpec
 from embedtext.connectors.jobs.state import IndexState
-
 
 _VECTOR = pa.list_(pa.float32())
 
@@ -41,8 +40,14 @@ class EmbedBatchWorker:
         key_type = batch.schema.field("key").type
         done = self.embed(batch.combine_chunks().to_batches()[0]) if batch.num_rows else None
         if done is None:
-            return pa.table({"key": pa.array([], key_type), "content_hash": pa.array([], pa.string()),
-                             "embedding": pa.array([], _VECTOR), "error": pa.array([], pa.string())})
+            return pa.table(
+                {
+                    "key": pa.array([], key_type),
+                    "content_hash": pa.array([], pa.string()),
+                    "embedding": pa.array([], _VECTOR),
+                    "error": pa.array([], pa.string()),
+                }
+            )
         n_ok, failures = len(done.keys), done.failures
         if done.embeddings is not None and n_ok:
             dim = done.embeddings.type.list_size
@@ -51,12 +56,16 @@ class EmbedBatchWorker:
         else:
             ok_vectors = pa.array([], _VECTOR)
         # Variable lists travel through Ray Data as they are; the driver restores FLOAT[dim].
-        return pa.table({
-            "key": pa.concat_arrays([done.keys, pa.array([f[0] for f in failures], key_type)]),
-            "content_hash": pa.concat_arrays([done.hashes, pa.array([f[1] for f in failures], pa.string())]),
-            "embedding": pa.concat_arrays([ok_vectors, pa.nulls(len(failures), _VECTOR)]),
-            "error": pa.concat_arrays([pa.nulls(n_ok, pa.string()), pa.array([f[2] for f in failures], pa.string())]),
-        })
+        return pa.table(
+            {
+                "key": pa.concat_arrays([done.keys, pa.array([f[0] for f in failures], key_type)]),
+                "content_hash": pa.concat_arrays([done.hashes, pa.array([f[1] for f in failures], pa.string())]),
+                "embedding": pa.concat_arrays([ok_vectors, pa.nulls(len(failures), _VECTOR)]),
+                "error": pa.concat_arrays(
+                    [pa.nulls(n_ok, pa.string()), pa.array([f[2] for f in failures], pa.string())]
+                ),
+            }
+        )
 
 
 def run_index_on_ray(
@@ -150,6 +159,7 @@ def _commit_ray_batch(state: IndexState, batch: pa.Table, dim: int, summary: Ind
         state.commit_batch(ok.column("key").combine_chunks(), ok.column("content_hash").combine_chunks(), vectors)
         summary.embedded += ok.num_rows
     if bad.num_rows:
-        state.record_failures(bad.column("key").to_pylist(), bad.column("content_hash").to_pylist(),
-                              bad.column("error").to_pylist())
+        state.record_failures(
+            bad.column("key").to_pylist(), bad.column("content_hash").to_pylist(), bad.column("error").to_pylist()
+        )
         summary.failed += bad.num_rows

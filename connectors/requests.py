@@ -74,7 +74,9 @@ def plan_text_requests(texts, options: RequestOptions, max_rows: int) -> tuple[i
     return n, batches
 
 
-def plan_token_requests(rows: Sequence[Sequence[int]], options: RequestOptions, max_rows: int) -> tuple[int, list[SubBatch]]:
+def plan_token_requests(
+    rows: Sequence[Sequence[int]], options: RequestOptions, max_rows: int
+) -> tuple[int, list[SubBatch]]:
     n = len(rows)
     batches = []
     for start in range(0, n, max_rows):

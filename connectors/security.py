@@ -10,7 +10,7 @@ targets (where it still guards a shared host).
 Traceback (most recent call last):
     ...
 ValueError: refusing to send the token to 10.0.0.5:50051 without TLS; pass tls=... (the server's CA), or use a loopback or unix: target
-"""
+"""  # noqa: E501 - the error's whole line, as doctest compares it
 
 from __future__ import annotations
 

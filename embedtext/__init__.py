@@ -9,7 +9,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-__all__ = ["AsyncClient", "Client", "ClientConfig", "EmbedTextError", "ServerInfo", "TLSConfig", "register", "__version__"]
+__all__ = [
+    "AsyncClient",
+    "Client",
+    "ClientConfig",
+    "EmbedTextError",
+    "ServerInfo",
+    "TLSConfig",
+    "register",
+    "__version__",
+]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:

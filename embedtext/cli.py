@@ -39,17 +39,26 @@ def info(target: str) -> None:
     for m in i.models:
         click.echo(
             f"  {m.name}: dim {m.dim}, max tokens {m.max_tokens}, pooling {m.pooling}, "
-            f"normalized {m.normalize_default}, replicas {m.replicas}" + (f", dtype {m.dtype}" if m.dtype else "")
+            f"normalized {m.normalize_default}, replicas {m.replicas}"
+            + (f", dtype {m.dtype}" if m.dtype else "")
             + (f", aliases {', '.join(m.aliases)}" if m.aliases else "")
         )
         click.echo(
             f"    queue: {m.queued_interactive_rows} interactive rows, {m.queued_bulk_rows} bulk rows "
             f"from {m.waiting_bulk_callers} caller(s)"
         )
-        speed = f"{m.engine_tokens_per_second:,.0f} tokens/s per engine" if m.engine_tokens_per_second else "speed not measured yet"
+        speed = (
+            f"{m.engine_tokens_per_second:,.0f} tokens/s per engine"
+            if m.engine_tokens_per_second
+            else "speed not measured yet"
+        )
         # A stepped engine paces its steps; otherwise the server paces the bulk batches themselves.
         paced = "stepped by the server; engine steps " if m.engine_loop == "stepped" else ""
-        target = f"paced for interactive requests within {m.interactive_slo_ms:.0f} ms" if m.interactive_slo_ms else "not paced"
+        target = (
+            f"paced for interactive requests within {m.interactive_slo_ms:.0f} ms"
+            if m.interactive_slo_ms
+            else "not paced"
+        )
         click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens, {paced}{target}; {speed}")
 
 
@@ -86,7 +95,9 @@ def _print_similarities(texts: list[str], vectors) -> None:
 
 @main.command()
 @click.option("--target", default=None, envvar="EMBEDTEXT_TARGET", help="Use this server instead of starting one.")
-@click.option("--rows", type=click.IntRange(min=1), default=None, help="Embed only this many paragraphs [default: all].")
+@click.option(
+    "--rows", type=click.IntRange(min=1), default=None, help="Embed only this many paragraphs [default: all]."
+)
 @click.option("--database", default=":memory:", show_default=True, help="DuckDB database file.")
 def demo(target: str | None, rows: int | None, database: str) -> None:
     """The main job: embed the standard library's docstrings in DuckDB with embed_text() and search them.
@@ -110,20 +121,52 @@ def demo(target: str | None, rows: int | None, database: str) -> None:
 @click.option("--key", required=True, help="Key column (unique per row).")
 @click.option("--text", required=True, help="Text column to embed.")
 @click.option("--into", default=None, help="Embeddings table [default: <table>_embeddings].")
-@click.option("--target", default=None, envvar="EMBEDTEXT_TARGET", help="Server(s), comma-separated [default: start one].")
+@click.option(
+    "--target", default=None, envvar="EMBEDTEXT_TARGET", help="Server(s), comma-separated [default: start one]."
+)
 @click.option("--model", default=None, help="Served model [default: the server's default].")
 @click.option("--dimensions", type=int, default=None, help="Matryoshka size of the stored vectors.")
 @click.option("--batch-rows", default=2048, show_default=True, help="Rows per committed batch.")
 @click.option("--retries", default=5, show_default=True, help="Retries (with backoff) when the server is unavailable.")
-@click.option("--truncate/--no-truncate", default=True, show_default=True, help="Cut long texts to the model's max tokens; with --no-truncate they go to the failed-rows table.")
+@click.option(
+    "--truncate/--no-truncate",
+    default=True,
+    show_default=True,
+    help="Cut long texts to the model's max tokens; with --no-truncate they go to the failed-rows table.",
+)
 @click.option("--every", default=None, help="Run again every interval (90s, 10m, 2h).")
 @click.option("--cron", default=None, help='Run on a crontab schedule ("*/10 * * * *").')
-@click.option("--wait", "wait_s", default=0.0, show_default=True, help="Seconds to wait for another run holding the database.")
-@click.option("--engine", type=click.Choice(["local", "ray"]), default="local", show_default=True, help="Where batches are embedded: this process, or Ray Data workers.")
+@click.option(
+    "--wait", "wait_s", default=0.0, show_default=True, help="Seconds to wait for another run holding the database."
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="Where batches are embedded: this process, or Ray Data workers.",
+)
 @click.option("--ray-address", default=None, help="Ray cluster to join (default: a local Ray instance).")
 @click.option("--workers", type=int, default=None, help="Ray workers [default: one per target, at least 2].")
-def index(database, source, key, text, into, target, model, dimensions, batch_rows, retries, truncate, every, cron, wait_s,
-          engine, ray_address, workers) -> None:
+def index(
+    database,
+    source,
+    key,
+    text,
+    into,
+    target,
+    model,
+    dimensions,
+    batch_rows,
+    retries,
+    truncate,
+    every,
+    cron,
+    wait_s,
+    engine,
+    ray_address,
+    workers,
+) -> None:
     """Keep an embeddings table in step with a source: only new and changed rows are embedded.
 
     The last line of each run is `N rows embedded, M removed, K failed in S s`.
@@ -132,8 +175,19 @@ def index(database, source, key, text, into, target, model, dimensions, batch_ro
 
     targets = tuple(t for t in target.split(",") if t.strip()) if target else None
     try:
-        spec = IndexSpec(database, source, key=key, text=text, into=into, target=targets, model=model,
-                         dimensions=dimensions, batch_rows=batch_rows, retries=retries, truncate=truncate)
+        spec = IndexSpec(
+            database,
+            source,
+            key=key,
+            text=text,
+            into=into,
+            target=targets,
+            model=model,
+            dimensions=dimensions,
+            batch_rows=batch_rows,
+            retries=retries,
+            truncate=truncate,
+        )
         spec.source_kind  # validate now
     except ValueError as exc:
         raise click.UsageError(str(exc)) from None

@@ -23,8 +23,18 @@ from pathlib import Path
 
 # Tests, tools and GUI demos: their docstrings describe the library's own internals.
 _SKIPPED_FOLDERS = {
-    "test", "tests", "idlelib", "lib2to3", "site-packages", "dist-packages", "turtledemo", "ensurepip", "venv",
-    "tkinter", "pydoc_data", "distutils",
+    "test",
+    "tests",
+    "idlelib",
+    "lib2to3",
+    "site-packages",
+    "dist-packages",
+    "turtledemo",
+    "ensurepip",
+    "venv",
+    "tkinter",
+    "pydoc_data",
+    "distutils",
 }
 _WHITESPACE = re.compile(r"\s+")
 # "SMTPHeloError    The server didn't reply": a term and its definition, a table row, not a sentence.
@@ -41,7 +51,9 @@ def _prose_paragraphs(docstring: str) -> Iterator[str]:
     for block in re.split(r"\n\s*\n", docstring):
         lines = block.strip().splitlines()
         # Examples, shell sessions, tables and bullet lists are not prose.
-        if not lines or any(line.lstrip().startswith((">>>", "...", "$", "%", "|", "+-", "==", "- ", "* ")) for line in lines):
+        if not lines or any(
+            line.lstrip().startswith((">>>", "...", "$", "%", "|", "+-", "==", "- ", "* ")) for line in lines
+        ):
             continue
         if any(_DEFINITION_LINE.match(line) for line in lines):
             continue
@@ -66,7 +78,8 @@ def _documented(tree: ast.Module, module: str) -> Iterator[tuple[str, str]]:
         children = [
             (child, f"{name}.{child.name}")
             for child in ast.iter_child_nodes(node)
-            if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef) and not child.name.startswith("_")
+            if isinstance(child, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+            and not child.name.startswith("_")
         ]
         stack.extend(reversed(children))
 

@@ -34,7 +34,7 @@ def run_demo(target: str | None = None, rows: int | None = None, database: str =
     from embedtext.udf import register
 
     con = duckdb.connect(database)
-    corpus = pa.table(docstring_corpus(rows))
+    con.register("corpus", pa.table(docstring_corpus(rows)))
     # duckdb 2.0 refuses new work while a result is unfinished: fetch every result to the end.
     con.execute("CREATE OR REPLACE TABLE docs AS SELECT * FROM corpus").fetchall()
     n = con.execute("SELECT count(*) FROM docs").fetchall()[0][0]

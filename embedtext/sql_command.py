@@ -1,8 +1,8 @@
 """``embedtext sql``: translate a Snowflake (Cortex) query to DuckDB, and optionally run it.
 
-    embedtext sql "SELECT AI_EMBED('e5-base-v2', body) FROM docs" --map e5-base-v2=embed_text:384
-    embedtext sql --file query.sql --run --database my.db --target unix:/tmp/embedtext.sock
-    echo "SELECT ..." | embedtext sql --run
+embedtext sql "SELECT AI_EMBED('e5-base-v2', body) FROM docs" --map e5-base-v2=embed_text:384
+embedtext sql --file query.sql --run --database my.db --target unix:/tmp/embedtext.sock
+echo "SELECT ..." | embedtext sql --run
 """
 
 from __future__ import annotations

@@ -28,7 +28,11 @@ _LEN = 2  # protobuf wire type of bytes / sub-messages
 _FIELD_F32 = pb.EmbedResponse.DESCRIPTOR.fields_by_name["embeddings_f32le"].number
 _FIELD_F16 = pb.EmbedResponse.DESCRIPTOR.fields_by_name["embeddings_f16le"].number
 _STREAM_RESPONSE = pb.EmbedStreamResponse.DESCRIPTOR.fields_by_name["response"].number
-_FIELD_BY_DTYPE = {pb.OUTPUT_DTYPE_UNSPECIFIED: _FIELD_F32, pb.OUTPUT_DTYPE_FLOAT32: _FIELD_F32, pb.OUTPUT_DTYPE_FLOAT16: _FIELD_F16}
+_FIELD_BY_DTYPE = {
+    pb.OUTPUT_DTYPE_UNSPECIFIED: _FIELD_F32,
+    pb.OUTPUT_DTYPE_FLOAT32: _FIELD_F32,
+    pb.OUTPUT_DTYPE_FLOAT16: _FIELD_F16,
+}
 
 
 def _varint(value: int) -> bytes:

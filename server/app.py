@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -39,11 +40,17 @@ def _parse_model(arg: str) -> tuple[str | None, str]:
 def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: ServerMetrics) -> list[ModelRuntime]:
     share = resolved.memory_fraction / (len(config.models) * config.replicas)
     if resolved.stepped:
-        log.info("%d replica(s) per model, each a worker process holding its engine, stepped by the server's "
-                 "own loop (--engine-loop stepped)", config.replicas)
+        log.info(
+            "%d replica(s) per model, each a worker process holding its engine, stepped by the server's "
+            "own loop (--engine-loop stepped)",
+            config.replicas,
+        )
     else:
-        log.info("%d replica(s) per model; engine clients %s", config.replicas,
-                 "each in a process of its own" if resolved.replica_processes else "in the server's process")
+        log.info(
+            "%d replica(s) per model; engine clients %s",
+            config.replicas,
+            "each in a process of its own" if resolved.replica_processes else "in the server's process",
+        )
     log.info("%s", resolved.dtype.note)
     runtimes = []
     for arg in config.models:
@@ -59,11 +66,18 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
             priority_scheduling=config.scheduling == "classes",
             interactive_slo_s=resolved.interactive_slo_s if resolved.stepped else None,
         )
-        runtimes.append(ModelRuntime(
-            spec, config, metrics,
-            backend_factory(spec, settings, engine=resolved.backend, own_process=resolved.replica_processes),
-            word_cache=resolved.word_cache, interactive_slo_s=resolved.interactive_slo_s,
-            dtype=resolved.dtype.dtype, engine_loop=resolved.engine_loop))
+        runtimes.append(
+            ModelRuntime(
+                spec,
+                config,
+                metrics,
+                backend_factory(spec, settings, engine=resolved.backend, own_process=resolved.replica_processes),
+                word_cache=resolved.word_cache,
+                interactive_slo_s=resolved.interactive_slo_s,
+                dtype=resolved.dtype.dtype,
+                engine_loop=resolved.engine_loop,
+            )
+        )
     return runtimes
 
 
@@ -113,8 +127,7 @@ class EmbeddingServer:
 
     async def start(self) -> None:
         if self.config.uds:
-            if os.path.exists(self.config.uds):
-                os.unlink(self.config.uds)
+            _remove_socket(self.config.uds)  # a dead server's socket file would block the bind
             self._add_port(f"unix:{self.config.uds}")
         else:
             self.bound_port = self._add_port(self.config.address)
@@ -125,7 +138,11 @@ class EmbeddingServer:
         where = self.config.address if self.config.uds else f"{self.config.host}:{self.bound_port}"
         guards = [
             name
-            for name, on in (("TLS", self.credentials), ("client certificates", self.config.tls_client_ca), ("token", self.config.token))
+            for name, on in (
+                ("TLS", self.credentials),
+                ("client certificates", self.config.tls_client_ca),
+                ("token", self.config.token),
+            )
             if on
         ]
         log.info("listening on %s (%s); starting engines", where, ", ".join(guards) or "plain, local only")
@@ -155,8 +172,13 @@ class EmbeddingServer:
         await self.server.stop(grace)
         for runtime in self.runtimes:
             await runtime.stop()
-        if self.config.uds and os.path.exists(self.config.uds):
-            os.unlink(self.config.uds)
+        if self.config.uds:
+            _remove_socket(self.config.uds)
+
+
+def _remove_socket(path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(path)
 
 
 async def serve(config: ServerConfig) -> None:

@@ -232,7 +232,9 @@ class BatchQueue:
         """Take the head part, or only its first rows that fit ``token_room`` and ``row_room``
         (None if not even one does)."""
         head = queue[0]
-        if (token_room is None or head.tokens <= token_room) and (row_room is None or head.stop - head.start <= row_room):
+        if (token_room is None or head.tokens <= token_room) and (
+            row_room is None or head.stop - head.start <= row_room
+        ):
             return self._account(queue, queue.popleft())
         rows, stop, tokens = head.job.rows, head.start, 0
         while stop < head.stop and (row_room is None or stop - head.start < row_room):
@@ -271,7 +273,10 @@ class BatchQueue:
         return min(p.job.enqueued_at for p in heads)
 
     def _full(self) -> bool:
-        return self._queued_tokens >= min(self.max_batch_tokens, self.bulk_batch_tokens) or self._queued_rows >= self.max_batch_rows
+        return (
+            self._queued_tokens >= min(self.max_batch_tokens, self.bulk_batch_tokens)
+            or self._queued_rows >= self.max_batch_rows
+        )
 
     async def next_batch(
         self, engine_idle: Callable[[], bool] | None = None, room: Callable[[bool], bool] | None = None
@@ -297,10 +302,10 @@ class BatchQueue:
                 continue
             return self._take()
 
-    async def _wait(self, timeout: float) -> None:
+    async def _wait(self, seconds: float) -> None:
         self._arrived.clear()
         try:
-            await asyncio.wait_for(self._arrived.wait(), timeout)
+            await asyncio.wait_for(self._arrived.wait(), seconds)
         except TimeoutError:
             pass
 
@@ -315,10 +320,15 @@ class BatchQueue:
             if parts and parts[0].job.interactive and not head.job.interactive:
                 # No bulk rows in an interactive batch: its caller would wait for all of them.
                 break
-            budget = self.max_batch_tokens if head.job.interactive else min(self.max_batch_tokens, self.bulk_batch_tokens)
+            budget = (
+                self.max_batch_tokens if head.job.interactive else min(self.max_batch_tokens, self.bulk_batch_tokens)
+            )
             # The first part always goes, one row at least, even over the budget.
-            part = self._pop(queue, max(budget - tokens, 0), self.max_batch_rows - rows) if parts else (
-                self._pop(queue, budget, self.max_batch_rows) or self._pop(queue, None, 1))
+            part = (
+                self._pop(queue, max(budget - tokens, 0), self.max_batch_rows - rows)
+                if parts
+                else (self._pop(queue, budget, self.max_batch_rows) or self._pop(queue, None, 1))
+            )
             if part is None:
                 break
             parts.append(part)

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import os
+from dataclasses import fields
 
 import click
-
-from dataclasses import fields
 
 from embedtext.server.config import Flag, ServerConfig, option_name
 
@@ -39,15 +38,21 @@ def config_options(command):
         else:
             decls = [f"--{name}", f.name]
             kind = {"type": _click_type(str(f.type), flag), "multiple": str(f.type).startswith("tuple")}
-        command = click.option(*decls, default=f.default, envvar=envvar, help=help_text,
-                               show_default=flag.show_default is True, **kind)(command)
+        command = click.option(
+            *decls, default=f.default, envvar=envvar, help=help_text, show_default=flag.show_default is True, **kind
+        )(command)
     return command
 
 
 @click.command("serve")
 @config_options
-@click.option("--token-file", type=click.Path(exists=True, dir_okay=False), default=None, envvar="EMBEDTEXT_TOKEN_FILE",
-              help="Read the token from this file.")
+@click.option(
+    "--token-file",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    envvar="EMBEDTEXT_TOKEN_FILE",
+    help="Read the token from this file.",
+)
 def serve_command(**kwargs) -> None:
     """Serve embedding models over gRPC (embedtext.v1)."""
     from embedtext.server.app import configure_logging, serve

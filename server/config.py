@@ -40,10 +40,12 @@ AUTO_ON_OFF = ("auto", "on", "off")
 @dataclass(frozen=True)
 class ServerConfig:
     models: tuple[str, ...] = setting(
-        ("default",), name="model",
+        ("default",),
+        name="model",
         help="[NAME=]SOURCE: 'default' (all-MiniLM-L6-v2 from PyPI), a model directory, or a hub name such as "
         "Snowflake/snowflake-arctic-embed-m-v1.5 (the production choice). Repeat to serve several; the first is "
-        "the default model.")
+        "the default model.",
+    )
     replicas: int = setting(1, "Engines per model on the one device.", min=1)
     # Where to listen: loopback by default, or a Unix socket.
     host: str = setting("127.0.0.1", "Interface to listen on (loopback only without TLS).")
@@ -52,64 +54,93 @@ class ServerConfig:
     tls_cert: str | None = setting(None, "TLS certificate chain (PEM); needs --tls-key.", existing_file=True)
     tls_key: str | None = setting(None, "TLS private key (PEM).", existing_file=True)
     tls_client_ca: str | None = setting(
-        None, "Require client certificates signed by this CA (mutual TLS).", existing_file=True)
+        None, "Require client certificates signed by this CA (mutual TLS).", existing_file=True
+    )
     token: str | None = setting(
-        None, "Require 'authorization: Bearer TOKEN' on every call but health checks (prefer EMBEDTEXT_TOKEN or "
-        "--token-file: arguments are visible to other users).", repr=False, show_default=False)
+        None,
+        "Require 'authorization: Bearer TOKEN' on every call but health checks (prefer EMBEDTEXT_TOKEN or "
+        "--token-file: arguments are visible to other users).",
+        repr=False,
+        show_default=False,
+    )
     max_batch_tokens: int = setting(16384, "A batch closes at this many tokens.", min=1)
     max_batch_rows: int = setting(1024, "... or at this many rows.", min=1)
     max_batch_delay_ms: float = setting(2.0, "... or when its oldest row waited this long.", min=0)
     idle_dispatch: bool = setting(
-        True, "Close a batch at once while a replica has nothing to do and no other request is being tokenized, "
+        True,
+        "Close a batch at once while a replica has nothing to do and no other request is being tokenized, "
         "instead of waiting up to --max-batch-delay-ms for more rows (lower latency at light load; busy replicas "
-        "still get full batches).")
+        "still get full batches).",
+    )
     max_batches_per_replica: int = setting(2, "Batches in flight per engine.", min=1)
     scheduling: str = setting(
-        "classes", choices=("classes", "fifo"),
+        "classes",
+        choices=("classes", "fifo"),
         help="classes: interactive requests (small ones, or marked) go first in the queue, in a spare engine slot "
-        "and in vLLM's scheduler, and bulk callers share the rest fairly; fifo: one queue in arrival order.")
+        "and in vLLM's scheduler, and bulk callers share the rest fairly; fifo: one queue in arrival order.",
+    )
     interactive_slo_ms: float | None = setting(
-        None, min=0, show_default="250 on a CPU, off on a GPU",
+        None,
+        min=0,
+        show_default="250 on a CPU, off on a GPU",
         help="With classes: size engine steps (stepped) or bulk batches (async) from the engines' measured speed "
         "so an interactive request waits about this long at most; bulk work gives up the throughput of smaller "
-        "engine steps. 0: off.")
+        "engine steps. 0: off.",
+    )
     max_queued_rows: int = setting(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_request_rows: int = setting(16384, "Rows per request at most.", min=1)
     max_concurrent_rpcs: int = setting(4096, "Calls handled at once; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_stream_inflight: int = setting(64, "Requests of one EmbedStream handled at once.", min=1)
     max_message_bytes: int = setting(DEFAULT_MAX_MESSAGE_BYTES, "gRPC message size limit, both ways.", min=1024)
     memory_fraction: float | None = setting(
-        None, "Device memory share of all engines together.", min=0.01, max=1.0,
-        show_default="0.9 on a GPU, 0.2 on a CPU")
-    device: str = setting("auto", "Where the engines run; auto: a GPU if torch sees one.",
-                          choices=("auto", "cuda", "cpu"))
+        None,
+        "Device memory share of all engines together.",
+        min=0.01,
+        max=1.0,
+        show_default="0.9 on a GPU, 0.2 on a CPU",
+    )
+    device: str = setting(
+        "auto", "Where the engines run; auto: a GPU if torch sees one.", choices=("auto", "cuda", "cpu")
+    )
     engine: str = setting(
-        "vllm", choices=("vllm", "null"),
-        help="vllm, or null: fixed vectors without a model, to measure the server's own overhead (benchmarks only).")
+        "vllm",
+        choices=("vllm", "null"),
+        help="vllm, or null: fixed vectors without a model, to measure the server's own overhead (benchmarks only).",
+    )
     dtype: str = setting(
-        "auto", choices=("auto", "float32", "bfloat16", "float16"),
+        "auto",
+        choices=("auto", "float32", "bfloat16", "float16"),
         help="Engine dtype; auto: bfloat16 on a CPU with bfloat16 instructions (avx512_bf16 or AMX), float32 on "
-        "other CPUs, vLLM's choice on a GPU.")
+        "other CPUs, vLLM's choice on a GPU.",
+    )
     max_num_seqs: int = setting(1024, "vLLM max_num_seqs per engine.", min=1)
     enforce_eager: bool = setting(False, "Disable CUDA graphs / compilation.")
     tokenizer_threads: int = setting(2, "Threads that tokenize requests ahead of the engines.", min=1)
     ascii_normalizer: bool = setting(
-        True, "Normalize pure-ASCII texts for BERT-family tokenizers ahead of the tokenizer: the same ids for less "
-        "tokenizer CPU (bench: --only ascii-normalizer). Off: the tokenizer normalizes every text itself.")
+        True,
+        "Normalize pure-ASCII texts for BERT-family tokenizers ahead of the tokenizer: the same ids for less "
+        "tokenizer CPU (bench: --only ascii-normalizer). Off: the tokenizer normalizes every text itself.",
+    )
     word_cache: str = setting(
-        "auto", choices=AUTO_ON_OFF,
+        "auto",
+        choices=AUTO_ON_OFF,
         help="Split those ASCII texts into words in Python and take each word's ids from a cache filled by the "
         "tokenizer: the same ids for less tokenizer CPU (bench: --only word-cache), but under the GIL. auto: on "
-        "unless the engines run on a GPU, whose spare cores tokenize in parallel anyway. Needs --ascii-normalizer.")
+        "unless the engines run on a GPU, whose spare cores tokenize in parallel anyway. Needs --ascii-normalizer.",
+    )
     replica_processes: str = setting(
-        "auto", choices=AUTO_ON_OFF,
+        "auto",
+        choices=AUTO_ON_OFF,
         help="Run each replica's engine client in a process of its own: vLLM's per-row request work then spreads "
-        "over cores instead of the server's one event loop. auto: on for several replicas on a GPU.")
+        "over cores instead of the server's one event loop. auto: on for several replicas on a GPU.",
+    )
     engine_loop: str = setting(
-        "auto", choices=("auto", "async", "stepped"),
+        "auto",
+        choices=("auto", "async", "stepped"),
         help="async: vLLM's AsyncLLM, its engine core in processes of its own; stepped: each replica's worker "
         "process holds its whole engine and steps it itself, each step's rows chosen by latency class and sized to "
-        "--interactive-slo-ms (one vLLM import at start-up, no waiting between steps). auto: stepped on a CPU.")
+        "--interactive-slo-ms (one vLLM import at start-up, no waiting between steps). auto: stepped on a CPU.",
+    )
     metrics_port: int | None = setting(None, "Serve Prometheus metrics on 127.0.0.1:PORT.", min=1, max=65535)
     log_level: str = setting("INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"), case_sensitive=False)
 

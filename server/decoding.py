@@ -56,11 +56,15 @@ def tolerant(message_cls):
 
 def decode_options(request: pb.EmbedRequest) -> EmbedOptions:
     if request.output_dtype not in _OUTPUT_DTYPES:
-        raise InvalidInputError(f"unknown output_dtype {request.output_dtype}; expected one of {sorted(_OUTPUT_DTYPES)}")
+        raise InvalidInputError(
+            f"unknown output_dtype {request.output_dtype}; expected one of {sorted(_OUTPUT_DTYPES)}"
+        )
     if request.truncation not in _TRUNCATIONS:
         raise InvalidInputError(f"unknown truncation {request.truncation}; expected one of {sorted(_TRUNCATIONS)}")
     if request.latency_class not in _INTERACTIVE:
-        raise InvalidInputError(f"unknown latency_class {request.latency_class}; expected one of {sorted(_INTERACTIVE)}")
+        raise InvalidInputError(
+            f"unknown latency_class {request.latency_class}; expected one of {sorted(_INTERACTIVE)}"
+        )
     if len(request.caller) > MAX_CALLER_CHARS:
         raise InvalidInputError(f"caller is {len(request.caller)} characters; at most {MAX_CALLER_CHARS}")
     return EmbedOptions(

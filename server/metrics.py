@@ -20,7 +20,9 @@ class ServerMetrics:
         self.rows = Counter("embedtext_rows", "Rows embedded", ["model"], registry=r)
         self.tokens = Counter("embedtext_tokens", "Tokens embedded", ["model"], registry=r)
         self.failures = Counter("embedtext_failures", "Failed requests by cause", ["model", "cause"], registry=r)
-        self.unauthenticated = Counter("embedtext_unauthenticated", "Calls refused for a missing or wrong token", registry=r)
+        self.unauthenticated = Counter(
+            "embedtext_unauthenticated", "Calls refused for a missing or wrong token", registry=r
+        )
         self.batch_rows = Histogram(
             "embedtext_batch_rows", "Rows per engine batch", ["model"], buckets=_ROW_BUCKETS, registry=r
         )
@@ -32,16 +34,25 @@ class ServerMetrics:
             registry=r,
         )
         self.queue_time = Histogram(
-            "embedtext_queue_duration_seconds", "Time rows wait before their batch runs", ["model"],
-            buckets=_TIME_BUCKETS, registry=r,
+            "embedtext_queue_duration_seconds",
+            "Time rows wait before their batch runs",
+            ["model"],
+            buckets=_TIME_BUCKETS,
+            registry=r,
         )
         self.inference_time = Histogram(
-            "embedtext_inference_duration_seconds", "Engine time per batch", ["model"],
-            buckets=_TIME_BUCKETS, registry=r,
+            "embedtext_inference_duration_seconds",
+            "Engine time per batch",
+            ["model"],
+            buckets=_TIME_BUCKETS,
+            registry=r,
         )
         self.request_time = Histogram(
-            "embedtext_request_duration_seconds", "Server time per Embed request", ["model"],
-            buckets=_TIME_BUCKETS, registry=r,
+            "embedtext_request_duration_seconds",
+            "Server time per Embed request",
+            ["model"],
+            buckets=_TIME_BUCKETS,
+            registry=r,
         )
         self.queued_rows = Gauge("embedtext_queued_rows", "Rows waiting for a batch", ["model"], registry=r)
         self.replica_inflight_tokens = Gauge(
@@ -60,27 +71,41 @@ class ServerMetrics:
             "embedtext_replica_restarts", "Replica restarts after a failure", ["model", "replica"], registry=r
         )
         # Per latency class (interactive, bulk): what each class of caller gets.
-        self.class_rows = Counter("embedtext_class_rows", "Rows embedded per latency class", ["model", "latency_class"], registry=r)
+        self.class_rows = Counter(
+            "embedtext_class_rows", "Rows embedded per latency class", ["model", "latency_class"], registry=r
+        )
         self.class_queue_time = Histogram(
-            "embedtext_class_queue_duration_seconds", "Time a request's rows wait for an engine, per latency class",
-            ["model", "latency_class"], buckets=_TIME_BUCKETS, registry=r,
+            "embedtext_class_queue_duration_seconds",
+            "Time a request's rows wait for an engine, per latency class",
+            ["model", "latency_class"],
+            buckets=_TIME_BUCKETS,
+            registry=r,
         )
         self.class_latency = Histogram(
-            "embedtext_class_latency_seconds", "Queue and engine time per request, per latency class",
-            ["model", "latency_class"], buckets=_TIME_BUCKETS, registry=r,
+            "embedtext_class_latency_seconds",
+            "Queue and engine time per request, per latency class",
+            ["model", "latency_class"],
+            buckets=_TIME_BUCKETS,
+            registry=r,
         )
         self.bulk_batch_tokens = Gauge(
-            "embedtext_bulk_batch_tokens", "Token budget of a bulk batch (paced to --interactive-slo-ms)", ["model"],
+            "embedtext_bulk_batch_tokens",
+            "Token budget of a bulk batch (paced to --interactive-slo-ms)",
+            ["model"],
             registry=r,
         )
         self.engine_tokens_per_s = Gauge(
-            "embedtext_engine_tokens_per_second", "Tokens per second one engine computes while busy (bulk batches)",
-            ["model"], registry=r,
+            "embedtext_engine_tokens_per_second",
+            "Tokens per second one engine computes while busy (bulk batches)",
+            ["model"],
+            registry=r,
         )
         self.queued_class_rows = Gauge(
             "embedtext_queued_class_rows", "Rows waiting per latency class", ["model", "latency_class"], registry=r
         )
-        self.refusals = Counter("embedtext_refusals", "Requests refused with RESOURCE_EXHAUSTED, by reason", ["model", "reason"], registry=r)
+        self.refusals = Counter(
+            "embedtext_refusals", "Requests refused with RESOURCE_EXHAUSTED, by reason", ["model", "reason"], registry=r
+        )
         self.retries = Counter("embedtext_batch_retries", "Batches retried on another replica", ["model"], registry=r)
 
     def serve_http(self, port: int, addr: str = "127.0.0.1") -> None:

@@ -76,7 +76,9 @@ class EngineSpeed:
             return
         rate = clock.tokens / clock.busy_s
         clock.busy_s, clock.tokens = 0.0, 0
-        self.tokens_per_s = rate if self.tokens_per_s is None else self.tokens_per_s + self.smoothing * (rate - self.tokens_per_s)
+        self.tokens_per_s = (
+            rate if self.tokens_per_s is None else self.tokens_per_s + self.smoothing * (rate - self.tokens_per_s)
+        )
 
     def seconds_for(self, tokens: int, replicas: int = 1) -> float | None:
         """About how long ``replicas`` engines take to compute ``tokens`` (None: not measured yet)."""
@@ -89,7 +91,12 @@ class BulkPacer:
     """The token budget of one bulk batch under an interactive latency target."""
 
     def __init__(
-        self, *, slo_s: float, max_batch_tokens: int, batches_per_replica: int, min_batch_tokens: int,
+        self,
+        *,
+        slo_s: float,
+        max_batch_tokens: int,
+        batches_per_replica: int,
+        min_batch_tokens: int,
         share: float = BULK_SHARE_OF_SLO,
     ) -> None:
         if slo_s <= 0:

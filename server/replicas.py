@@ -102,7 +102,9 @@ class ReplicaSupervisor:
                 try:
                     await backend.start()
                 except Exception:
-                    log.exception("restarting model %s replica %d failed; retrying in %.0fs", self.model, replica.index, delay)
+                    log.exception(
+                        "restarting model %s replica %d failed; retrying in %.0fs", self.model, replica.index, delay
+                    )
                     await backend.stop()
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 60.0)

@@ -47,7 +47,9 @@ class LeastInFlightTokensPolicy:
         """A router over ``count`` replicas that have no engine yet (the supervisor starts them)."""
         if count < 1:
             raise ValueError("a model needs at least one replica")
-        return cls([Replica(index=i, backend=None) for i in range(count)], max_batches_per_replica=max_batches_per_replica)
+        return cls(
+            [Replica(index=i, backend=None) for i in range(count)], max_batches_per_replica=max_batches_per_replica
+        )
 
     def changed(self) -> None:
         """Wake every waiter: a lease ended, or a replica's health changed."""

@@ -84,8 +84,11 @@ class ModelRuntime:
         self.config = config
         self.metrics = metrics
         self.tokenizers = TokenizerPool(
-            str(spec.tokenizer_file), spec.max_tokens, threads=config.tokenizer_threads,
-            ascii_normalizer=config.ascii_normalizer, word_cache=word_cache,
+            str(spec.tokenizer_file),
+            spec.max_tokens,
+            threads=config.tokenizer_threads,
+            ascii_normalizer=config.ascii_normalizer,
+            word_cache=word_cache,
         )
         log.info("model %s: %s", spec.name, self._tokenizing_path())
         self.queue = BatchQueue(
@@ -102,12 +105,17 @@ class ModelRuntime:
         self.interactive_slo_s = interactive_slo_s if self.queue.classes else None
         if interactive_slo_s and self.queue.classes and engine_loop != "stepped":
             self.pacer = BulkPacer(
-                slo_s=interactive_slo_s, max_batch_tokens=config.max_batch_tokens,
-                batches_per_replica=config.max_batches_per_replica, min_batch_tokens=spec.max_tokens,
+                slo_s=interactive_slo_s,
+                max_batch_tokens=config.max_batch_tokens,
+                batches_per_replica=config.max_batches_per_replica,
+                min_batch_tokens=spec.max_tokens,
             )
             self.queue.bulk_batch_tokens = self.pacer.batch_tokens
-            log.info("model %s: bulk batches paced for interactive requests within %.0f ms", spec.name,
-                     interactive_slo_s * 1000)
+            log.info(
+                "model %s: bulk batches paced for interactive requests within %.0f ms",
+                spec.name,
+                interactive_slo_s * 1000,
+            )
         metrics.bulk_batch_tokens.labels(spec.name).set_function(lambda: self.queue.bulk_batch_tokens)
         metrics.engine_tokens_per_s.labels(spec.name).set_function(lambda: self.speed.tokens_per_s or 0.0)
         self.router = LeastInFlightTokensPolicy.of_count(
@@ -117,7 +125,9 @@ class ModelRuntime:
         metrics.queued_rows.labels(spec.name).set_function(lambda: self.queue.queued_rows)
         queued = metrics.queued_class_rows
         queued.labels(spec.name, "interactive").set_function(lambda: self.queue.queued_interactive_rows)
-        queued.labels(spec.name, "bulk").set_function(lambda: self.queue.queued_rows - self.queue.queued_interactive_rows)
+        queued.labels(spec.name, "bulk").set_function(
+            lambda: self.queue.queued_rows - self.queue.queued_interactive_rows
+        )
         self.started = False
         self._tasks: set[asyncio.Task] = set()
         self._dispatcher: asyncio.Task | None = None
@@ -211,8 +221,9 @@ class ModelRuntime:
     async def embed_texts(self, texts: list[str], options: EmbedOptions, deadline: float | None) -> EmbedResult:
         self._check(len(texts), options)
         self._check_room(len(texts))  # refuse before spending tokenizer time
-        rows = await self.tokenizers.tokenize(texts, truncate=options.truncate,
-                                              interactive=self._interactive(len(texts), options))
+        rows = await self.tokenizers.tokenize(
+            texts, truncate=options.truncate, interactive=self._interactive(len(texts), options)
+        )
         return await self._embed(rows, options, deadline)
 
     async def embed_token_ids(
@@ -349,8 +360,12 @@ class ModelRuntime:
                 "model %s: the interactive target of %.0f ms cannot be held: at %.0f tokens/s per engine, bulk "
                 "batches of the smallest size (%d tokens, the longest row) take %.0f ms per engine; they stay "
                 "at that size (raise --interactive-slo-ms, or lower --max-batches-per-replica)",
-                self.spec.name, self.pacer.slo_s * 1000, self.speed.tokens_per_s, self.pacer.batch_tokens,
-                1000 * self.pacer.step_s(self.speed.tokens_per_s))
+                self.spec.name,
+                self.pacer.slo_s * 1000,
+                self.speed.tokens_per_s,
+                self.pacer.batch_tokens,
+                1000 * self.pacer.step_s(self.speed.tokens_per_s),
+            )
 
     async def _run_on(self, replica, batch: Batch) -> None:
         now = time.monotonic()

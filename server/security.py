@@ -51,9 +51,7 @@ def _deny(handler: grpc.RpcMethodHandler, message: str) -> grpc.RpcMethodHandler
         await context.abort(grpc.StatusCode.UNAUTHENTICATED, message)
         yield  # pragma: no cover - makes this an async generator
 
-    codecs = dict(
-        request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer
-    )
+    codecs = dict(request_deserializer=handler.request_deserializer, response_serializer=handler.response_serializer)
     if handler.unary_unary:
         return grpc.unary_unary_rpc_method_handler(unary, **codecs)
     if handler.unary_stream:

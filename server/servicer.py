@@ -9,11 +9,10 @@ import time
 
 import grpc
 
-from embedtext.protocol import PROTOCOL_VERSION, RETRY_PUSHBACK_KEY, codec
+from embedtext.protocol import PROTOCOL_VERSION, RETRY_PUSHBACK_KEY, codec, reply_wire
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import EmbedTextError, InternalError, ModelNotFoundError, to_status
-from embedtext.protocol import reply_wire
 from embedtext.protocol.reply_wire import OutgoingReply
 from embedtext.server.config import ServerConfig
 from embedtext.server.decoding import MalformedRequest, decode_inputs, decode_options, tolerant

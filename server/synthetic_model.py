@@ -65,7 +65,15 @@ def _write_tokenizer(path: Path, vocab: list[str], max_tokens: int) -> None:
         )
     )
     (path / "special_tokens_map.json").write_text(
-        json.dumps({"cls_token": "[CLS]", "sep_token": "[SEP]", "pad_token": "[PAD]", "unk_token": "[UNK]", "mask_token": "[MASK]"})
+        json.dumps(
+            {
+                "cls_token": "[CLS]",
+                "sep_token": "[SEP]",
+                "pad_token": "[PAD]",
+                "unk_token": "[UNK]",
+                "mask_token": "[MASK]",
+            }
+        )
     )
 
 

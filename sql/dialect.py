@@ -27,8 +27,8 @@ from __future__ import annotations
 
 from sqlglot import exp
 from sqlglot.dialects.duckdb import DuckDB
-from sqlglot.errors import ParseError
 from sqlglot.dialects.snowflake import Snowflake
+from sqlglot.errors import ParseError
 from sqlglot.generators.duckdb import DuckDBGenerator
 from sqlglot.generators.snowflake import SnowflakeGenerator
 from sqlglot.parsers.snowflake import SnowflakeParser
@@ -124,7 +124,7 @@ class CortexSnowflake(Snowflake):
     >>> import sqlglot
     >>> sqlglot.parse_one("SELECT SNOWFLAKE.CORTEX.EMBED_TEXT_768('m', body) FROM d", read=CortexSnowflake).sql(CortexSnowflake)
     "SELECT EMBED_TEXT_768('m', body) FROM d"
-    """
+    """  # noqa: E501 - doctest lines are compared whole
 
     Parser = CortexSnowflakeParser
     Generator = CortexSnowflakeGenerator

@@ -15,7 +15,7 @@ EmbedFunction(function='embed_text', dim=768, model=None)
 Traceback (most recent call last):
 ...
 embedtext.sql.models.UnmappedModelError: model 'e5-base-v2' is not mapped to a served model (mapped: 'snowflake-arctic-embed-m-v1.5'); add it to the model map, e.g. --map e5-base-v2=embed_text:768
-"""
+"""  # noqa: E501 - doctest lines are compared whole
 
 from __future__ import annotations
 

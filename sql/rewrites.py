@@ -19,7 +19,7 @@ outer query through qualified column names; anything else is left as it is.
 >>> tree = sqlglot.parse_one("SELECT id, embed_text(category) AS v FROM docs WHERE id > 10", read="duckdb")
 >>> dedupe_embeds(tree).sql("duckdb", normalize_functions=False)
 'SELECT id, __embedtext_distinct_0.__vector AS v FROM docs LEFT JOIN (SELECT __text, embed_text(__text) AS __vector FROM (SELECT DISTINCT category AS __text FROM docs WHERE id > 10)) AS __embedtext_distinct_0 ON category = __embedtext_distinct_0.__text WHERE id > 10'
-"""
+"""  # noqa: E501 - doctest lines are compared whole
 
 from __future__ import annotations
 
@@ -180,7 +180,9 @@ def dedupe_embeds(tree: exp.Expr, functions: Iterable[str] = DEFAULT_FUNCTIONS) 
             distinct = exp.select(exp.alias_(text.copy(), TEXT)).from_(table.copy()).distinct()
             if where is not None:
                 distinct = distinct.where(where.this.copy())
-            call = exp.Anonymous(this=first.this, expressions=[exp.column(TEXT), *(a.copy() for a in first.expressions[1:])])
+            call = exp.Anonymous(
+                this=first.this, expressions=[exp.column(TEXT), *(a.copy() for a in first.expressions[1:])]
+            )
             body = exp.select(exp.column(TEXT), exp.alias_(call, VECTOR)).from_(distinct.subquery())
             condition = exp.EQ(this=text.copy(), expression=exp.column(TEXT, table=name))
             select.append(
@@ -216,7 +218,9 @@ def materialize_filtered(tree: exp.Expr, functions: Iterable[str] = DEFAULT_FUNC
         if not _add_cte(select, name, body):
             continue
         select.set("where", None)
-        table.replace(exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name))))
+        table.replace(
+            exp.Table(this=exp.to_identifier(name), alias=exp.TableAlias(this=exp.to_identifier(table.alias_or_name)))
+        )
     return tree
 
 
@@ -270,7 +274,7 @@ def optimize(
     >>> import sqlglot
     >>> optimize(sqlglot.parse_one("SELECT embed_text('bread') AS q", read="duckdb")).sql("duckdb", normalize_functions=False)
     "WITH __embedtext_constant_0 AS MATERIALIZED (SELECT embed_text('bread') AS __vector) SELECT (SELECT __vector FROM __embedtext_constant_0) AS q"
-    """
+    """  # noqa: E501 - doctest lines are compared whole
     for rewrite in rewrites:
         tree = rewrite(tree, functions)
     return tree

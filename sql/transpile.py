@@ -9,7 +9,7 @@
 Traceback (most recent call last):
 ...
 embedtext.sql.models.DimensionMismatchError: model 'arctic' is mapped to embed_text() returning FLOAT[384], but the query asks for 768 dimensions; ...
-"""
+"""  # noqa: E501 - doctest lines are compared whole
 
 from __future__ import annotations
 

@@ -90,8 +90,18 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
     tiny = LocalServer(
         [f"tiny={tiny_model_dir}"],
         replicas=2,
-        args=["--metrics-port", str(metrics_port), "--max-batch-rows", "64", "--max-queued-rows", "4096",
-              "--replica-processes", "on", "--engine-loop", "async"],
+        args=[
+            "--metrics-port",
+            str(metrics_port),
+            "--max-batch-rows",
+            "64",
+            "--max-queued-rows",
+            "4096",
+            "--replica-processes",
+            "on",
+            "--engine-loop",
+            "async",
+        ],
         log_path=logs / "tiny.log",
     )
     minilm.start()
@@ -130,29 +140,35 @@ class TLSFiles:
 
     def __init__(self, directory) -> None:
         import datetime
+        import ipaddress
 
         from cryptography import x509
         from cryptography.hazmat.primitives import hashes, serialization
         from cryptography.hazmat.primitives.asymmetric import ec
         from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-        import ipaddress
 
-        now = datetime.datetime.now(datetime.timezone.utc)
+        now = datetime.datetime.now(datetime.UTC)
 
         def name(cn):
             return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
 
         def write(stem, key, cert):
             (directory / f"{stem}.key").write_bytes(
-                key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+                key.private_bytes(
+                    serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+                )
             )
             (directory / f"{stem}.pem").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
 
         def ca(cn):
             key = ec.generate_private_key(ec.SECP256R1())
             cert = (
-                x509.CertificateBuilder().subject_name(name(cn)).issuer_name(name(cn)).public_key(key.public_key())
-                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(days=1))
+                x509.CertificateBuilder()
+                .subject_name(name(cn))
+                .issuer_name(name(cn))
+                .public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(days=1))
                 .not_valid_after(now + datetime.timedelta(days=7))
                 .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
                 .sign(key, hashes.SHA256())
@@ -162,9 +178,13 @@ class TLSFiles:
         def leaf(cn, issuer_key, issuer_cert, usage, sans=()):
             key = ec.generate_private_key(ec.SECP256R1())
             builder = (
-                x509.CertificateBuilder().subject_name(name(cn)).issuer_name(issuer_cert.subject)
-                .public_key(key.public_key()).serial_number(x509.random_serial_number())
-                .not_valid_before(now - datetime.timedelta(days=1)).not_valid_after(now + datetime.timedelta(days=7))
+                x509.CertificateBuilder()
+                .subject_name(name(cn))
+                .issuer_name(issuer_cert.subject)
+                .public_key(key.public_key())
+                .serial_number(x509.random_serial_number())
+                .not_valid_before(now - datetime.timedelta(days=1))
+                .not_valid_after(now + datetime.timedelta(days=7))
                 .add_extension(x509.ExtendedKeyUsage([usage]), critical=False)
             )
             if sans:
@@ -173,8 +193,16 @@ class TLSFiles:
 
         ca_key, ca_cert = ca("embedtext test CA")
         write("ca", ca_key, ca_cert)
-        write("server", *leaf("localhost", ca_key, ca_cert, ExtendedKeyUsageOID.SERVER_AUTH,
-                              [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]))
+        write(
+            "server",
+            *leaf(
+                "localhost",
+                ca_key,
+                ca_cert,
+                ExtendedKeyUsageOID.SERVER_AUTH,
+                [x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))],
+            ),
+        )
         write("client", *leaf("embedtext test client", ca_key, ca_cert, ExtendedKeyUsageOID.CLIENT_AUTH))
         rogue_key, rogue_cert = ca("rogue CA")
         write("rogue-ca", rogue_key, rogue_cert)
@@ -214,18 +242,29 @@ class GuardedServer:
         token_file = logs / "token"
         token_file.write_text(GUARD_TOKEN)
         self.args = [
-            "--tls-cert", tls.server_pem, "--tls-key", tls.server_key, "--tls-client-ca", tls.ca_pem,
-            "--token-file", str(token_file), "--metrics-port", str(self.metrics_port),
+            "--tls-cert",
+            tls.server_pem,
+            "--tls-key",
+            tls.server_key,
+            "--tls-client-ca",
+            tls.ca_pem,
+            "--token-file",
+            str(token_file),
+            "--metrics-port",
+            str(self.metrics_port),
         ]
         self.server = None
         self.starts = 0
 
-    def start(self) -> "GuardedServer":
+    def start(self) -> GuardedServer:
         from embedtext.connectors.local_server import LocalServer
 
         self.starts += 1  # a fresh log per start: wait_ready looks for "ready" in it
         self.server = LocalServer(
-            [f"tiny={self.model_dir}"], port=self.port, args=self.args, log_path=self.logs / f"guarded-{self.starts}.log"
+            [f"tiny={self.model_dir}"],
+            port=self.port,
+            args=self.args,
+            log_path=self.logs / f"guarded-{self.starts}.log",
         ).start()
         self.server.wait_ready(START_TIMEOUT_S)
         return self

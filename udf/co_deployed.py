@@ -32,7 +32,11 @@ def default_target(models: tuple[str, ...] = ("default",), timeout: float = 900.
             now = time.monotonic()
             if now - last[0] >= 15:
                 last[0] = now
-                print(f"embedtext: still starting ({now - started:.0f}s; log: {server.log_path})", file=sys.stderr, flush=True)
+                print(
+                    f"embedtext: still starting ({now - started:.0f}s; log: {server.log_path})",
+                    file=sys.stderr,
+                    flush=True,
+                )
 
         try:
             server.wait_ready(timeout, on_wait=progress)
@@ -52,7 +56,7 @@ def _echo_allocator(server: LocalServer) -> None:
         return
     for line in lines:
         if "engine allocator:" in line:
-            print("embedtext: " + line[line.index("engine allocator:"):], file=sys.stderr, flush=True)
+            print("embedtext: " + line[line.index("engine allocator:") :], file=sys.stderr, flush=True)
             return
 
 

@@ -21,7 +21,6 @@ from embedtext.connectors.client_config import ClientConfig
 from embedtext.udf.chunk import ChunkEmbedder, ChunkOptions, OptionsChunkEmbedder
 from embedtext.udf.co_deployed import default_target
 
-
 #: The UDF's client: several smaller requests per 2048-row chunk, all in flight at once, so the
 #: server starts on the first while the rest are still on the wire and progress moves smoothly;
 #: and a long deadline, since a query may wait behind other work.
@@ -44,9 +43,11 @@ class Registration:
 def _macros(name: str) -> list[str]:
     text = resources.files("embedtext.sql").joinpath("macros.sql").read_text(encoding="utf-8")
     text = text.replace("{embed_text}", name)
-    return [s.strip() for s in text.split(";") if s.strip() and not all(
-        line.strip().startswith("--") or not line.strip() for line in s.splitlines()
-    )]
+    return [
+        s.strip()
+        for s in text.split(";")
+        if s.strip() and not all(line.strip().startswith("--") or not line.strip() for line in s.splitlines())
+    ]
 
 
 def register(

@@ -49,9 +49,19 @@ MAX_PART_BYTES = 62 * 2**20
 TOP_LEVEL = [
     "vllm==0.25.1",
     # embedtext's own runtime dependencies (pyproject [project] dependencies)
-    "grpcio>=1.85.1", "grpcio-health-checking>=1.85.1", "grpcio-reflection>=1.85.1", "protobuf>=7.35.1",
-    "numpy>=1.26", "pyarrow>=17", "click>=8.1", "prometheus-client>=0.20", "tokenizers>=0.20", "duckdb>=1.4",
-    "tqdm>=4.66", "sqlglot==30.30.0", "apscheduler>=3.10,<4",
+    "grpcio>=1.85.1",
+    "grpcio-health-checking>=1.85.1",
+    "grpcio-reflection>=1.85.1",
+    "protobuf>=7.35.1",
+    "numpy>=1.26",
+    "pyarrow>=17",
+    "click>=8.1",
+    "prometheus-client>=0.20",
+    "tokenizers>=0.20",
+    "duckdb>=1.4",
+    "tqdm>=4.66",
+    "sqlglot==30.30.0",
+    "apscheduler>=3.10,<4",
     "torch==2.11.0",  # the machine's own; pinned so the resolution matches it
 ]
 # Never shipped: the machine has them (torch 2.11.0 with its CUDA 13 libraries, and the rest), or
@@ -68,8 +78,14 @@ SKIP = re.compile(
 # the GPU host reports (pip list there): the resolution is constrained to them, so that every other
 # pin is one that works beside them (none of these is shipped: see SKIP).
 MACHINE = {
-    "torch": "2.11.0", "torchvision": "0.26.0", "torchaudio": "2.11.0", "triton": "3.6.0",
-    "transformers": "5.17.0", "tokenizers": "0.23.2", "huggingface-hub": "1.33.0", "safetensors": "0.8.0",
+    "torch": "2.11.0",
+    "torchvision": "0.26.0",
+    "torchaudio": "2.11.0",
+    "triton": "3.6.0",
+    "transformers": "5.17.0",
+    "tokenizers": "0.23.2",
+    "huggingface-hub": "1.33.0",
+    "safetensors": "0.8.0",
 }
 # The machine's numpy 2.5.2 overrides the pins that exclude it: vLLM 0.25.1 pins numba==0.65.0, which
 # declares numpy<2.5 (numba is not shipped; vLLM imports it lazily, only for n-gram speculative
@@ -90,10 +106,27 @@ def compile_requirements() -> None:
         (scratch / "constraints.txt").write_text("".join(f"{n}=={v}\n" for n, v in MACHINE.items()))
         (scratch / "overrides.txt").write_text("".join(f"{n}=={v}\n" for n, v in MACHINE_OVERRIDES.items()))
         subprocess.run(
-            ["uv", "pip", "compile", "requirements.in", "-c", "constraints.txt", "--override", "overrides.txt",
-             "--no-config", "--no-python-downloads", "--python-version", "3.12",
-             "--python-platform", "x86_64-manylinux_2_28", "--no-header", "-o", str(REQUIREMENTS)],
-            check=True, cwd=scratch,
+            [
+                "uv",
+                "pip",
+                "compile",
+                "requirements.in",
+                "-c",
+                "constraints.txt",
+                "--override",
+                "overrides.txt",
+                "--no-config",
+                "--no-python-downloads",
+                "--python-version",
+                "3.12",
+                "--python-platform",
+                "x86_64-manylinux_2_28",
+                "--no-header",
+                "-o",
+                str(REQUIREMENTS),
+            ],
+            check=True,
+            cwd=scratch,
         )
 
 
@@ -117,7 +150,7 @@ def dependents() -> dict[str, set[str]]:
             via[current] = set()
         elif current and line.strip().startswith("#"):
             item = line.strip().lstrip("#").strip()
-            item = item[len("via"):].strip() if item.startswith("via") else item
+            item = item[len("via") :].strip() if item.startswith("via") else item
             if item.startswith("-r"):
                 via[current].add("-r")
             elif item and not item.startswith(("-c", "--override")):
@@ -143,11 +176,36 @@ def unneeded(names: list[str]) -> list[str]:
 
 def download(wanted: list[str], dest: Path) -> None:
     dest.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--python-version", "3.12",
-           "--implementation", "cp", "--abi", "cp312", "--abi", "abi3", "--abi", "none",
-           *[arg for minor in range(35, 4, -1) for arg in ("--platform", f"manylinux_2_{minor}_x86_64")],
-           "--platform", "manylinux2014_x86_64", "--platform", "manylinux1_x86_64", "--platform", "linux_x86_64",
-           "--platform", "any", "-d", str(dest), *wanted]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "download",
+        "--no-deps",
+        "--only-binary=:all:",
+        "--python-version",
+        "3.12",
+        "--implementation",
+        "cp",
+        "--abi",
+        "cp312",
+        "--abi",
+        "abi3",
+        "--abi",
+        "none",
+        *[arg for minor in range(35, 4, -1) for arg in ("--platform", f"manylinux_2_{minor}_x86_64")],
+        "--platform",
+        "manylinux2014_x86_64",
+        "--platform",
+        "manylinux1_x86_64",
+        "--platform",
+        "linux_x86_64",
+        "--platform",
+        "any",
+        "-d",
+        str(dest),
+        *wanted,
+    ]
     subprocess.run(cmd, check=True)
 
 
@@ -158,8 +216,12 @@ def build_embedtext(dest: Path) -> None:
 def tree_bytes() -> int | None:
     """Bytes of the working tree that travels with every command (tracked + untracked, not ignored)."""
     try:
-        out = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
-                             check=True, capture_output=True).stdout
+        out = subprocess.run(
+            ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+            cwd=ROOT,
+            check=True,
+            capture_output=True,
+        ).stdout
     except (OSError, subprocess.CalledProcessError):
         return None
     return sum((ROOT / f).stat().st_size for f in out.decode().split("\0") if f and (ROOT / f).is_file())
@@ -216,10 +278,18 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(ROOT / ".gpu-wheels"))
     parser.add_argument("--recompile", action="store_true", help="re-resolve requirements-gpu.txt with uv")
-    parser.add_argument("--part-mib", type=int, default=None,
-                        help="size of each part in MiB (default: what fits a 64 MiB transfer beside this checkout)")
-    parser.add_argument("--have", type=Path, help="the machine's `python3 -m pip list --format=freeze`: leave "
-                        "out what it has at that version or newer (install_wheels.py would keep it anyway)")
+    parser.add_argument(
+        "--part-mib",
+        type=int,
+        default=None,
+        help="size of each part in MiB (default: what fits a 64 MiB transfer beside this checkout)",
+    )
+    parser.add_argument(
+        "--have",
+        type=Path,
+        help="the machine's `python3 -m pip list --format=freeze`: leave "
+        "out what it has at that version or newer (install_wheels.py would keep it anyway)",
+    )
     args = parser.parse_args()
     if args.recompile or not REQUIREMENTS.exists():
         compile_requirements()

@@ -68,19 +68,24 @@ def reassemble(parts_dir: Path) -> tuple[dict, Path]:
 
 def _installed(python: str) -> dict[str, str]:
     """Distribution -> version as the venv's python sees them (its own first, then the machine's)."""
-    code = ("import json, importlib.metadata as m\nd = {}\nfor x in m.distributions():\n"
-            "    n = x.metadata['Name']\n    if n: d.setdefault(n.lower().replace('_', '-').replace('.', '-'), x.version)\n"
-            "print(json.dumps(d))")
+    code = (
+        "import json, importlib.metadata as m\nd = {}\nfor x in m.distributions():\n"
+        "    n = x.metadata['Name']\n    if n: d.setdefault(n.lower().replace('_', '-').replace('.', '-'), x.version)\n"
+        "print(json.dumps(d))"
+    )
     return json.loads(subprocess.run([python, "-c", code], check=True, capture_output=True, text=True).stdout)
 
 
 def older(have: str, wheel: str) -> bool:
     try:
         from packaging.version import Version  # the machine has packaging; the fallback is rough
+
         return Version(have) < Version(wheel)
     except Exception:
+
         def key(v: str) -> tuple:
             return tuple(int(x) if x.isdigit() else -1 for x in re.split(r"[.+-]", v)[:4])
+
         return key(have) < key(wheel)
 
 
@@ -88,6 +93,7 @@ def _site_dirs() -> list[str]:
     """This interpreter's site-packages (the machine's python3 is itself a venv)."""
     import site
     import sysconfig
+
     dirs = [sysconfig.get_path("purelib"), sysconfig.get_path("platlib"), *site.getsitepackages()]
     return list(dict.fromkeys(d for d in dirs if Path(d).is_dir()))
 
@@ -104,10 +110,13 @@ def make_venv(venv: Path) -> str:
     """
     python = venv / "bin" / "python"
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)],
-                       check=True)
-    purelib = subprocess.run([str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                             check=True, capture_output=True, text=True).stdout.strip()
+        subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(venv)], check=True)
+    purelib = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
     mine = [d for d in _site_dirs() if Path(d).resolve() != Path(purelib).resolve()]
     lines = "".join(f"import site; site.addsitedir({d!r})\n" for d in mine)
     (Path(purelib) / "_machine_site.pth").write_text(lines)
@@ -118,8 +127,11 @@ def make_venv(venv: Path) -> str:
     if not pip.exists():
         pip.write_text(f"#!{python}\nimport sys\nfrom pip._internal.cli.main import main\nsys.exit(main())\n")
         pip.chmod(0o755)
-    check = subprocess.run([str(python), "-c", "import torch, pip; print('torch', torch.__version__, 'pip', pip.__version__)"],
-                           capture_output=True, text=True)
+    check = subprocess.run(
+        [str(python), "-c", "import torch, pip; print('torch', torch.__version__, 'pip', pip.__version__)"],
+        capture_output=True,
+        text=True,
+    )
     print(check.stdout.strip() or check.stderr.strip().splitlines()[-1])
     if check.returncode:
         sys.exit(f"{venv} does not see torch or pip from {sys.executable}'s site-packages ({mine})")
@@ -142,14 +154,31 @@ def main() -> None:
             todo.append(str(wheels / w["file"]))
         else:
             kept.append(f"{dist} {have[dist]} (wheel {version})")
-    print(f"installing {len(todo)} of {len(manifest['wheels'])} wheels into {args.venv}; the machine's own kept: "
-          f"{', '.join(kept) or 'none'}")
-    subprocess.run([python, "-m", "pip", "install", "--no-deps", "--no-index", "--no-cache-dir",
-                    "--disable-pip-version-check", *todo], check=True)
+    print(
+        f"installing {len(todo)} of {len(manifest['wheels'])} wheels into {args.venv}; the machine's own kept: "
+        f"{', '.join(kept) or 'none'}"
+    )
+    subprocess.run(
+        [
+            python,
+            "-m",
+            "pip",
+            "install",
+            "--no-deps",
+            "--no-index",
+            "--no-cache-dir",
+            "--disable-pip-version-check",
+            *todo,
+        ],
+        check=True,
+    )
     # From outside the repo: in its root, the folder embedtext/ would shadow the wheel's package
     # (embedtext.server lives in server/; only the editable install's finder maps it there).
-    subprocess.run([python, "-c", "import vllm, duckdb, sqlglot, embedtext.server; print('vllm', vllm.__version__)"],
-                   check=True, cwd=Path(python).parents[1])
+    subprocess.run(
+        [python, "-c", "import vllm, duckdb, sqlglot, embedtext.server; print('vllm', vllm.__version__)"],
+        check=True,
+        cwd=Path(python).parents[1],
+    )
 
 
 if __name__ == "__main__":

@@ -20,9 +20,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from embedtext.connectors.client import Client
-from embedtext.connectors.refusals import embed_rows_separately
 from embedtext.connectors.jobs.spec import IndexSpec
 from embedtext.connectors.jobs.state import IndexLockedError, IndexState, connect
+from embedtext.connectors.refusals import embed_rows_separately
 from embedtext.protocol.errors import (
     DeadlineExceededError,
     EmbedTextError,
@@ -100,7 +100,10 @@ class BatchEmbedder:
             except _RETRYABLE as exc:
                 if attempt == self.spec.retries:
                     raise
-                self.log(f"server trouble ({type(exc).__name__}: {exc}); retry {attempt + 1}/{self.spec.retries} in {delay:.0f} s")
+                self.log(
+                    f"server trouble ({type(exc).__name__}: {exc}); "
+                    f"retry {attempt + 1}/{self.spec.retries} in {delay:.0f} s"
+                )
                 time.sleep(delay)
                 delay = min(delay * 2, 30.0)
         raise AssertionError("unreachable")
@@ -163,7 +166,10 @@ def run_pass(
         state.prepare()
         summary.removed = state.remove_deleted()
         total = state.count_pending()
-        log(f"{spec.into_table}: {total} rows to embed with {info.name} ({state.dim}-d){where}, {summary.removed} removed")
+        log(
+            f"{spec.into_table}: {total} rows to embed with {info.name} ({state.dim}-d){where}, "
+            f"{summary.removed} removed"
+        )
         if total:
             embed_pending(con, state, client, total, summary, log)
     except EmbedTextError as exc:

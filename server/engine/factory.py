@@ -31,4 +31,6 @@ def backend_factory(
     spec: ModelSpec, settings: EngineSettings, *, engine: str, own_process: bool
 ) -> Callable[[int], Backend]:
     """Replica index -> a new backend named ``model/index``."""
-    return lambda index: make_backend(spec, settings, engine=engine, own_process=own_process, name=f"{spec.name}/{index}")
+    return lambda index: make_backend(
+        spec, settings, engine=engine, own_process=own_process, name=f"{spec.name}/{index}"
+    )

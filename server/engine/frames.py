@@ -96,5 +96,7 @@ def decode_rows(payload: bytes, rows: int) -> list[list[int]]:
 def decode_vectors(found: Frame) -> np.ndarray:
     expected = found.rows * found.dim * 4
     if len(found.payload) != expected:
-        raise FrameError(f"a vectors frame of {found.rows} x {found.dim} holds {len(found.payload)} bytes, not {expected}")
+        raise FrameError(
+            f"a vectors frame of {found.rows} x {found.dim} holds {len(found.payload)} bytes, not {expected}"
+        )
     return np.frombuffer(found.payload, dtype=np.float32).reshape(found.rows, found.dim)

@@ -35,7 +35,9 @@ class NullBackend:
         return None  # nothing to start ahead of the engine
 
     async def start(self) -> None:
-        log.warning("%s: NULL ENGINE for model %s - vectors are not embeddings (benchmarks only)", self.name, self.spec.name)
+        log.warning(
+            "%s: NULL ENGINE for model %s - vectors are not embeddings (benchmarks only)", self.name, self.spec.name
+        )
         self._running = True
 
     async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:

@@ -141,7 +141,9 @@ class EngineProcessBackend:
         waiter = asyncio.get_running_loop().create_future()
         self._pending[request_id] = waiter
         try:
-            self._writer.write(frames.frame(frames.EMBED, request_id, frames.encode_rows(rows), rows=len(rows), dim=interactive_rows))
+            self._writer.write(
+                frames.frame(frames.EMBED, request_id, frames.encode_rows(rows), rows=len(rows), dim=interactive_rows)
+            )
             await self._writer.drain()
             return await waiter
         except ConnectionError as exc:
@@ -166,8 +168,9 @@ class EngineProcessBackend:
         for process in self._engine_processes:
             try:
                 if process.is_running():  # false for a pid reused since (psutil checks start time)
-                    log.warning("%s: ending engine process %d, still running after its worker exited", self.name,
-                                process.pid)
+                    log.warning(
+                        "%s: ending engine process %d, still running after its worker exited", self.name, process.pid
+                    )
                     process.kill()
             except Exception:
                 pass

@@ -63,8 +63,11 @@ class SteppedVllmBackend:
         self.pacer = None
         if settings.interactive_slo_s:
             self.pacer = BulkPacer(
-                slo_s=settings.interactive_slo_s, max_batch_tokens=self._step_tokens,
-                batches_per_replica=2, min_batch_tokens=spec.max_tokens, share=STEPS_SHARE_OF_SLO,
+                slo_s=settings.interactive_slo_s,
+                max_batch_tokens=self._step_tokens,
+                batches_per_replica=2,
+                min_batch_tokens=spec.max_tokens,
+                share=STEPS_SHARE_OF_SLO,
             )
 
     def _build(self):
@@ -80,8 +83,9 @@ class SteppedVllmBackend:
         return None  # nothing to start ahead of the engine
 
     async def start(self) -> None:
-        log.info("starting %s for model %s on %s, stepped in this process", self.name, self.spec.name,
-                 self.settings.device)
+        log.info(
+            "starting %s for model %s on %s, stepped in this process", self.name, self.spec.name, self.settings.device
+        )
         self._engine = await asyncio.to_thread(self._build)
         import torch
 
@@ -90,8 +94,7 @@ class SteppedVllmBackend:
         self._thread = threading.Thread(target=self._run, name=f"steps-{self.name}", daemon=True)
         self._thread.start()
         if self.pacer is not None:
-            log.info("%s: steps sized for interactive rows within %.0f ms", self.name,
-                     self.pacer.slo_s * 1000)
+            log.info("%s: steps sized for interactive rows within %.0f ms", self.name, self.pacer.slo_s * 1000)
         log.info("%s ready", self.name)
 
     @property
@@ -199,11 +202,17 @@ class SteppedVllmBackend:
             log.warning(
                 "%s: the interactive target of %.0f ms cannot be held: at %.0f tokens/s, a step of the smallest "
                 "size (%d tokens, the longest row) takes %.0f ms; steps stay at that size (raise "
-                "--interactive-slo-ms)", self.name, self.pacer.slo_s * 1000, self.speed.tokens_per_s,
-                self.pacer.batch_tokens, 1000 * self.pacer.batch_tokens / self.speed.tokens_per_s)
+                "--interactive-slo-ms)",
+                self.name,
+                self.pacer.slo_s * 1000,
+                self.speed.tokens_per_s,
+                self.pacer.batch_tokens,
+                1000 * self.pacer.batch_tokens / self.speed.tokens_per_s,
+            )
 
-    def _drop(self, engine, plan: StepPlan, batch: StepBatch, in_engine: dict, waiters: dict,
-              error: Exception | None = None) -> None:
+    def _drop(
+        self, engine, plan: StepPlan, batch: StepBatch, in_engine: dict, waiters: dict, error: Exception | None = None
+    ) -> None:
         """Stop a batch: its queued rows dropped, its rows in the engine aborted, its caller told."""
         plan.cancel(batch)
         aborted = [rid for rid, (b, _) in in_engine.items() if b is batch]

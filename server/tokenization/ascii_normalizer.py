@@ -44,8 +44,11 @@ class AsciiBertNormalizer:
         if normalizer.get("type") != "BertNormalizer":
             return None
         added = [token.content for token in tokenizer.get_added_tokens_decoder().values()]
-        return cls(clean_text=bool(normalizer.get("clean_text", True)),
-                   lowercase=bool(normalizer.get("lowercase", True)), added_tokens=added)
+        return cls(
+            clean_text=bool(normalizer.get("clean_text", True)),
+            lowercase=bool(normalizer.get("lowercase", True)),
+            added_tokens=added,
+        )
 
     def normalize(self, text: str) -> str | None:
         """``text`` normalized, or None: not ASCII, or it may hold an added token.

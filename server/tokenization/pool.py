@@ -7,10 +7,11 @@ batches. Truncation follows the model's max tokens (special tokens included).
 Only the ids are used, so ``encode_batch_fast`` (no character offsets) is preferred where the
 installed tokenizers has it: less CPU per row, CPU the engines share on a small machine.
 Pure-ASCII texts for BERT-family tokenizers are normalized ahead, in a few byte operations, and
-go to a copy of the tokenizer without its normalizer (server/tokenization/ascii_normalizer.py): same ids, less
-tokenizer CPU again (``embedtext bench --only ascii-normalizer``). With ``word_cache``, those texts are split into words in Python and
-each word's ids come from a cache (server/tokenization/word_cache.py): less CPU again (``--only word-cache``), but under the
-GIL, so the server turns it on only where the engines compute on the CPU.
+go to a copy of the tokenizer without its normalizer (server/tokenization/ascii_normalizer.py):
+same ids, less tokenizer CPU again (``embedtext bench --only ascii-normalizer``). With
+``word_cache``, those texts are split into words in Python and each word's ids come from a cache
+(server/tokenization/word_cache.py): less CPU again (``--only word-cache``), but under the GIL,
+so the server turns it on only where the engines compute on the CPU.
 """
 
 from __future__ import annotations
@@ -28,16 +29,23 @@ from embedtext.server.tokenization.word_cache import WordCacheEncoder
 class TokenizerPool:
     """Tokenizes batches of texts in worker threads."""
 
-    def __init__(self, tokenizer_file: str, max_tokens: int, threads: int = 2, ascii_normalizer: bool = True,
-                 word_cache: bool = False) -> None:
+    def __init__(
+        self,
+        tokenizer_file: str,
+        max_tokens: int,
+        threads: int = 2,
+        ascii_normalizer: bool = True,
+        word_cache: bool = False,
+    ) -> None:
         self.max_tokens = max_tokens
         whole = self._load(tokenizer_file)  # also the encoder for (truncate=False, pre-normalized=False)
         self.vocab_size = whole.get_vocab_size(with_added_tokens=True)
         # None: every text takes the tokenizer's own normalizer.
         self.ascii_normalizer = AsciiBertNormalizer.for_tokenizer(whole) if ascii_normalizer else None
         # None: normalized texts go to the tokenizer (it needs them normalized ahead).
-        self.word_cache = (WordCacheEncoder.for_tokenizer(whole, max_tokens)
-                           if word_cache and self.ascii_normalizer else None)
+        self.word_cache = (
+            WordCacheEncoder.for_tokenizer(whole, max_tokens) if word_cache and self.ascii_normalizer else None
+        )
         # (truncate, pre-normalized) -> the bound encode method of a tokenizer set up for it
         self._encoders = {}
         for truncate in (True, False):
@@ -53,7 +61,9 @@ class TokenizerPool:
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embedtext-tokenizer")
         # Interactive requests (a few rows) get a thread of their own: behind a bulk request's
         # thousands of rows in the shared threads they would wait for its whole tokenization.
-        self._interactive_executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="embedtext-tokenizer-interactive")
+        self._interactive_executor = ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix="embedtext-tokenizer-interactive"
+        )
 
     @staticmethod
     def _load(tokenizer_file: str) -> Tokenizer:

@@ -35,9 +35,12 @@ MAX_CACHED_CHARS = 64  # longer words (ids, hashes, base64) are encoded each tim
 class WordCacheEncoder:
     """Token ids of texts already normalized by ``AsciiBertNormalizer``, a word at a time."""
 
-    def __init__(self, wordpiece: Tokenizer, prefix: list[int], suffix: list[int], max_tokens: int,
-                 *, max_words: int = MAX_WORDS) -> None:
-        self._wordpiece = wordpiece.encode_batch_fast if hasattr(wordpiece, "encode_batch_fast") else wordpiece.encode_batch
+    def __init__(
+        self, wordpiece: Tokenizer, prefix: list[int], suffix: list[int], max_tokens: int, *, max_words: int = MAX_WORDS
+    ) -> None:
+        self._wordpiece = (
+            wordpiece.encode_batch_fast if hasattr(wordpiece, "encode_batch_fast") else wordpiece.encode_batch
+        )
         self.prefix = list(prefix)
         self.suffix = list(suffix)
         # Truncation keeps the specials and cuts the words' ids, as the tokenizer's does.

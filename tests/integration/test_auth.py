@@ -16,7 +16,6 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import embedtext
-from embedtext.connectors.security import TLSConfig
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import UnauthenticatedError, UnavailableError
 from embedtext.server.config import ServerConfig
@@ -130,7 +129,9 @@ def test_environment_configures_clients_and_the_cli(guarded, tiny_client, monkey
         np.testing.assert_allclose(client.embed(TEXTS), tiny_client.embed(TEXTS), atol=1e-6)
     out = subprocess.run(
         [sys.executable, "-m", "embedtext.cli", "info", "--target", guarded.target],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 0, out.stderr
     assert "tiny" in out.stdout
@@ -164,7 +165,9 @@ def test_server_refuses_unsafe_settings(kwargs, match):
 def test_serve_refuses_a_public_interface_without_tls_and_token():
     out = subprocess.run(
         [sys.executable, "-m", "embedtext.server", "--host", "0.0.0.0", "--engine", "null"],
-        capture_output=True, text=True, timeout=120,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
     assert out.returncode == 2 and "needs TLS" in out.stderr
 
@@ -181,8 +184,12 @@ _UNSAFE_MODULES = {"pickle", "cPickle", "cloudpickle", "dill", "marshal", "shelv
 def test_no_pickle_in_the_wire_path():
     """Nothing that serves or sends requests imports a pickle-like module; the service is
     registered with protobuf (de)serializers only."""
-    wire_path = [*(ROOT / "protocol").glob("*.py"), *(ROOT / "server").glob("*.py"), *(ROOT / "udf").glob("*.py"),
-                 *(ROOT / "connectors").glob("*.py")]
+    wire_path = [
+        *(ROOT / "protocol").glob("*.py"),
+        *(ROOT / "server").glob("*.py"),
+        *(ROOT / "udf").glob("*.py"),
+        *(ROOT / "connectors").glob("*.py"),
+    ]
     wire_path = [p for p in wire_path if p.name != "ray.py"]  # Ray's own task transport, not ours
     assert len(wire_path) > 20
     for path in wire_path:

@@ -4,11 +4,10 @@ and the server keeps serving. The table in the README ("What each case returns")
 Cases go through raw gRPC (the client library would refuse many of them before sending).
 """
 
+import grpc
 import numpy as np
 import pyarrow as pa
 import pytest
-
-import grpc
 
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import InvalidInputError
@@ -70,23 +69,41 @@ CASES = [
     ("offsets-decrease", packed(b"abcd", 0, 3, 1, 4), INVALID, "decrease at row 1", 0),
     ("negative-offset", packed(b"abc", 0, -1, 3), INVALID, "decrease", 0),
     ("offsets-empty", pb.EmbedRequest(packed_texts=pb.PackedTexts(data_utf8=b"abc")), INVALID, "offsets are empty", 0),
-    ("offsets-not-int32-sized",
-     pb.EmbedRequest(packed_texts=pb.PackedTexts(data_utf8=b"abc", offsets_i32le=b"\x00\x00\x00")), INVALID,
-     "not a multiple of 4", 0),
+    (
+        "offsets-not-int32-sized",
+        pb.EmbedRequest(packed_texts=pb.PackedTexts(data_utf8=b"abc", offsets_i32le=b"\x00\x00\x00")),
+        INVALID,
+        "not a multiple of 4",
+        0,
+    ),
     ("zero-rows-packed", packed(b"", 0), INVALID, "no rows", 0),
     # --- token ids ---
     ("negative-token-id", ids([[2, -5, 3]]), INVALID, "negative token id", 0),
     ("out-of-vocabulary-token-id", ids([[2, 10**6, 3]]), INVALID, "outside the vocabulary", 0),
     ("int32-max-token-id", ids([[2**31 - 1]]), INVALID, "outside the vocabulary", 0),
     ("empty-token-row", ids([[2, 3], []]), INVALID, "row 1 is empty", 0),
-    ("token-row-too-long-no-truncation", ids([[5] * (MAX_TOKENS + 1)], truncation=pb.TRUNCATION_NONE), INVALID,
-     "at most", 0),
+    (
+        "token-row-too-long-no-truncation",
+        ids([[5] * (MAX_TOKENS + 1)], truncation=pb.TRUNCATION_NONE),
+        INVALID,
+        "at most",
+        0,
+    ),
     ("token-row-too-long-truncated", ids([[5] * (MAX_TOKENS + 50)]), OK, None, 1),
-    ("token-ids-not-int32-sized",
-     pb.EmbedRequest(token_ids=pb.PackedTokenIds(ids_i32le=b"\x01\x00", offsets_i32le=i32(0, 1))), INVALID,
-     "not a multiple of 4", 0),
-    ("token-offsets-past-ids", pb.EmbedRequest(token_ids=pb.PackedTokenIds(ids_i32le=i32(5), offsets_i32le=i32(0, 9))),
-     INVALID, "last offset", 0),
+    (
+        "token-ids-not-int32-sized",
+        pb.EmbedRequest(token_ids=pb.PackedTokenIds(ids_i32le=b"\x01\x00", offsets_i32le=i32(0, 1))),
+        INVALID,
+        "not a multiple of 4",
+        0,
+    ),
+    (
+        "token-offsets-past-ids",
+        pb.EmbedRequest(token_ids=pb.PackedTokenIds(ids_i32le=i32(5), offsets_i32le=i32(0, 9))),
+        INVALID,
+        "last offset",
+        0,
+    ),
     # --- options ---
     ("unknown-model", texts("a", model="no-such-model"), grpc.StatusCode.NOT_FOUND, "served models: tiny", 0),
     ("megabyte-model-name", texts("a", model="m" * (1 << 20)), grpc.StatusCode.NOT_FOUND, "characters", 0),
@@ -100,7 +117,13 @@ CASES = [
     # --- bytes that are not a request at all ---
     ("malformed-protobuf", b"\xff\xff\xff\xff", INVALID, "malformed request", 0),
     ("truncated-protobuf", texts("hello world").SerializeToString()[:-3], INVALID, "malformed request", 0),
-    ("pickle-payload", b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00\x8c\x07os.exit\x94.", INVALID, "malformed request", 0),
+    (
+        "pickle-payload",
+        b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00\x8c\x07os.exit\x94.",
+        INVALID,
+        "malformed request",
+        0,
+    ),
     ("json-payload", b'{"input": ["a cat"], "model": "tiny"}', INVALID, "malformed", 0),
     # another message's bytes: its fields do not fit EmbedRequest's wire types, so none is set
     ("wrong-message-type", pb.ModelInfo(dim=5, max_tokens=7).SerializeToString(), INVALID, "no inputs", 0),
@@ -151,7 +174,11 @@ def test_a_malformed_item_on_a_stream_fails_only_itself(servers):
     channel = grpc.insecure_channel(servers.tiny.target)
     with channel:
         stream = channel.stream_stream("/embedtext.v1.Embedding/EmbedStream")
-        items = [texts("a", request_id=1).SerializeToString(), b"\xff\xff\xff", texts("b", request_id=3).SerializeToString()]
+        items = [
+            texts("a", request_id=1).SerializeToString(),
+            b"\xff\xff\xff",
+            texts("b", request_id=3).SerializeToString(),
+        ]
         replies = [pb.EmbedStreamResponse.FromString(r) for r in stream(iter(items), timeout=60)]
     by_outcome = sorted((r.WhichOneof("outcome"), r.request_id) for r in replies)
     assert by_outcome == [("error", 0), ("response", 1), ("response", 3)]

@@ -13,17 +13,38 @@ import sys
 def test_transport_suite_writes_a_report(tmp_path):
     out = tmp_path / "bench.json"
     done = subprocess.run(
-        [sys.executable, "-m", "embedtext.cli", "bench", "--only", "transport", "--rows", "3000", "--dims", "384",
-         "--json", str(out), "--workdir", str(tmp_path / "work")],
-        capture_output=True, text=True, timeout=180, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        [
+            sys.executable,
+            "-m",
+            "embedtext.cli",
+            "bench",
+            "--only",
+            "transport",
+            "--rows",
+            "3000",
+            "--dims",
+            "384",
+            "--json",
+            str(out),
+            "--workdir",
+            str(tmp_path / "work"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert done.returncode == 0, done.stderr[-3000:]
     report = json.loads(out.read_text())
     assert {"hardware", "command", "cases", "ratios", "targets"} <= report.keys()
     assert report["hardware"]["cores"] >= 1 and report["hardware"]["duckdb"]
     cases = {c["name"]: c for c in report["cases"]}
-    end_to_end = {"null_engine_udf_bytes_d384", "null_engine_udf_repeated_float_d384", "null_engine_http_json_d384",
-                  "null_inprocess_udf_d384"}
+    end_to_end = {
+        "null_engine_udf_bytes_d384",
+        "null_engine_udf_repeated_float_d384",
+        "null_engine_http_json_d384",
+        "null_inprocess_udf_d384",
+    }
     assert cases.keys() == end_to_end | {"wire_bytes_d384", "wire_repeated_float_d384"}
     for case in report["cases"]:
         assert case["suite"] == "transport" and case["rows_per_s"] > 0
@@ -31,8 +52,14 @@ def test_transport_suite_writes_a_report(tmp_path):
         case = cases[name]
         assert case["rows"] == 3000 and case["tokens_per_row"] == 10
         assert case["tokens_per_s"] > 0 and case["peak_rss_mb"] > 0
-    for key in ("bytes_vs_repeated_float", "bytes_vs_json", "bytes_vs_repeated_float_384", "bytes_vs_json_384",
-                "bytes_vs_null_inprocess_384", "wire_bytes_vs_repeated_float"):
+    for key in (
+        "bytes_vs_repeated_float",
+        "bytes_vs_json",
+        "bytes_vs_repeated_float_384",
+        "bytes_vs_json_384",
+        "bytes_vs_null_inprocess_384",
+        "wire_bytes_vs_repeated_float",
+    ):
         assert isinstance(report["ratios"][key], float) and report["ratios"][key] > 0, key
     target = report["targets"]["bytes_vs_repeated_float"]
     assert target["target"] == 20.0 and isinstance(target["met"], bool)
@@ -49,11 +76,18 @@ def test_latency_suite_loads_each_client_relative_to_its_own_maximum(tiny_model_
 
     with LocalServer([f"tiny={tiny_model_dir}"], args=["--engine", "null"], log_path=tmp_path / "null.log") as server:
         texts = BenchCorpus(tiny_model_dir).texts(4 * 2048, 10)
-        cases = {c["name"]: c for c in run_latency(server.target, texts, 10, loads=(0.25, 1.0), single_s=1.0,
-                                                   chunk_requests=1)}
-    assert set(cases) == {"latency_closed_loop_max_10tok", "latency_closed_loop_max_single_row_10tok",
-                          "latency_single_row_25pct", "latency_single_row_100pct",
-                          "latency_chunk_2048_25pct", "latency_chunk_2048_100pct"}
+        cases = {
+            c["name"]: c
+            for c in run_latency(server.target, texts, 10, loads=(0.25, 1.0), single_s=1.0, chunk_requests=1)
+        }
+    assert set(cases) == {
+        "latency_closed_loop_max_10tok",
+        "latency_closed_loop_max_single_row_10tok",
+        "latency_single_row_25pct",
+        "latency_single_row_100pct",
+        "latency_chunk_2048_25pct",
+        "latency_chunk_2048_100pct",
+    }
     single_max = cases["latency_closed_loop_max_single_row_10tok"]["rows_per_s"]
     chunk_max = cases["latency_closed_loop_max_10tok"]["rows_per_s"]
     assert single_max > 0 and chunk_max > 0

@@ -58,8 +58,9 @@ def test_calls_beyond_max_concurrent_rpcs_are_refused(bounded_null_server):
             loop = asyncio.get_running_loop()
             give_up = loop.time() + 30
             while len(pending) > MAX_RPCS and loop.time() < give_up:
-                _, pending = await asyncio.wait(pending, timeout=give_up - loop.time(),
-                                                return_when=asyncio.FIRST_COMPLETED)
+                _, pending = await asyncio.wait(
+                    pending, timeout=give_up - loop.time(), return_when=asyncio.FIRST_COMPLETED
+                )
             refused = [task.result() for task in codes if task not in pending]
             admitted = [codes[task] for task in pending]
             send.set()

@@ -7,9 +7,8 @@ core; a stepped engine, built in the replica's own process, says in the log how 
 computes on.
 """
 
-import re
-
 import os
+import re
 from pathlib import Path
 
 import psutil
@@ -45,8 +44,12 @@ def test_engine_workers_use_every_core_on_a_small_machine(servers):
     tree = psutil.Process(servers.minilm.pid).children(recursive=True)
     workers = [p for p in tree if "OMP_NUM_THREADS" in _environ(p)]
     stepped = [int(n) for n in re.findall(r"the engine computes on (\d+) threads", servers.minilm.log_path.read_text())]
-    assert workers or stepped, f"no engine worker with OMP_NUM_THREADS among {[p.name() for p in tree]}, no stepped engine"
+    assert workers or stepped, (
+        f"no engine worker with OMP_NUM_THREADS among {[p.name() for p in tree]}, no stepped engine"
+    )
     assert stepped == [_physical_cores()] * len(stepped)
     for worker in workers:
         env = _environ(worker)
-        assert int(env["OMP_NUM_THREADS"]) == _physical_cores(), f"worker {worker.pid}: {env['OMP_NUM_THREADS']} threads"
+        assert int(env["OMP_NUM_THREADS"]) == _physical_cores(), (
+            f"worker {worker.pid}: {env['OMP_NUM_THREADS']} threads"
+        )

@@ -55,7 +55,8 @@ def test_filtered_short_chunks(tiny_db, tiny_client):
 def test_null_empty_and_blank_give_null(tiny_db, tiny_client):
     con, _ = tiny_db
     got = con.execute(
-        "SELECT t, embed_text(t) FROM (VALUES (1, 'a cat'), (2, NULL), (3, ''), (4, '   '), (5, 'a dog')) v(i, t) ORDER BY i"
+        "SELECT t, embed_text(t) FROM (VALUES (1, 'a cat'), (2, NULL), (3, ''), (4, '   '), (5, 'a dog')) v(i, t) "
+        "ORDER BY i"
     ).fetchall()
     assert [r[1] is None for r in got] == [False, True, True, True, False]
     listed = con.execute(
@@ -69,9 +70,7 @@ def test_null_empty_and_blank_give_null(tiny_db, tiny_client):
 def test_duplicates_are_embedded_once_per_chunk(tiny_db):
     con, reg = tiny_db
     before = reg.embedder.rows_sent
-    got = con.execute(
-        "SELECT i % 7 AS k, embed_text('word ' || (i % 7)) FROM range(4000) t(i) ORDER BY i"
-    ).fetchall()
+    got = con.execute("SELECT i % 7 AS k, embed_text('word ' || (i % 7)) FROM range(4000) t(i) ORDER BY i").fetchall()
     sent = reg.embedder.rows_sent - before
     assert sent <= 7 * 2  # 4000 rows = 2 chunks of at most 7 distinct texts
     by_key = {}
@@ -85,7 +84,8 @@ def test_constant_argument_is_embedded_once_per_query(tiny_db):
     con.execute("CREATE OR REPLACE TABLE vecs AS SELECT id, embed_text(body) AS v FROM docs").fetchall()
     calls = reg.embedder.calls
     top = con.execute(
-        "SELECT id FROM vecs ORDER BY array_cosine_similarity(v, embed_text('row 17 the cat and the bank')) DESC LIMIT 1"
+        "SELECT id FROM vecs "
+        "ORDER BY array_cosine_similarity(v, embed_text('row 17 the cat and the bank')) DESC LIMIT 1"
     ).fetchall()[0]
     assert top == (17,)
     assert reg.embedder.calls - calls == 1
@@ -122,7 +122,9 @@ def test_unembeddable_row_fails_query_or_gives_null(servers):
     con = duckdb.connect()
     embedtext.register(con, servers.tiny.target, name="strict", truncate=False)
     embedtext.register(con, servers.tiny.target, name="lenient", truncate=False, on_error="null")
-    con.execute("CREATE TABLE t AS SELECT * FROM (VALUES (1, 'a cat'), (2, repeat('word ', 300)), (3, 'a dog')) v(i, s)").fetchall()
+    con.execute(
+        "CREATE TABLE t AS SELECT * FROM (VALUES (1, 'a cat'), (2, repeat('word ', 300)), (3, 'a dog')) v(i, s)"
+    ).fetchall()
     with pytest.raises(duckdb.Error, match="truncation is off"):
         con.execute("SELECT strict(s) FROM t").fetchall()
     got = con.execute("SELECT i, lenient(s) IS NULL FROM t ORDER BY i").fetchall()
@@ -150,14 +152,14 @@ def test_parallel_chunks_from_several_row_groups(servers, tiny_client):
 
 
 def test_search_macro_finds_the_documented_module(servers):
+    import pyarrow as pa
+
     from embedtext.corpus import docstring_corpus
     from embedtext.demo import SEARCHES
 
-    import pyarrow as pa
-
     con = duckdb.connect()
     embedtext.register(con, servers.minilm.target)
-    corpus = pa.table(docstring_corpus())
+    con.register("corpus", pa.table(docstring_corpus()))
     con.execute("CREATE TABLE docs AS SELECT * FROM corpus").fetchall()
     con.execute("CREATE TABLE doc_vectors AS SELECT id, embed_text(body) AS v FROM docs").fetchall()
     # The module whose docstrings answer each demo question, read off the standard library.
@@ -169,7 +171,9 @@ def test_search_macro_finds_the_documented_module(servers):
             [query],
         ).fetchall()
         assert hits[0][0].split(".")[0] in modules, (query, hits)
-    sim = con.execute("SELECT embed_text_similarity('a cat', 'a kitten'), embed_text_similarity('a cat', 'bond yields')").fetchall()[0]
+    sim = con.execute(
+        "SELECT embed_text_similarity('a cat', 'a kitten'), embed_text_similarity('a cat', 'bond yields')"
+    ).fetchall()[0]
     assert sim[0] > 0.5 > sim[1]
 
 

@@ -95,7 +95,9 @@ def _raw_stub(target):
         (pb.EmbedRequest(texts=pb.TextList(texts=[])), grpc.StatusCode.INVALID_ARGUMENT, "no rows"),
         (pb.EmbedRequest(), grpc.StatusCode.INVALID_ARGUMENT, "no inputs"),
         (
-            pb.EmbedRequest(packed_texts=pb.PackedTexts(data_utf8=b"abc", offsets_i32le=np.array([0, 5], "<i4").tobytes())),
+            pb.EmbedRequest(
+                packed_texts=pb.PackedTexts(data_utf8=b"abc", offsets_i32le=np.array([0, 5], "<i4").tobytes())
+            ),
             grpc.StatusCode.INVALID_ARGUMENT,
             "last offset",
         ),
@@ -104,10 +106,17 @@ def _raw_stub(target):
             grpc.StatusCode.INVALID_ARGUMENT,
             "truncation is off",
         ),
-        (pb.EmbedRequest(texts=pb.TextList(texts=["a"]), dimensions=4096), grpc.StatusCode.INVALID_ARGUMENT, "dimensions"),
         (
-            pb.EmbedRequest(token_ids=pb.PackedTokenIds(ids_i32le=np.array([2, 99999, 3], "<i4").tobytes(),
-                                                        offsets_i32le=np.array([0, 3], "<i4").tobytes())),
+            pb.EmbedRequest(texts=pb.TextList(texts=["a"]), dimensions=4096),
+            grpc.StatusCode.INVALID_ARGUMENT,
+            "dimensions",
+        ),
+        (
+            pb.EmbedRequest(
+                token_ids=pb.PackedTokenIds(
+                    ids_i32le=np.array([2, 99999, 3], "<i4").tobytes(), offsets_i32le=np.array([0, 3], "<i4").tobytes()
+                )
+            ),
             grpc.StatusCode.INVALID_ARGUMENT,
             "outside the vocabulary",
         ),
@@ -161,7 +170,9 @@ def test_embed_stream_answers_each_request(servers, tiny_client):
     expected = tiny_client.embed(TEXTS)
     for i in range(len(TEXTS)):
         r = replies[i].response
-        np.testing.assert_allclose(codec.bytes_to_ndarray(r.embeddings_f32le, r.count, r.dim)[0], expected[i], atol=1e-6)
+        np.testing.assert_allclose(
+            codec.bytes_to_ndarray(r.embeddings_f32le, r.count, r.dim)[0], expected[i], atol=1e-6
+        )
 
 
 def test_async_client_matches_sync(servers, tiny_client):
@@ -199,7 +210,9 @@ def test_health_and_reflection(servers):
         health = health_pb2_grpc.HealthStub(channel).Check(health_pb2.HealthCheckRequest(service=""), timeout=10)
         assert health.status == health_pb2.HealthCheckResponse.SERVING
         stub = reflection_pb2_grpc.ServerReflectionStub(channel)
-        reply = next(stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10))
+        reply = next(
+            stub.ServerReflectionInfo(iter([reflection_pb2.ServerReflectionRequest(list_services="")]), timeout=10)
+        )
         names = {s.name for s in reply.list_services_response.service}
     assert "embedtext.v1.Embedding" in names
 

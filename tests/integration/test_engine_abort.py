@@ -36,8 +36,9 @@ def _scenario(model_dir: str, loop: str) -> dict:
     spec = load_model_spec(model_dir, name="tiny")
     tokenizer = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens)
     rows = tokenizer.tokenize_sync([f"row {i} " + "word " * 400 for i in range(3000)])  # seconds of work
-    settings = EngineSettings(memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu",
-                              dtype="float32", enforce_eager=True)
+    settings = EngineSettings(
+        memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu", dtype="float32", enforce_eager=True
+    )
     backend = (SteppedVllmBackend if loop == "stepped" else VllmBackend)(spec, settings, name="abort-test")
 
     def unfinished() -> int:
@@ -52,8 +53,12 @@ def _scenario(model_dir: str, loop: str) -> dict:
             while unfinished() < (1 if loop == "stepped" else len(rows)) and not work.done():
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.3)
-            out = {"rows": len(rows), "full_rows": sum(len(r) == spec.max_tokens for r in rows),
-                   "done_before_cancel": work.done(), "in_engine_before": unfinished()}
+            out = {
+                "rows": len(rows),
+                "full_rows": sum(len(r) == spec.max_tokens for r in rows),
+                "done_before_cancel": work.done(),
+                "in_engine_before": unfinished(),
+            }
             work.cancel()
             try:
                 await work
@@ -79,15 +84,22 @@ def _scenario(model_dir: str, loop: str) -> dict:
 @pytest.mark.slow
 @pytest.mark.parametrize("loop", ["async", "stepped"])
 def test_a_cancelled_batch_is_aborted_in_the_engine(tiny_model_dir, loop):
-    done = subprocess.run([sys.executable, __file__, str(tiny_model_dir), loop], capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    done = subprocess.run(
+        [sys.executable, __file__, str(tiny_model_dir), loop],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stderr[-3000:]
-    got = json.loads(lines[-1][len("RESULT "):])
+    got = json.loads(lines[-1][len("RESULT ") :])
     assert got["full_rows"] == got["rows"]
     assert not got["done_before_cancel"], "the batch finished before it could be cancelled; make it longer"
     assert got["in_engine_before"] > 0 and got["cancelled"]
-    assert got["in_engine_after"] == 0, f"{got['in_engine_after']} of {got['in_engine_before']} requests still in the engine"
+    assert got["in_engine_after"] == 0, (
+        f"{got['in_engine_after']} of {got['in_engine_before']} requests still in the engine"
+    )
     assert got["next_shape"] == [3, got["dim"]] and got["next_finite"]
 
 

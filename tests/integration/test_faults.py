@@ -48,7 +48,9 @@ def test_server_restarted_during_a_duckdb_query(guarded, tiny_client):
     once the server is back, the same connection embeds again."""
     con = duckdb.connect()
     embedtext.register(con, guarded.client(timeout=300))
-    con.execute("CREATE TABLE docs AS SELECT i AS id, 'row ' || i || ' of a long table' AS body FROM range(300000) t(i)")
+    con.execute(
+        "CREATE TABLE docs AS SELECT i AS id, 'row ' || i || ' of a long table' AS body FROM range(300000) t(i)"
+    )
     outcome = {}
 
     def query():

@@ -109,8 +109,23 @@ def test_kill_9_mid_run_loses_nothing_and_rerun_matches_clean_run(tmp_path, serv
     db, clean = tmp_path / "killed.duckdb", tmp_path / "clean.duckdb"
     for d in (db, clean):
         _make_docs(d, 20000)
-    cmd = [sys.executable, "-m", "embedtext.cli", "index", str(db), "--table", "docs", "--key", "id",
-           "--text", "body", "--target", servers.tiny.target, "--batch-rows", "256"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "embedtext.cli",
+        "index",
+        str(db),
+        "--table",
+        "docs",
+        "--key",
+        "id",
+        "--text",
+        "body",
+        "--target",
+        servers.tiny.target,
+        "--batch-rows",
+        "256",
+    ]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     assert "rows to embed" in proc.stderr.readline()
     time.sleep(4)
@@ -125,16 +140,27 @@ def test_kill_9_mid_run_loses_nothing_and_rerun_matches_clean_run(tmp_path, serv
     _index(clean, servers)
     killed_rows, clean_rows = _table(db), _table(clean)
     assert [r[:4] for r in killed_rows] == [r[:4] for r in clean_rows]
-    np.testing.assert_allclose(
-        np.array([r[4] for r in killed_rows]), np.array([r[4] for r in clean_rows]), atol=1e-5
-    )
+    np.testing.assert_allclose(np.array([r[4] for r in killed_rows]), np.array([r[4] for r in clean_rows]), atol=1e-5)
 
 
 def test_second_run_while_one_is_active_gets_a_clear_message(tmp_path, servers):
     db = tmp_path / "e.duckdb"
     _make_docs(db, 20000)
-    cmd = [sys.executable, "-m", "embedtext.cli", "index", str(db), "--table", "docs", "--key", "id",
-           "--text", "body", "--target", servers.tiny.target]
+    cmd = [
+        sys.executable,
+        "-m",
+        "embedtext.cli",
+        "index",
+        str(db),
+        "--table",
+        "docs",
+        "--key",
+        "id",
+        "--text",
+        "body",
+        "--target",
+        servers.tiny.target,
+    ]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     try:
         assert "rows to embed" in proc.stderr.readline()
@@ -190,9 +216,28 @@ def test_ray_data_run_gives_the_same_table_as_a_local_run(tmp_path, servers):
     _index(local, servers, truncate=False)
     # Through the CLI, in a process of its own, as users run it: Ray starts its cluster processes
     # from there, not from this test process with its many gRPC channels and servers.
-    cmd = [sys.executable, "-m", "embedtext.cli", "index", str(on_ray), "--table", "docs", "--key", "id",
-           "--text", "body", "--target", f"{servers.tiny.target},{servers.tiny.target}", "--batch-rows", "500",
-           "--no-truncate", "--engine", "ray", "--workers", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "embedtext.cli",
+        "index",
+        str(on_ray),
+        "--table",
+        "docs",
+        "--key",
+        "id",
+        "--text",
+        "body",
+        "--target",
+        f"{servers.tiny.target},{servers.tiny.target}",
+        "--batch-rows",
+        "500",
+        "--no-truncate",
+        "--engine",
+        "ray",
+        "--workers",
+        "2",
+    ]
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
 
     def summary_line(out: subprocess.CompletedProcess) -> str:  # the job's last line, on stderr
@@ -201,7 +246,8 @@ def test_ray_data_run_gives_the_same_table_as_a_local_run(tmp_path, servers):
 
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, env=env)
     assert done.returncode == 0 and summary_line(done).startswith("2999 rows embedded, 0 removed, 1 failed in "), (
-        summary_line(done))
+        summary_line(done)
+    )
     a, b = _table(local), _table(on_ray)
     assert [r[:4] for r in a] == [r[:4] for r in b]
     np.testing.assert_allclose(np.array([r[4] for r in a]), np.array([r[4] for r in b]), atol=1e-5)
@@ -214,12 +260,30 @@ def test_ray_data_run_gives_the_same_table_as_a_local_run(tmp_path, servers):
 def test_server_killed_mid_index_then_rerun_matches_clean_run(tmp_path, guarded, servers):
     """kill -9 of the server and its engine during `embedtext index` (reaching it through
     EMBEDTEXT_TOKEN and EMBEDTEXT_TLS_*): the job stops with its summary line; the rerun
-    (on another server of the same model; the guarded one is gone after this test) ends identical to a clean run: 0 rows lost or doubled."""
+    (on another server of the same model; the guarded one is gone after this test) ends identical
+    to a clean run: 0 rows lost or doubled."""
     db, clean = tmp_path / "victim.duckdb", tmp_path / "clean.duckdb"
     for d in (db, clean):
         _make_docs(d, 20000)
-    cmd = [sys.executable, "-m", "embedtext.cli", "index", str(db), "--table", "docs", "--key", "id",
-           "--text", "body", "--target", guarded.target, "--batch-rows", "256", "--retries", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "embedtext.cli",
+        "index",
+        str(db),
+        "--table",
+        "docs",
+        "--key",
+        "id",
+        "--text",
+        "body",
+        "--target",
+        guarded.target,
+        "--batch-rows",
+        "256",
+        "--retries",
+        "2",
+    ]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, **guarded.client_env()})
     assert "rows to embed" in proc.stderr.readline()
     time.sleep(3)

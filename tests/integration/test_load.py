@@ -3,8 +3,8 @@
 Below the queue bound (--max-queued-rows 4096 on the test server) nothing fails; above it the
 server refuses the excess with RESOURCE_EXHAUSTED and a retry hint, and the clients back off and
 retry inside their deadline: a caller sees at most an OverloadedError saying its deadline ran
-out, nothing else; server memory stays bounded. Latency percentiles are printed (and go into the README's reliability section);
-they are not asserted.
+out, nothing else; server memory stays bounded. Latency percentiles are printed (and go into
+the README's reliability section); they are not asserted.
 """
 
 import asyncio
@@ -67,7 +67,8 @@ async def _run_load(target: str, rows_per_request: int, seconds: float, pid: int
 def _report(label: str, rows: int, latencies, errors, rss, elapsed) -> str:
     ms = np.array(latencies) * 1000
     return (
-        f"{label}: {CLIENTS} clients x {rows} rows, {elapsed:.0f}s: {len(ms)} ok ({len(ms) * rows / elapsed:,.0f} rows/s), "
+        f"{label}: {CLIENTS} clients x {rows} rows, {elapsed:.0f}s: "
+        f"{len(ms)} ok ({len(ms) * rows / elapsed:,.0f} rows/s), "
         f"p50 {np.percentile(ms, 50):.0f} ms, p99 {np.percentile(ms, 99):.0f} ms, "
         f"over 200 ms {np.mean(ms > 200):.0%}, errors {dict(errors) or 0}, "
         f"server RSS {min(rss or [0]):,.0f}-{max(rss or [0]):,.0f} MiB"
@@ -96,7 +97,9 @@ def test_64_clients_above_the_queue_bound_back_off_and_are_served(servers, capsy
     rows = 128  # 64 x 128 = 8,192 rows offered, twice the bound
     assert CLIENTS * rows > QUEUE_BOUND
     refused_before = _refusals(servers)
-    latencies, errors, rss, elapsed = asyncio.run(_run_load(servers.tiny.target, rows, min(SECONDS, 15), servers.tiny.pid))
+    latencies, errors, rss, elapsed = asyncio.run(
+        _run_load(servers.tiny.target, rows, min(SECONDS, 15), servers.tiny.pid)
+    )
     with capsys.disabled():
         print("\n" + _report("above the bound", rows, latencies, errors, rss, elapsed))
     assert _refusals(servers) > refused_before  # the server did refuse: the clients retried

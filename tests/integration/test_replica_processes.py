@@ -9,15 +9,16 @@ tests use, including killing an engine under load (test_embedding_service).
 import asyncio
 import os
 import signal
+from pathlib import Path
 
 import numpy as np
 import pytest
 
 from embedtext.server.engine.base import EngineSettings, ReplicaDeadError
+from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.engine.process_backend import EngineProcessBackend
 from embedtext.server.engine.worker import PROCESS_NAME
 from embedtext.server.models import load_model_spec
-from embedtext.server.engine.null_backend import NullBackend
 
 SETTINGS = EngineSettings(memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu")
 ROWS = [[101, 7, 102], [101, 102], list(range(1, 129)), [5]]
@@ -32,6 +33,10 @@ def _run(coro):
     return asyncio.run(asyncio.wait_for(coro, 120))
 
 
+def _process_name(pid: int) -> str:
+    return Path(f"/proc/{pid}/comm").read_text().strip()
+
+
 def test_worker_process_returns_what_the_engine_returns(spec):
     async def scenario():
         inline = NullBackend(spec)
@@ -42,8 +47,7 @@ def test_worker_process_returns_what_the_engine_returns(spec):
         try:
             worker = backend.pids[0]
             assert worker != os.getpid() and backend.alive
-            with open(f"/proc/{worker}/comm") as fh:
-                name = fh.read().strip()
+            name = _process_name(worker)
             # Batches in flight at once come back to their own callers.
             batches = [ROWS[i:] for i in range(len(ROWS))]
             got = await asyncio.gather(*(backend.embed(b) for b in batches))

@@ -17,7 +17,9 @@ def test_prints_duckdb_sql_from_an_argument_and_from_stdin():
 
 
 def test_dimension_mismatch_is_a_clear_error():
-    out = CliRunner().invoke(sql_command, ["SELECT EMBED_TEXT_768('arctic', b) FROM d", "--map", "arctic=embed_text:128"])
+    out = CliRunner().invoke(
+        sql_command, ["SELECT EMBED_TEXT_768('arctic', b) FROM d", "--map", "arctic=embed_text:128"]
+    )
     assert out.exit_code == 1
     assert "asks for 768 dimensions" in out.output
 
@@ -25,7 +27,9 @@ def test_dimension_mismatch_is_a_clear_error():
 def test_runs_a_file_against_a_database(servers, tmp_path):
     database = tmp_path / "cli.db"
     con = duckdb.connect(str(database))
-    con.execute("CREATE TABLE docs AS SELECT * FROM (VALUES (1, 'bread dough'), (2, 'a sick dog')) v(id, body)").fetchall()
+    con.execute(
+        "CREATE TABLE docs AS SELECT * FROM (VALUES (1, 'bread dough'), (2, 'a sick dog')) v(id, body)"
+    ).fetchall()
     con.close()
     query = tmp_path / "q.sql"
     query.write_text(
@@ -34,8 +38,17 @@ def test_runs_a_file_against_a_database(servers, tmp_path):
     )
     out = CliRunner().invoke(
         sql_command,
-        ["--file", str(query), "--run", "--database", str(database), "--target", servers.tiny.target,
-         "--map", "e5-base-v2=embed_64:64:tiny"],
+        [
+            "--file",
+            str(query),
+            "--run",
+            "--database",
+            str(database),
+            "--target",
+            servers.tiny.target,
+            "--map",
+            "e5-base-v2=embed_64:64:tiny",
+        ],
     )
     assert out.exit_code == 0, out.output
     lines = [line for line in out.output.splitlines() if not line.startswith("--")]
@@ -60,7 +73,9 @@ def test_prints_sql_that_binds_without_a_map(servers):
     query = "SELECT id, VECTOR_L2_DISTANCE(AI_EMBED('e5', body), AI_EMBED('e5', 'bread')) AS d FROM docs ORDER BY d"
     asked = CliRunner().invoke(sql_command, [query, "--target", servers.tiny.target, "--no-rewrite"])
     assert asked.exit_code == 0, asked.output
-    assert asked.output == "SELECT id, ARRAY_DISTANCE(embed_text(body), embed_text('bread')) AS d FROM docs ORDER BY d;\n"
+    assert (
+        asked.output == "SELECT id, ARRAY_DISTANCE(embed_text(body), embed_text('bread')) AS d FROM docs ORDER BY d;\n"
+    )
     unmapped = CliRunner().invoke(sql_command, [query.replace("'e5'", "'tiny'")])
     assert unmapped.exit_code == 0, unmapped.output
     assert "list_distance(" in unmapped.output

@@ -27,7 +27,10 @@ CREATE TABLE doc_vectors AS SELECT id, embed_text(body) AS v FROM docs;
 # (Snowflake query, hand-written DuckDB equivalent)
 CORPUS = [
     (f"SELECT id, {M}body) AS v FROM docs", "SELECT id, embed_text(body) AS v FROM docs"),
-    (f"SELECT id, {M}category) AS v FROM docs WHERE id < 30", "SELECT id, embed_text(category) AS v FROM docs WHERE id < 30"),
+    (
+        f"SELECT id, {M}category) AS v FROM docs WHERE id < 30",
+        "SELECT id, embed_text(category) AS v FROM docs WHERE id < 30",
+    ),
     (
         f"SELECT id, VECTOR_COSINE_SIMILARITY({M}body), {M}'how do I bake bread')) AS s FROM docs ORDER BY s DESC, id LIMIT 5",
         "SELECT id, array_cosine_similarity(embed_text(body), embed_text('how do I bake bread')) AS s FROM docs ORDER BY s DESC, id LIMIT 5",

@@ -23,8 +23,9 @@ def peers(tmp_path_factory):
     onnx_path = export_onnx(spec.path, tmp_path_factory.mktemp("onnx") / "model.onnx")
     return spec, {
         "st_embed": SentenceTransformersEmbedder(spec.path, threads=2, batch_rows=2),
-        "ort_embed": OnnxRuntimeEmbedder(onnx_path, spec.tokenizer_file, max_tokens=spec.max_tokens, threads=2,
-                                         batch_rows=2),
+        "ort_embed": OnnxRuntimeEmbedder(
+            onnx_path, spec.tokenizer_file, max_tokens=spec.max_tokens, threads=2, batch_rows=2
+        ),
     }
 
 
@@ -45,7 +46,8 @@ def test_peers_run_as_duckdb_arrow_functions(peers):
     for name, fn in embedders.items():
         register_udf(con, name, fn, spec.dim)
     con.execute("CREATE TABLE docs AS SELECT unnest(?) AS body", [TEXTS[:3]]).fetchall()
-    rows = con.execute("SELECT typeof(st_embed(body)), list_cosine_similarity(st_embed(body), ort_embed(body)) "
-                       "FROM docs").fetchall()
+    rows = con.execute(
+        "SELECT typeof(st_embed(body)), list_cosine_similarity(st_embed(body), ort_embed(body)) FROM docs"
+    ).fetchall()
     assert [r[0] for r in rows] == ["FLOAT[384]"] * 3
     assert min(r[1] for r in rows) >= 0.99999

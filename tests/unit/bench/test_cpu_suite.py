@@ -20,6 +20,14 @@ def test_rounds_give_the_median_of_per_round_ratios_not_the_ratio_of_medians():
 
 
 def test_paths_timed_one_after_the_other_give_the_ratio_of_their_speeds():
-    cases = [_case("udf_embed_text", 50, 120.0), _case("inprocess_llm_embed", 50, 100.0),
-             _case("udf_filtered_chunks", 50, 60.0), _case("udf_materialized", 50, 90.0)]
-    assert cpu_ratios(cases) == {"udf_vs_inprocess": 1.2, "filtered_vs_full_chunks": 0.5, "materialized_vs_filtered": 1.5}
+    cases = [
+        _case("udf_embed_text", 50, 120.0),
+        _case("inprocess_llm_embed", 50, 100.0),
+        _case("udf_filtered_chunks", 50, 60.0),
+        _case("udf_materialized", 50, 90.0),
+    ]
+    assert cpu_ratios(cases) == {
+        "udf_vs_inprocess": 1.2,
+        "filtered_vs_full_chunks": 0.5,
+        "materialized_vs_filtered": 1.5,
+    }

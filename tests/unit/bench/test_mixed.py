@@ -7,9 +7,20 @@ from embedtext.bench.mixed import MODES, mixed_ratios, run_mixed
 def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir):
     bulk = [f"bulk row {i} of a table" for i in range(64)]
     probes = [f"query {i}" for i in range(8)]
-    cases = run_mixed([f"tiny={tiny_model_dir}"], bulk, probes, clients=2, seconds=0.8, rounds=2, scan_rows=100,
-                      flood_clients=3, flood_seconds=0.5, args=["--engine", "null"], settle_s=0,
-                      progress=lambda _line: None)
+    cases = run_mixed(
+        [f"tiny={tiny_model_dir}"],
+        bulk,
+        probes,
+        clients=2,
+        seconds=0.8,
+        rounds=2,
+        scan_rows=100,
+        flood_clients=3,
+        flood_seconds=0.5,
+        args=["--engine", "null"],
+        settle_s=0,
+        progress=lambda _line: None,
+    )
     by = {(c["mode"], c["kind"]): c for c in cases}
     kinds = ("idle", "scan", "two_scans", "bulk2", "bulk2_alone", "flood3")
     assert set(by) == {(m, k) for m in MODES for k in kinds}
@@ -25,6 +36,12 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         assert flood["served_calls"] + flood["failed_calls"] >= 3 and flood["rounds"] == 2
         assert flood["rows_lost"] == 2048 * flood["failed_calls"]
     assert set(mixed_ratios(cases)) == {
-        "mixed_interactive_p99_scan", "mixed_interactive_p99_bulk2", "mixed_interactive_p99_ms_scan",
-        "mixed_interactive_p99_ms_bulk2", "mixed_bulk_rows_per_s",
-        "mixed_bulk_rows_per_s_alone", "mixed_two_scans_ratio", "mixed_flood_errors"}
+        "mixed_interactive_p99_scan",
+        "mixed_interactive_p99_bulk2",
+        "mixed_interactive_p99_ms_scan",
+        "mixed_interactive_p99_ms_bulk2",
+        "mixed_bulk_rows_per_s",
+        "mixed_bulk_rows_per_s_alone",
+        "mixed_two_scans_ratio",
+        "mixed_flood_errors",
+    }

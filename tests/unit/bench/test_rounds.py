@@ -28,8 +28,14 @@ def test_per_round_ratios_pair_the_same_round_and_the_median_is_reported(monkeyp
         _path("peer", [50, 100, 400, 150, 100], calls, ratio_key="ours_vs_peer_rounds"),
         _path("ceiling", [100, 100, 100, 100, 100], calls, ratio_key="ours_vs_ceiling_rounds"),
     ]
-    cases = run_rounds(paths, [(50, 1000), (512, 100)], suite="cpu", rounds=5, load=lambda t, r: loaded.append((t, r)),
-                       progress=lambda msg: None)
+    cases = run_rounds(
+        paths,
+        [(50, 1000), (512, 100)],
+        suite="cpu",
+        rounds=5,
+        load=lambda t, r: loaded.append((t, r)),
+        progress=lambda msg: None,
+    )
 
     assert loaded == [(50, 1000), (512, 100)]
     by_name = {c["name"]: c for c in cases}
@@ -42,8 +48,10 @@ def test_per_round_ratios_pair_the_same_round_and_the_median_is_reported(monkeyp
     assert by_name["rounds_ceiling_512tok"]["ratio_by_round"] == [1.0, 3.0, 2.0, 1.5, 4.0]
     assert all(c["suite"] == "cpu" for c in cases)
     assert rounds_ratios(cases, "cpu") == {
-        "ours_vs_peer_rounds": 2.0, "ours_vs_ceiling_rounds": 2.0,
-        "ours_vs_peer_rounds_512": 2.0, "ours_vs_ceiling_rounds_512": 2.0,
+        "ours_vs_peer_rounds": 2.0,
+        "ours_vs_ceiling_rounds": 2.0,
+        "ours_vs_peer_rounds_512": 2.0,
+        "ours_vs_ceiling_rounds_512": 2.0,
     }
     # Only the first round warms up; the order rotates, so no path always runs first.
     assert [c[2] for c in calls if c[1] == 50] == [True] * 3 + [False] * 12

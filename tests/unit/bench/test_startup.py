@@ -8,8 +8,14 @@ def _case(variant, ready_s, rows_per_s, cold=False):
 
 
 def test_untimed_cold_starts_do_not_count():
-    cases = [_case("default", 95.0, 100.0, cold=True), _case("default", 40.0, 160.0), _case("default", 44.0, 150.0),
-             _case("default", 41.0, 170.0), _case("eager", 30.0, 120.0), _case("eager", 90.0, 120.0, cold=True)]
+    cases = [
+        _case("default", 95.0, 100.0, cold=True),
+        _case("default", 40.0, 160.0),
+        _case("default", 44.0, 150.0),
+        _case("default", 41.0, 170.0),
+        _case("eager", 30.0, 120.0),
+        _case("eager", 90.0, 120.0, cold=True),
+    ]
     ratios = startup_ratios(cases)
     assert ratios["startup_ready_s"] == 41.0
     assert ratios["startup_ready_s_eager"] == 30.0

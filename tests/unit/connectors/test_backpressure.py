@@ -22,7 +22,10 @@ BOUND = 16  # the server's queue bound, in rows
 
 def _refusals(server) -> float:
     registry = server.server.metrics.registry
-    return registry.get_sample_value("embedtext_refusals_total", {"model": "all-MiniLM-L6-v2", "reason": "queue_full"}) or 0.0
+    return (
+        registry.get_sample_value("embedtext_refusals_total", {"model": "all-MiniLM-L6-v2", "reason": "queue_full"})
+        or 0.0
+    )
 
 
 @pytest.fixture
@@ -30,7 +33,9 @@ def held_queue(start_server, tmp_path):
     """A server whose queue is full: one bulk caller's BOUND rows wait out a long batch delay."""
 
     def fill(delay_ms: float):
-        server = start_server(tmp_path / "busy.sock", max_queued_rows=BOUND, max_batch_delay_ms=delay_ms, idle_dispatch=False)
+        server = start_server(
+            tmp_path / "busy.sock", max_queued_rows=BOUND, max_batch_delay_ms=delay_ms, idle_dispatch=False
+        )
         filler = {}
 
         def run():

@@ -144,7 +144,9 @@ def test_an_engine_going_idle_releases_the_waiting_rows():
 
 
 def _classed(rows, *, interactive=False, caller=""):
-    return EmbedJob(rows=rows, future=asyncio.get_running_loop().create_future(), interactive=interactive, caller=caller)
+    return EmbedJob(
+        rows=rows, future=asyncio.get_running_loop().create_future(), interactive=interactive, caller=caller
+    )
 
 
 def test_interactive_rows_overtake_queued_bulk_rows_and_do_not_wait_for_the_delay():
@@ -231,6 +233,7 @@ def test_the_queue_counts_rows_per_class_and_waiting_callers():
 def test_bulk_budget_splits_parts_by_rows_and_every_row_arrives_in_order():
     """A paced bulk budget below the parts' size cuts them by rows; the job still gets every
     row's vector back in its place, and the queue's counts go back to zero."""
+
     async def run():
         q = _queue(max_batch_tokens=100, max_batch_rows=100, max_queued_rows=100)
         q.bulk_batch_tokens = 7

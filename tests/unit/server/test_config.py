@@ -66,12 +66,12 @@ def test_a_stepped_engine_paces_its_steps_and_the_server_its_batches_no_more():
     from embedtext.server.metrics import ServerMetrics
 
     config = ServerConfig(engine_loop="stepped")
-    stepped, = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
+    (stepped,) = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
     assert stepped.pacer is None and stepped.interactive_slo_s == 0.25 and stepped.engine_loop == "stepped"
     backend = stepped.supervisor._factory(0)
     assert backend.engine == "vllm-stepped" and backend.settings.interactive_slo_s == 0.25
     config = ServerConfig(engine_loop="async")
-    paced, = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
+    (paced,) = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
     assert paced.pacer is not None and paced.supervisor._factory(0).settings.interactive_slo_s is None
     for runtime in (stepped, paced):
         runtime.tokenizers.close()
@@ -142,9 +142,22 @@ def test_every_config_field_is_an_option_with_the_fields_default():
 
 
 def test_options_and_environment_variables_reach_the_config():
-    config = _serve_config(["--model", "a", "--model", "b=dir", "--replicas", "3", "--no-idle-dispatch",
-                            "--interactive-slo-ms", "100", "--word-cache", "off"],
-                           env={"EMBEDTEXT_MAX_BATCH_TOKENS": "512", "EMBEDTEXT_ENGINE_LOOP": "async"})
+    config = _serve_config(
+        [
+            "--model",
+            "a",
+            "--model",
+            "b=dir",
+            "--replicas",
+            "3",
+            "--no-idle-dispatch",
+            "--interactive-slo-ms",
+            "100",
+            "--word-cache",
+            "off",
+        ],
+        env={"EMBEDTEXT_MAX_BATCH_TOKENS": "512", "EMBEDTEXT_ENGINE_LOOP": "async"},
+    )
     assert config.models == ("a", "b=dir") and config.replicas == 3 and config.idle_dispatch is False
     assert config.interactive_slo_ms == 100 and config.word_cache == "off"
     assert config.max_batch_tokens == 512 and config.engine_loop == "async"
@@ -155,7 +168,10 @@ def test_the_options_refuse_what_the_config_refuses():
 
     from embedtext.server import cli
 
-    for args, message in ((["--replicas", "0"], "x>=1"), (["--engine-loop", "own"], "'own' is not one of"),
-                          (["--dtype", "fp8"], "'fp8' is not one of")):
+    for args, message in (
+        (["--replicas", "0"], "x>=1"),
+        (["--engine-loop", "own"], "'own' is not one of"),
+        (["--dtype", "fp8"], "'fp8' is not one of"),
+    ):
         result = CliRunner().invoke(cli.serve_command, args)
         assert result.exit_code == 2 and message in result.output, result.output

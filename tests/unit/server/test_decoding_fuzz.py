@@ -79,9 +79,17 @@ def test_packed_token_ids_with_arbitrary_offsets(ids, offsets):
 @FUZZ
 @given(
     st.one_of(
-        st.builds(lambda d, o: pb.EmbedRequest(packed_texts=pb.PackedTexts(data_utf8=d, offsets_i32le=o)), st.binary(max_size=64), offsets_like),
+        st.builds(
+            lambda d, o: pb.EmbedRequest(packed_texts=pb.PackedTexts(data_utf8=d, offsets_i32le=o)),
+            st.binary(max_size=64),
+            offsets_like,
+        ),
         st.builds(lambda t: pb.EmbedRequest(texts=pb.TextList(texts=t)), st.lists(st.text(max_size=20), max_size=5)),
-        st.builds(lambda i, o: pb.EmbedRequest(token_ids=pb.PackedTokenIds(ids_i32le=i, offsets_i32le=o)), st.binary(max_size=32), offsets_like),
+        st.builds(
+            lambda i, o: pb.EmbedRequest(token_ids=pb.PackedTokenIds(ids_i32le=i, offsets_i32le=o)),
+            st.binary(max_size=32),
+            offsets_like,
+        ),
     ),
     st.integers(0, 2**32 - 1),
     st.integers(0, 2**31 - 1),
@@ -124,9 +132,11 @@ def test_token_id_encoding_round_trips(rows):
 def test_corrupted_valid_requests(payload_seed, flip):
     """Flip bytes in a valid request: a clear error or a valid (different) request, nothing else."""
     data, offsets = codec.pack_texts(["a cat", "ünïcödé 🙂", ""])
-    payload = bytearray(pb.EmbedRequest(packed_texts=pb.PackedTexts(data_utf8=data, offsets_i32le=offsets)).SerializeToString())
+    payload = bytearray(
+        pb.EmbedRequest(packed_texts=pb.PackedTexts(data_utf8=data, offsets_i32le=offsets)).SerializeToString()
+    )
     for i, b in enumerate(payload_seed):
-        payload[(i * 7 + b) % len(payload)] ^= (flip or 1)
+        payload[(i * 7 + b) % len(payload)] ^= flip or 1
     try:
         _, _, inputs = decode_everything(bytes(payload))
     except InvalidInputError as exc:

@@ -31,11 +31,17 @@ def test_rows_round_trip(rows):
 
 def test_frames_follow_each_other_on_one_stream():
     vectors = np.arange(12, dtype=np.float32).reshape(3, 4)
-    data = (frames.frame(frames.EMBED, 7, frames.encode_rows([[1, 2], [3]]), rows=2)
-            + frames.frame(frames.ABORT, 7)
-            + frames.frame(frames.VECTORS, 8, vectors.tobytes(), rows=3, dim=4))
+    data = (
+        frames.frame(frames.EMBED, 7, frames.encode_rows([[1, 2], [3]]), rows=2)
+        + frames.frame(frames.ABORT, 7)
+        + frames.frame(frames.VECTORS, 8, vectors.tobytes(), rows=3, dim=4)
+    )
     embed, abort, reply = _read_all(data)
-    assert (embed.kind, embed.request_id, frames.decode_rows(embed.payload, embed.rows)) == (frames.EMBED, 7, [[1, 2], [3]])
+    assert (embed.kind, embed.request_id, frames.decode_rows(embed.payload, embed.rows)) == (
+        frames.EMBED,
+        7,
+        [[1, 2], [3]],
+    )
     assert (abort.kind, abort.request_id, abort.payload) == (frames.ABORT, 7, b"")
     np.testing.assert_array_equal(frames.decode_vectors(reply), vectors)
 

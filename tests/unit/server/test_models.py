@@ -5,7 +5,13 @@ from embedtext.server.models import ModelSourceError, load_model_spec
 
 def test_default_model_spec_follows_sentence_transformers_config():
     spec = load_model_spec("default")
-    assert (spec.name, spec.dim, spec.max_tokens, spec.pooling, spec.normalize) == ("all-MiniLM-L6-v2", 384, 256, "mean", True)
+    assert (spec.name, spec.dim, spec.max_tokens, spec.pooling, spec.normalize) == (
+        "all-MiniLM-L6-v2",
+        384,
+        256,
+        "mean",
+        True,
+    )
     assert spec.tokenizer_file.is_file()
 
 
@@ -39,9 +45,16 @@ def test_unresolvable_sources_say_what_to_do(tmp_path, monkeypatch):
 
 def test_a_spec_survives_the_worker_command_line(tmp_path):
     """--replica-processes hands each worker its ModelSpec as JSON (server/models.py)."""
-    from embedtext.server.models import spec_from_json, spec_to_json
-    from embedtext.server.models import ModelSpec
+    from embedtext.server.models import ModelSpec, spec_from_json, spec_to_json
 
-    spec = ModelSpec(name="m", path=tmp_path / "m", dim=768, max_tokens=512, pooling="cls", normalize=True,
-                     matryoshka_dimensions=(256, 512), aliases=("org/m",))
+    spec = ModelSpec(
+        name="m",
+        path=tmp_path / "m",
+        dim=768,
+        max_tokens=512,
+        pooling="cls",
+        normalize=True,
+        matryoshka_dimensions=(256, 512),
+        aliases=("org/m",),
+    )
     assert spec_from_json(spec_to_json(spec)) == spec

@@ -28,8 +28,9 @@ def model(request, tiny_model_dir, reference_tokenizer):
 @pytest.mark.parametrize("clean_text", [True, False])
 @pytest.mark.parametrize("lowercase", [True, False])
 def test_every_ascii_character_normalizes_as_bert_normalizer_does(clean_text, lowercase):
-    reference = normalizers.BertNormalizer(clean_text=clean_text, lowercase=lowercase, strip_accents=None,
-                                           handle_chinese_chars=True)
+    reference = normalizers.BertNormalizer(
+        clean_text=clean_text, lowercase=lowercase, strip_accents=None, handle_chinese_chars=True
+    )
     ours = AsciiBertNormalizer(clean_text=clean_text, lowercase=lowercase, added_tokens=[])
     for code in range(128):
         text = f"aB{chr(code)}Cd"

@@ -2,8 +2,6 @@
 
 import asyncio
 
-import pytest
-
 from embedtext.server.routing import LeastInFlightTokensPolicy, Replica
 
 

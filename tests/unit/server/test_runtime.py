@@ -12,9 +12,9 @@ import pytest
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import EngineRequestError
+from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import load_model_spec
-from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.options import EmbedOptions
 from embedtext.server.runtime import ModelRuntime
 

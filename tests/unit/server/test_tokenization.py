@@ -82,8 +82,9 @@ def test_an_interactive_request_is_not_tokenized_behind_bulk_ones():
             await pool.tokenize(texts, interactive=interactive)
             order.append(name)
 
-        bulk = [asyncio.ensure_future(tokenize(f"bulk-{i}", ["many words in a row " * 50] * 3000, False))
-                for i in range(2)]
+        bulk = [
+            asyncio.ensure_future(tokenize(f"bulk-{i}", ["many words in a row " * 50] * 3000, False)) for i in range(2)
+        ]
         await asyncio.sleep(0)  # both bulk requests are handed to the pool first
         await tokenize("interactive", ["which table holds the invoices"], True)
         await asyncio.gather(*bulk)

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server.tokenization import word_cache
 from embedtext.server.config import ServerConfig
 from embedtext.server.models import load_model_spec
+from embedtext.server.tokenization import word_cache
 from embedtext.server.tokenization.pool import TokenizerPool
 from embedtext.server.tokenization.word_cache import WordCacheEncoder
 
@@ -78,8 +78,9 @@ def test_truncation_keeps_the_first_ids_and_the_specials(model):
 
 @pytest.mark.parametrize("clean_text", [True, False])
 @pytest.mark.parametrize("lowercase", [True, False])
-def test_every_ascii_character_splits_as_bert_pre_tokenizer_does(model, tmp_path, clean_text, lowercase,
-                                                                 reference_tokenizer):
+def test_every_ascii_character_splits_as_bert_pre_tokenizer_does(
+    model, tmp_path, clean_text, lowercase, reference_tokenizer
+):
     spec, _, _ = model
     config = json.loads(spec.tokenizer_file.read_text())
     config["normalizer"].update(clean_text=clean_text, lowercase=lowercase)
@@ -116,8 +117,8 @@ def test_the_cache_stays_within_its_bound(model, english, reference_tokenizer):
         normalized = [pool.ascii_normalizer.normalize(doc) for doc in english]
         texts = [doc for doc, n in zip(english, normalized) if n is not None]
         for start in range(0, len(texts), 40):
-            got = encoder.encode([pool.ascii_normalizer.normalize(t) for t in texts[start:start + 40]])
-            assert got == _ids(reference, texts[start:start + 40])
+            got = encoder.encode([pool.ascii_normalizer.normalize(t) for t in texts[start : start + 40]])
+            assert got == _ids(reference, texts[start : start + 40])
             assert encoder.cached_words <= 50
     finally:
         pool.close()
@@ -146,8 +147,10 @@ def test_threads_sharing_a_cache_that_keeps_starting_over(model, reference_token
 
 
 _ALPHABET = string.printable + "\x00\x01\x07\x0b\x0c\x1b\x1c\x1f\x7f" + "éÜ東\u00a0"
-_PIECES = st.one_of(st.text(_ALPHABET, max_size=30),
-                    st.sampled_from(["[CLS]", "[sep]", " ", "\t", "A.B,C!", "don't", "e-mail", "x" * 120]))
+_PIECES = st.one_of(
+    st.text(_ALPHABET, max_size=30),
+    st.sampled_from(["[CLS]", "[sep]", " ", "\t", "A.B,C!", "don't", "e-mail", "x" * 120]),
+)
 
 
 @settings(max_examples=200, deadline=None)

@@ -92,7 +92,9 @@ def test_dedupe(source, expected):
 
 @pytest.mark.parametrize("source", UNTOUCHED_BY_DEDUPE)
 def test_dedupe_leaves_alone(source):
-    assert _apply(dedupe_embeds, source) == sqlglot.parse_one(source, read="duckdb").sql("duckdb", normalize_functions=False)
+    assert _apply(dedupe_embeds, source) == sqlglot.parse_one(source, read="duckdb").sql(
+        "duckdb", normalize_functions=False
+    )
 
 
 @pytest.mark.parametrize(("source", "expected"), MATERIALIZE)
@@ -102,7 +104,9 @@ def test_materialize_filtered(source, expected):
 
 @pytest.mark.parametrize("source", UNTOUCHED_BY_MATERIALIZE)
 def test_materialize_leaves_alone(source):
-    assert _apply(materialize_filtered, source) == sqlglot.parse_one(source, read="duckdb").sql("duckdb", normalize_functions=False)
+    assert _apply(materialize_filtered, source) == sqlglot.parse_one(source, read="duckdb").sql(
+        "duckdb", normalize_functions=False
+    )
 
 
 @pytest.mark.parametrize(("source", "expected"), HOIST)
@@ -112,7 +116,9 @@ def test_hoist_constants(source, expected):
 
 @pytest.mark.parametrize("source", UNTOUCHED_BY_HOIST)
 def test_hoist_leaves_alone(source):
-    assert _apply(hoist_constant_embeds, source) == sqlglot.parse_one(source, read="duckdb").sql("duckdb", normalize_functions=False)
+    assert _apply(hoist_constant_embeds, source) == sqlglot.parse_one(source, read="duckdb").sql(
+        "duckdb", normalize_functions=False
+    )
 
 
 @pytest.mark.parametrize("source", [s for s, _ in DEDUPE + MATERIALIZE + HOIST])

@@ -1,17 +1,18 @@
 """Snowflake (Cortex) -> DuckDB: input -> expected fixture pairs, and the errors raised before any row runs."""
 
-
 import pytest
 import sqlglot
 
 from embedtext.sql import DimensionMismatchError, ModelMap, SqlTranslationError, UnmappedModelError, transpile
 from embedtext.sql.dialect import CortexSnowflake
 
-MODELS = ModelMap({
-    "snowflake-arctic-embed-m-v1.5": ("embed_768", 768),
-    "snowflake-arctic-embed-l-v2.0": ("embed_1024", 1024, "arctic-l"),
-    "e5-base-v2": ("embed_text", 128),
-})
+MODELS = ModelMap(
+    {
+        "snowflake-arctic-embed-m-v1.5": ("embed_768", 768),
+        "snowflake-arctic-embed-l-v2.0": ("embed_1024", 1024, "arctic-l"),
+        "e5-base-v2": ("embed_text", 128),
+    }
+)
 
 # (Snowflake input, DuckDB expected), rewrites off: the translation alone.
 TRANSLATIONS = [
@@ -137,7 +138,9 @@ def test_snowflake_round_trip():
 
 
 def test_several_statements():
-    out = transpile("CREATE TABLE t (v VECTOR(FLOAT, 2)); SELECT AI_EMBED('e5-base-v2', 'x')", models=MODELS, rewrite=False)
+    out = transpile(
+        "CREATE TABLE t (v VECTOR(FLOAT, 2)); SELECT AI_EMBED('e5-base-v2', 'x')", models=MODELS, rewrite=False
+    )
     assert out == "CREATE TABLE t (v FLOAT[2]);\nSELECT embed_text('x')"
 
 

@@ -24,9 +24,15 @@ def test_index_tables_ddl_creates_the_jobs_tables():
     for statement in index_tables_ddl('"my_vectors"', "BIGINT", 16):
         con.execute(statement).fetchall()
     columns = con.execute(
-        "SELECT table_name, column_name, data_type FROM information_schema.columns ORDER BY table_name, ordinal_position"
+        "SELECT table_name, column_name, data_type FROM information_schema.columns "
+        "ORDER BY table_name, ordinal_position"
     ).fetchall()
     assert ("my_vectors", "embedding", "FLOAT[16]") in columns
     assert [c[1] for c in columns if c[0] == "my_vectors_failed"] == [
-        "key", "content_hash", "model", "error", "attempts", "failed_at"
+        "key",
+        "content_hash",
+        "model",
+        "error",
+        "attempts",
+        "failed_at",
     ]
