@@ -70,8 +70,11 @@ def _progress(t0: float, message: str) -> None:
 def bench_command(
     quick, only, json_path, rows, dims, replicas, gpu_model, gpu_http, gpu_processes, gpu_replica_processes, workdir
 ) -> None:
-    """Benchmarks: embed_text vs vLLM in-process and vLLM's HTTP/JSON server, transports (null engine),
-    latency under load, and scaling. Compare within a run: the figures are ratios on one machine."""
+    """Benchmarks, side by side in rotating rounds: ratios on one machine.
+
+    embed_text against vLLM in-process, vLLM's HTTP/JSON server and the CPU peers; transports (null
+    engine), latency under load, scaling, mixed workloads; and each server setting against its
+    alternative (the evidence suites)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     from embedtext.bench.plan import make_plan

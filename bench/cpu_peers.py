@@ -141,8 +141,8 @@ def run_cpu_peers(
 
     import embedtext
     from embedtext.bench.baselines import register_udf
-    from embedtext.bench.queries import embed_query_case, load_docs
-    from embedtext.bench.rounds import RoundsPath, run_rounds
+    from embedtext.bench.queries import load_docs, scan_measure
+    from embedtext.bench.rounds import Ratio, RoundsPath, Workload, run_rounds
     from embedtext.bench.servers import embedtext_server
     from embedtext.server.host.cpu_threads import usable_cores
     from embedtext.server.models import load_model_spec
@@ -170,19 +170,8 @@ def run_cpu_peers(
         agreement = {name: round(float(row_cosines(ours, peer.embed(sample)).min()), 7) for name, peer in peers.items()}
         progress(f"cpu peers: min cosine to embed_text on 64 rows: {agreement}")
 
-        def scan(fn: str, pid: int | None, **extra):
-            return lambda tokens, rows, warmup: embed_query_case(
-                con,
-                "run",
-                suite,
-                fn=fn,
-                source="docs",
-                rows=rows,
-                tokens_per_row=tokens,
-                server_pid=pid,
-                warmup=warmup,
-                **extra,
-            )
+        def scan(fn: str, pid: int | None):
+            return scan_measure(con, suite, fn, pid)
 
         paths = [
             RoundsPath(
@@ -196,23 +185,25 @@ def run_cpu_peers(
                 "udf_sentence_transformers",
                 "DuckDB Arrow UDF -> SentenceTransformer.encode",
                 scan("st_embed", None),
-                ratio_key="udf_vs_sentence_transformers",
             ),
             RoundsPath(
                 "onnxruntime",
                 "udf_onnxruntime",
                 "DuckDB Arrow UDF -> ONNX Runtime (ONNX export)",
                 scan("ort_embed", None),
-                ratio_key="udf_vs_onnxruntime",
             ),
         ]
         cases = run_rounds(
             paths,
-            work,
+            [Workload(tokens, rows) for tokens, rows in work],
             suite=suite,
             rounds=rounds,
+            ratios=[
+                Ratio("udf_vs_sentence_transformers{suffix}", "ours", "sentence_transformers"),
+                Ratio("udf_vs_onnxruntime{suffix}", "ours", "onnxruntime"),
+            ],
             progress=progress,
-            load=lambda tokens, rows: load_docs(con, corpus.texts(rows, tokens)),
+            load=lambda w: load_docs(con, corpus.texts(w.rows, w.tokens)),
         )
     for case in cases:
         for name, prefix in (("st", "udf_sentence_transformers"), ("ort", "udf_onnxruntime")):

@@ -27,18 +27,18 @@ import duckdb
 import embedtext
 from embedtext.bench.baselines import OpenAIJsonEmbedder, register_udf
 from embedtext.bench.corpus import BenchCorpus
-from embedtext.bench.inprocess import ResidentInProcess, run_inprocess
-from embedtext.bench.queries import embed_query_case, load_docs
-from embedtext.bench.rounds import HEADLINE_TOKENS, RoundsPath, rounds_ratios, run_rounds
+from embedtext.bench.inprocess import ResidentInProcess
+from embedtext.bench.queries import load_docs, scan_measure
+from embedtext.bench.rounds import Ratio, RoundsPath, Workload, run_rounds
 from embedtext.bench.servers import vllm_http_server
 
 SUITE = "cpu"
 SERVED_NAME = "tiny"
-# ratio key -> the peer's case prefix (ours: udf_embed_text)
-PEERS = (
-    ("udf_vs_http_json", "udf_vllm_http_json"),
-    ("udf_vs_inprocess", "inprocess_llm_embed"),
-    ("udf_vs_inprocess_text", "inprocess_llm_embed_text"),
+# Ours / each peer (labels as in run_cpu_suite), round by round; no suffix at 50 tokens.
+RATIOS = (
+    Ratio("udf_vs_http_json{suffix}", "ours", "http_json"),
+    Ratio("udf_vs_inprocess{suffix}", "ours", "ceiling"),
+    Ratio("udf_vs_inprocess_text{suffix}", "ours", "ceiling_text"),
 )
 
 
@@ -92,12 +92,10 @@ def run_cpu_suite(
         register_udf(con, "http_embed", http_embedder, dim)
 
         def scan(fn: str, pid: int):
-            return lambda tokens, rows, warmup: embed_query_case(
-                con, "run", SUITE, fn=fn, source="docs", rows=rows, tokens_per_row=tokens, server_pid=pid, warmup=warmup
-            )
+            return scan_measure(con, SUITE, fn, pid)
 
         def in_process(text: bool):
-            return lambda tokens, rows, warmup: peers.ceiling.run(tokens, rows, warmup=warmup, text=text)
+            return lambda w, warmup: peers.ceiling.run(w.tokens, w.rows, warmup=warmup, text=text)
 
         paths = [
             RoundsPath(
@@ -111,14 +109,12 @@ def run_cpu_suite(
                 "udf_vllm_http_json",
                 "DuckDB Arrow UDF -> vLLM OpenAI /v1/embeddings (JSON floats)",
                 scan("http_embed", peers.http.pid),
-                ratio_key="udf_vs_http_json",
             ),
             RoundsPath(
                 "ceiling",
                 "inprocess_llm_embed",
                 "vllm.LLM.embed(token ids)",
                 in_process(False),
-                ratio_key="udf_vs_inprocess",
                 engine="inprocess",
             ),
         ]
@@ -129,7 +125,6 @@ def run_cpu_suite(
                     "inprocess_llm_embed_text",
                     "vllm.LLM.embed(texts)",
                     in_process(True),
-                    ratio_key="udf_vs_inprocess_text",
                     engine="inprocess",
                 )
             )
@@ -137,82 +132,12 @@ def run_cpu_suite(
         try:
             return run_rounds(
                 paths,
-                work,
+                [Workload(tokens, rows) for tokens, rows in work],
                 suite=SUITE,
                 rounds=rounds,
+                ratios=RATIOS,
                 progress=progress,
-                load=lambda tokens, rows: load_docs(con, corpus.texts(rows, tokens)),
+                load=lambda w: load_docs(con, corpus.texts(w.rows, w.tokens)),
             )
         finally:
             http_embedder.close()
-
-
-def measure_embedtext(
-    server, corpus: BenchCorpus, work: Sequence[tuple[int, int]], *, chunk_cases: bool = False, repeats: int = 1
-) -> list[dict]:
-    """Path 1 alone on a running embedtext server (``python -m embedtext.bench.udf_vs_inprocess``);
-    ``chunk_cases`` adds the filtered-chunk cases."""
-    cases = []
-    con = duckdb.connect()
-    embedtext.register(con, server.target)
-    for tokens, rows in work:
-        load_docs(con, corpus.texts(rows, tokens))
-        cases.append(
-            embed_query_case(
-                con,
-                f"udf_embed_text_{tokens}tok",
-                SUITE,
-                fn="embed_text",
-                source="docs",
-                rows=rows,
-                tokens_per_row=tokens,
-                server_pid=server.pid,
-                repeats=repeats,
-                path="DuckDB embed_text -> embedtext gRPC (bytes) -> vLLM",
-            )
-        )
-        if chunk_cases:
-            cases += _chunk_cases(con, server, rows, tokens)
-    con.close()
-    return cases
-
-
-def _chunk_cases(con, server, rows: int, tokens: int) -> list[dict]:
-    """Short chunks after a filter (~205 rows each), and the same filter materialized first."""
-    filtered = con.execute("SELECT count(*) FROM docs WHERE id % 10 = 0").fetchall()[0][0]
-    common = dict(fn="embed_text", rows=filtered, tokens_per_row=tokens, server_pid=server.pid, warmup=False)
-    cases = [
-        embed_query_case(
-            con, f"udf_filtered_chunks_{tokens}tok", SUITE, source="docs", where="WHERE id % 10 = 0", **common
-        )
-    ]
-    con.execute("CREATE OR REPLACE TEMP TABLE f AS SELECT * FROM docs WHERE id % 10 = 0").fetchall()
-    cases.append(embed_query_case(con, f"udf_materialized_{tokens}tok", SUITE, source="f", **common))
-    return cases
-
-
-def measure_inprocess(
-    model_dir: str, work: Sequence[tuple[int, int]], *, eager: bool = False, repeats: int = 1
-) -> list[dict]:
-    """Path 3 alone, in a child process (its engine is gone when it returns)."""
-    return run_inprocess(model_dir, list(work), suite=SUITE, eager=eager, text=True, repeats=repeats)
-
-
-def cpu_ratios(cases: list[dict]) -> dict[str, float]:
-    """Ours / each peer at each token length: the median of the per-round ratios where the paths
-    ran in rounds, else (paths timed one after the other) the ratio of their rows/s."""
-    by = {c["name"]: c["rows_per_s"] for c in cases if c["suite"] == SUITE}
-    ratios = {}
-    tokens = sorted({int(c["tokens_per_row"]) for c in cases if c["suite"] == SUITE})
-    for t in tokens:
-        suffix = "" if t == HEADLINE_TOKENS else f"_{t}"
-        ours = by.get(f"udf_embed_text_{t}tok")
-        for key, other in PEERS:
-            if ours and by.get(f"{other}_{t}tok"):
-                ratios[key + suffix] = round(ours / by[f"{other}_{t}tok"], 3)
-        if by.get(f"udf_filtered_chunks_{t}tok") and ours:
-            ratios[f"filtered_vs_full_chunks{suffix}"] = round(by[f"udf_filtered_chunks_{t}tok"] / ours, 3)
-            ratios[f"materialized_vs_filtered{suffix}"] = round(
-                by[f"udf_materialized_{t}tok"] / by[f"udf_filtered_chunks_{t}tok"], 3
-            )
-    return {**ratios, **rounds_ratios(cases, SUITE)}

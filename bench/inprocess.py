@@ -1,10 +1,8 @@
 """The ceiling: vLLM's ``LLM.embed`` in-process on pre-tokenized ids (no server, no DuckDB).
 
-Runs in its own process (``python -m embedtext.bench.inprocess``) so that its engine is gone
-before the next one starts; prints one JSON case per ``--work`` pair (two with ``--text``). With
-``--serve`` it stays up and times one run per line it reads (``ResidentInProcess``, for the cpu
-suite's rotating rounds). The rows are
-the same as the other paths' (``BenchCorpus`` is deterministic).
+Runs in a process of its own (``python -m embedtext.bench.inprocess``), which stays up and times
+one run per line it reads (``ResidentInProcess``, a path of the cpu suite's rotating rounds). The
+rows are the same as the other paths' (``BenchCorpus`` is deterministic).
 """
 
 from __future__ import annotations
@@ -22,60 +20,11 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
 
-def run_inprocess(
-    model_dir: str,
-    work: list[tuple[int, int]],
-    *,
-    suite: str,
-    dtype: str = "float32",
-    memory_fraction: float = 0.2,
-    max_batch_tokens: int = 16384,
-    max_num_seqs: int = 1024,
-    eager: bool = False,
-    text: bool = False,
-    repeats: int = 1,
-) -> list[dict]:
-    """Start the child and return its cases (``work`` is a list of (tokens, rows)); ``text`` adds
-    ``inprocess_llm_embed_text_*`` cases (LLM.embed on the texts) after each token-id case."""
-    command = [
-        sys.executable,
-        "-m",
-        "embedtext.bench.inprocess",
-        "--model",
-        model_dir,
-        "--suite",
-        suite,
-        "--dtype",
-        dtype,
-        "--memory-fraction",
-        str(memory_fraction),
-        "--max-batch-tokens",
-        str(max_batch_tokens),
-        "--max-num-seqs",
-        str(max_num_seqs),
-    ]
-    for tokens, rows in work:
-        command += ["--work", f"{tokens}:{rows}"]
-    if eager:
-        command.append("--enforce-eager")
-    if text:
-        command.append("--text")
-    command += ["--repeats", str(repeats)]
-    # The engine settings embedtext's server uses: every core on a small CPU, and the same allocator
-    # (in this whole process: if anything, that favours this baseline).
-    env = {**os.environ, **host_tuning("cpu").env}
-    out = subprocess.run(command, check=False, capture_output=True, text=True, env=env)
-    cases = [json.loads(line[len("CASE ") :]) for line in out.stdout.splitlines() if line.startswith("CASE ")]
-    if out.returncode != 0 or len(cases) != len(work) * (2 if text else 1):
-        raise RuntimeError(f"in-process vLLM run failed (code {out.returncode}):\n{out.stderr[-3000:]}")
-    return cases
-
-
-def _measure(llm, corpus, suite: str, tokens: int, rows: int, repeats: int, *, text: bool, warmup: bool = True):
+def _measure(llm, corpus, suite: str, tokens: int, rows: int, *, text: bool, warmup: bool):
     """Time ``LLM.embed`` on the rows' ids, or with ``text`` on their texts; print the case."""
     from vllm.inputs import tokens_input
 
-    from embedtext.bench.measure import CpuSplit, PeakRss, make_case, median_seconds, timed
+    from embedtext.bench.measure import CpuSplit, PeakRss, make_case, timed
 
     texts = corpus.texts(rows, tokens)
     if text:
@@ -87,17 +36,16 @@ def _measure(llm, corpus, suite: str, tokens: int, rows: int, repeats: int, *, t
     if warmup:
         llm.embed(prompts[: max(1, min(2048, rows // 4))], use_tqdm=False)  # as the DuckDB cases do
     with PeakRss({}, {"self": os.getpid()}) as rss, CpuSplit({}, {"inprocess": os.getpid()}) as cpu:
-        runs = [timed(lambda: llm.embed(prompts, use_tqdm=False))[0] for _ in range(repeats)]
+        seconds = timed(lambda: llm.embed(prompts, use_tqdm=False))[0]
     case = make_case(
         name,
         suite,
         rows=rows,
-        seconds=median_seconds(runs),
+        seconds=seconds,
         tokens_per_row=tokens,
         peak_rss_mb=rss.peaks["self"],
         path=path,
-        runs_s=[round(r, 3) for r in runs],
-        cpu_s_per_run={k: round(v / len(runs), 2) for k, v in cpu.seconds.items()},
+        cpu_s_per_run={k: round(v, 2) for k, v in cpu.seconds.items()},
     )
     print("CASE " + json.dumps(case), flush=True)
 
@@ -105,20 +53,12 @@ def _measure(llm, corpus, suite: str, tokens: int, rows: int, repeats: int, *, t
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
-    parser.add_argument("--work", action="append", default=[], help="TOKENS:ROWS")
     parser.add_argument("--suite", default="cpu")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--memory-fraction", type=float, default=0.2)
     parser.add_argument("--max-batch-tokens", type=int, default=16384)
     parser.add_argument("--max-num-seqs", type=int, default=1024)
     parser.add_argument("--enforce-eager", action="store_true")
-    parser.add_argument("--repeats", type=int, default=1, help="timed runs per case (the median is reported)")
-    parser.add_argument("--text", action="store_true", help="also time LLM.embed on the texts (vLLM tokenizes)")
-    parser.add_argument(
-        "--serve",
-        action="store_true",
-        help="stay up: print READY, then time one run per 'TOKENS ROWS [warmup] [text]' line read from stdin",
-    )
     args = parser.parse_args()
 
     from vllm import LLM
@@ -139,16 +79,11 @@ def main() -> None:
         enforce_eager=args.enforce_eager,
     )
     llm = LLM(**engine_arguments(spec, settings))  # what the server's engines are built with
-    for item in args.work:
-        tokens, rows = (int(x) for x in item.split(":"))
-        _measure(llm, corpus, args.suite, tokens, rows, args.repeats, text=False)
-        if args.text:
-            _measure(llm, corpus, args.suite, tokens, rows, args.repeats, text=True, warmup=False)
-    if args.serve:
-        print("READY", flush=True)
-        for line in sys.stdin:
-            tokens, rows, *flags = line.split()
-            _measure(llm, corpus, args.suite, int(tokens), int(rows), 1, text="text" in flags, warmup="warmup" in flags)
+    # Up: one timed run per 'TOKENS ROWS [warmup] [text]' line read from stdin.
+    print("READY", flush=True)
+    for line in sys.stdin:
+        tokens, rows, *flags = line.split()
+        _measure(llm, corpus, args.suite, int(tokens), int(rows), text="text" in flags, warmup="warmup" in flags)
 
 
 class ResidentInProcess:
@@ -172,7 +107,6 @@ class ResidentInProcess:
             dtype,
             "--memory-fraction",
             str(memory_fraction),
-            "--serve",
         ]
         if eager:
             command.append("--enforce-eager")

@@ -22,11 +22,11 @@ SUITES = (
     "mixed",
     "dtype",
     "startup",
+    "index-vs-udf",
+    "sql-rewrites",
     "gpu",
 )
-# cpu-peers: the cpu suite's peers alone. allocator, replica-processes, idle-dispatch, ascii-normalizer,
-# word-cache, mixed, dtype, startup, gpu:
-# only when asked for
+# cpu-peers: the cpu suite's peers alone. The others from allocator on run only when named.
 DEFAULT_SUITES = ("cpu", "cpu-peers", "transport", "latency", "scaling")
 GPU_REPLICAS = (1, 2, 4, 8, 16, 32)  # the GPU suite's replica counts unless given
 
@@ -53,15 +53,14 @@ class BenchPlan:
     # Quick runs start engines with --enforce-eager (no torch.compile: ~25 s less per engine start on
     # 2 cores); every engine of a run gets the same setting, so ratios stay like for like.
     eager: bool = False
-    # Timed runs per case of the one-server-after-another suites (replica-processes,
-    # idle-dispatch), the median reported: quick runs last 2-3 s each and swing by +-15% alone.
-    cpu_repeats: int = 1
     # The cpu suite's rotating rounds (each times every path once; ratios: medians of the rounds).
     # Quick runs take 2 (ABCD, DCBA: each path as often early as late) to stay under 5 minutes.
     cpu_rounds: int = 5
     # The cpu suite's peers on the default model (bench/cpu_peers.py): a real model runs at a tenth
     # of the tiny one's rows/s, so fewer rows than the tiny model's paths.
     cpu_peer_work: tuple[tuple[int, int], ...] = ((50, 1024), (512, 128))
+    index_rows: int = 5_000  # the index-vs-udf suite's table
+    sql_rewrite_rows: int = 5_000  # the sql-rewrites suite's table
     workdir: Path | None = None  # set by make_plan
 
 
@@ -78,7 +77,6 @@ QUICK = BenchPlan(
     scaling_tokens=16,
     allocator_rows=(2_000, 10_000, 20_000),
     eager=True,
-    cpu_repeats=3,
     cpu_rounds=2,
 )
 FULL = replace(
@@ -93,9 +91,10 @@ FULL = replace(
     scaling_rows=(10_000, 100_000, 1_000_000),
     allocator_rows=(10_000, 100_000, 400_000),
     eager=False,
-    cpu_repeats=1,
     cpu_rounds=5,
     cpu_peer_work=((50, 4096), (512, 512)),
+    index_rows=50_000,
+    sql_rewrite_rows=20_000,
 )
 
 

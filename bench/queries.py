@@ -66,3 +66,18 @@ def embed_query_case(
         cpu_s_per_run=_per_run(cpu.seconds, len(runs)),
         **extra,
     )
+
+
+def scan_measure(con: duckdb.DuckDBPyConnection, suite: str, fn: str, server_pid: int | None):
+    """A rounds path's measure (bench/rounds.py): one timed scan of a workload's rows through ``fn``."""
+    return lambda workload, warmup: embed_query_case(
+        con,
+        "run",
+        suite,
+        fn=fn,
+        source="docs",
+        rows=workload.rows,
+        tokens_per_row=workload.tokens,
+        server_pid=server_pid,
+        warmup=warmup,
+    )

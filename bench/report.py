@@ -11,6 +11,7 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     "udf_vs_inprocess": (">=", 0.95),
     "udf_vs_inprocess_512": (">=", 0.95),
     "udf_vs_http_json": (">=", 1.3),
+    "index_vs_raw_udf": (">=", 0.9),
     "bytes_vs_repeated_float": (">=", 20.0),
     "wire_bytes_vs_repeated_float": (">=", 20.0),
     "scaling_rows_per_s_": ("within", (0.9, 1.1)),  # flat within 10%

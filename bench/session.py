@@ -10,6 +10,8 @@ from contextlib import nullcontext
 from embedtext.bench.plan import BenchPlan, GeneratedModels
 
 LATENCY_TOKENS = 50
+# The suites that share one embedtext server on the tiny model.
+TINY_SERVER_SUITES = ("cpu", "latency", "scaling", "index-vs-udf", "sql-rewrites")
 
 
 def run_bench(
@@ -39,7 +41,7 @@ def run_bench(
             f"transport (NULL ENGINE): {plan.transport_rows} rows x {plan.transport_tokens} tokens, dims {plan.dims}"
         )
         cases += run_transport({d: models.null_dim(d) for d in plan.dims}, plan.transport_rows, plan.transport_tokens)
-    if {"cpu", "latency", "scaling"} & set(suites):
+    if set(TINY_SERVER_SUITES) & set(suites):
         cases += _tiny_model_suites(plan, suites, models, progress)
     if {"cpu", "cpu-peers"} & set(suites):
         from embedtext.bench.corpus import BenchCorpus
@@ -55,51 +57,11 @@ def run_bench(
             workdir=plan.workdir,
             progress=progress,
         )
-    if "allocator" in suites:
-        from embedtext.bench.allocator import run_allocator
-        from embedtext.bench.corpus import BenchCorpus
+    for suite in ("idle-dispatch", "replica-processes", "allocator"):
+        if suite in suites:
+            from embedtext.bench.evidence import run_evidence
 
-        tiny = models.tiny()
-        cases += run_allocator(
-            tiny,
-            BenchCorpus(tiny),
-            plan.allocator_rows,
-            plan.scaling_tokens,
-            plan.workdir,
-            long_rows=dict(plan.cpu_work)[512],
-            args=["--enforce-eager"] if plan.eager else [],
-            progress=progress,
-        )
-    if "replica-processes" in suites:
-        from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.replica_processes import run_replica_processes
-
-        tiny = models.tiny()
-        cases += run_replica_processes(
-            tiny,
-            BenchCorpus(tiny),
-            plan.cpu_work,
-            plan.transport_rows,
-            args=["--enforce-eager"] if plan.eager else [],
-            repeats=plan.cpu_repeats,
-            progress=progress,
-        )
-    if "idle-dispatch" in suites:
-        from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.idle_dispatch import run_idle_dispatch
-
-        tiny = models.tiny()
-        cases += run_idle_dispatch(
-            tiny,
-            BenchCorpus(tiny),
-            plan.cpu_work[0],
-            sequential=100 if plan.quick else 200,
-            concurrent=500 if plan.quick else 1500,
-            rounds=2 if plan.quick else 5,
-            args=["--enforce-eager"] if plan.eager else [],
-            repeats=plan.cpu_repeats,
-            progress=progress,
-        )
+            cases += run_evidence(suite, plan, models.tiny(), progress=progress)
     for suite in ("ascii-normalizer", "word-cache"):
         if suite not in suites:
             continue
@@ -195,32 +157,18 @@ def run_bench(
 
 
 def all_ratios(cases: list[dict]) -> dict[str, float]:
-    """Every suite's ratios from its cases (suites absent from ``cases`` give none)."""
-    from embedtext.bench.allocator import allocator_ratios
-    from embedtext.bench.cpu_suite import cpu_ratios
+    """Every ratio of ``cases``: the declared ones they carry (bench/rounds.py), and those of the
+    suites that compute their own from several cases (suites absent from ``cases`` give none)."""
     from embedtext.bench.dtype_quality import dtype_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
-    from embedtext.bench.idle_dispatch import idle_dispatch_ratios
     from embedtext.bench.mixed import mixed_ratios
-    from embedtext.bench.replica_processes import replica_processes_ratios
+    from embedtext.bench.rounds import declared_ratios
     from embedtext.bench.scaling import scaling_ratios
     from embedtext.bench.startup import startup_ratios
-    from embedtext.bench.tokenizer_modes import tokenizer_modes_ratios
     from embedtext.bench.transport import transport_ratios
 
-    return {
-        **transport_ratios(cases),
-        **cpu_ratios(cases),
-        **scaling_ratios(cases),
-        **allocator_ratios(cases),
-        **replica_processes_ratios(cases),
-        **idle_dispatch_ratios(cases),
-        **tokenizer_modes_ratios(cases),
-        **mixed_ratios(cases),
-        **dtype_ratios(cases),
-        **startup_ratios(cases),
-        **gpu_ratios(cases),
-    }
+    computed = (transport_ratios, scaling_ratios, mixed_ratios, dtype_ratios, startup_ratios, gpu_ratios)
+    return {**declared_ratios(cases), **{k: v for ratios in computed for k, v in ratios(cases).items()}}
 
 
 def print_report(report: dict) -> None:
@@ -307,4 +255,13 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
 
             progress(f"scaling: {plan.scaling_rows} rows x {plan.scaling_tokens} tokens")
             cases += run_scaling(server, corpus, plan.scaling_rows, plan.scaling_tokens, plan.workdir)
+        rounds = 2 if plan.quick else 3
+        if "index-vs-udf" in suites:
+            from embedtext.bench.index_vs_udf import run_index_vs_udf
+
+            cases += run_index_vs_udf(server.target, plan.index_rows, plan.workdir, rounds=rounds, progress=progress)
+        if "sql-rewrites" in suites:
+            from embedtext.bench.sql_rewrites import run_sql_rewrites
+
+            cases += run_sql_rewrites(server.target, plan.sql_rewrite_rows, rounds=rounds, progress=progress)
     return cases

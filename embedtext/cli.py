@@ -2,17 +2,51 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
 
-from embedtext.bench.cli import bench_command
 from embedtext.protocol import DEFAULT_TARGET
 from embedtext.server.cli import serve_command
 from embedtext.sql_command import sql_command
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """A group whose heavy subcommands are imported only to run them or show their own help."""
+
+    # name -> (module, attribute, the line `embedtext --help` shows)
+    LAZY = {
+        "bench": (
+            "embedtext.bench.cli",
+            "bench_command",
+            "Benchmarks, side by side in rotating rounds: ratios on one machine.",
+        ),
+    }
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted([*super().list_commands(ctx), *self.LAZY])
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        if name in self.LAZY:
+            module, attribute, _ = self.LAZY[name]
+            return getattr(importlib.import_module(module), attribute)
+        return super().get_command(ctx, name)
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        names = self.list_commands(ctx)
+        limit = formatter.width - 6 - max(len(name) for name in names)
+        rows = []
+        for name in names:
+            if name in self.LAZY:
+                rows.append((name, self.LAZY[name][2]))
+            elif (command := super().get_command(ctx, name)) is not None and not command.hidden:
+                rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="embedtext")
 def main() -> None:
     """embedtext: table columns to embeddings on a co-deployed vLLM gRPC server."""
@@ -20,7 +54,6 @@ def main() -> None:
 
 main.add_command(serve_command)
 main.add_command(sql_command)
-main.add_command(bench_command)
 
 
 @main.command()

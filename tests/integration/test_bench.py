@@ -108,3 +108,51 @@ def test_latency_suite_loads_each_client_relative_to_its_own_maximum(tiny_model_
             assert answered == 0 or case["p99_ms"] > 0
             served += answered
     assert served > 0
+
+
+def test_server_variants_run_side_by_side_in_rounds_with_declared_ratios(tiny_model_dir, tmp_path):
+    """bench/variants.py on the NULL ENGINE: two servers up at once, each kind of workload timed on
+    each in every round, and the declared ratios (per workload, by kind, across workloads)."""
+    from embedtext.bench.corpus import BenchCorpus
+    from embedtext.bench.rounds import Ratio, Workload, declared_ratios
+    from embedtext.bench.variants import Variant, VariantComparison, run_variants
+
+    comparison = VariantComparison(
+        "variants-test",
+        "vt",
+        (Variant("dispatch", ("--idle-dispatch",)), Variant("wait", ("--no-idle-dispatch",), env=(("X_VT", "1"),))),
+        ratios=(
+            Ratio("vt_rows_per_s_{workload}", "dispatch", "wait", kind="scan"),
+            Ratio("vt_p50_{workload}", "dispatch", "wait", metric="p50_ms", kind="single_rows"),
+            Ratio("vt_rss_growth", "wait", "wait", metric="server_rss_mb", across=("big", "small")),
+        ),
+        flags=("--engine", "null"),
+    )
+    workloads = [
+        Workload(10, 300),
+        Workload(10, 20, kind="single_rows", name="seq"),
+        Workload(10, 500, kind="parquet", name="small"),
+        Workload(10, 1000, kind="parquet", name="big"),
+    ]
+    progress = []
+    cases = run_variants(
+        comparison,
+        [f"tiny={tiny_model_dir}"],
+        workloads,
+        BenchCorpus(tiny_model_dir),
+        rounds=2,
+        workdir=tmp_path,
+        progress=progress.append,
+    )
+    by_name = {c["name"]: c for c in cases}
+    assert set(by_name) == {f"vt_{v}_{w.label}" for v in ("dispatch", "wait") for w in workloads}
+    assert all(c["rounds"] == 2 and len(c["rows_per_s_by_round"]) == 2 for c in cases)
+    assert by_name["vt_wait_10tok"]["path"] == "--engine null --no-idle-dispatch X_VT=1"
+    assert by_name["vt_dispatch_seq"]["rows"] == 20 and by_name["vt_dispatch_seq"]["p50_ms"] > 0
+    assert by_name["vt_wait_big"]["server_rss_mb"] > 0
+    # The server's CPU per row is measured for scans (None where a run took under 10 ms of it).
+    assert "server_main_thread_us_per_row" in by_name["vt_wait_10tok"]
+    ratios = declared_ratios(cases)
+    assert set(ratios) == {"vt_rows_per_s_10tok", "vt_p50_seq", "vt_rss_growth"}
+    assert all(v > 0 for v in ratios.values())
+    assert sum("round 2/2" in line for line in progress) == len(workloads)

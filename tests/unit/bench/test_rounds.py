@@ -5,19 +5,21 @@ tested is the runner's bookkeeping, which the cpu suite's ratios rest on.
 """
 
 from embedtext.bench import rounds
-from embedtext.bench.rounds import RoundsPath, rounds_ratios, run_rounds
+from embedtext.bench.rounds import Ratio, RoundsPath, Workload, declared_ratios, run_rounds
+
+WORK = [Workload(50, 1000), Workload(512, 100)]
 
 
-def _path(label, speeds, calls, ratio_key=None):
-    """A path whose run in round r (counted per work item) takes rows / speeds[r] seconds."""
+def _path(label, speeds, calls):
+    """A path whose run in round r (counted per workload) takes rows / speeds[r] seconds."""
 
-    def measure(tokens, rows, warmup):
-        done = sum(1 for c in calls if c[:2] == (label, tokens))
-        calls.append((label, tokens, warmup))
-        seconds = rows / speeds[done]
-        return {"seconds": seconds, "rows_per_s": rows / seconds, "cpu_s_per_run": {label: float(done)}}
+    def measure(workload, warmup):
+        done = sum(1 for c in calls if c[:2] == (label, workload.tokens))
+        calls.append((label, workload.tokens, warmup))
+        seconds = workload.rows / speeds[done]
+        return {"seconds": seconds, "rows_per_s": workload.rows / seconds, "cpu_s_per_run": {label: float(done)}}
 
-    return RoundsPath(label, f"rounds_{label}", label, measure, ratio_key)
+    return RoundsPath(label, f"rounds_{label}", label, measure)
 
 
 def test_per_round_ratios_pair_the_same_round_and_the_median_is_reported(monkeypatch):
@@ -25,29 +27,26 @@ def test_per_round_ratios_pair_the_same_round_and_the_median_is_reported(monkeyp
     calls, loaded = [], []
     paths = [
         _path("ours", [100, 300, 200, 150, 400], calls),
-        _path("peer", [50, 100, 400, 150, 100], calls, ratio_key="ours_vs_peer_rounds"),
-        _path("ceiling", [100, 100, 100, 100, 100], calls, ratio_key="ours_vs_ceiling_rounds"),
+        _path("peer", [50, 100, 400, 150, 100], calls),
+        _path("ceiling", [100, 100, 100, 100, 100], calls),
     ]
-    cases = run_rounds(
-        paths,
-        [(50, 1000), (512, 100)],
-        suite="cpu",
-        rounds=5,
-        load=lambda t, r: loaded.append((t, r)),
-        progress=lambda msg: None,
-    )
+    ratios = [
+        Ratio("ours_vs_peer_rounds{suffix}", "ours", "peer"),
+        Ratio("ours_vs_ceiling_rounds{suffix}", "ours", "ceiling"),
+    ]
+    cases = run_rounds(paths, WORK, suite="cpu", rounds=5, ratios=ratios, load=loaded.append, progress=lambda msg: None)
 
-    assert loaded == [(50, 1000), (512, 100)]
+    assert loaded == WORK
     by_name = {c["name"]: c for c in cases}
     assert set(by_name) == {f"rounds_{label}_{t}tok" for label in ("ours", "peer", "ceiling") for t in (50, 512)}
-    peer = by_name["rounds_peer_50tok"]
-    assert peer["ratio_by_round"] == [2.0, 3.0, 0.5, 1.0, 4.0]
-    assert peer["rows_per_s_by_round"] == [50, 100, 400, 150, 100]
-    assert peer["rows_per_s"] == 100  # the median round's speed
-    assert "ratio_key" not in by_name["rounds_ours_50tok"]
-    assert by_name["rounds_ceiling_512tok"]["ratio_by_round"] == [1.0, 3.0, 2.0, 1.5, 4.0]
+    ours = by_name["rounds_ours_50tok"]
+    assert ours["ratios_by_round"]["ours_vs_peer_rounds"] == [2.0, 3.0, 0.5, 1.0, 4.0]
+    assert by_name["rounds_peer_50tok"]["rows_per_s_by_round"] == [50, 100, 400, 150, 100]
+    assert by_name["rounds_peer_50tok"]["rows_per_s"] == 100  # the median round's speed
+    assert "ratios_by_round" not in by_name["rounds_peer_50tok"]
+    assert by_name["rounds_ours_512tok"]["ratios_by_round"]["ours_vs_ceiling_rounds_512"] == [1.0, 3.0, 2.0, 1.5, 4.0]
     assert all(c["suite"] == "cpu" for c in cases)
-    assert rounds_ratios(cases, "cpu") == {
+    assert declared_ratios(cases) == {
         "ours_vs_peer_rounds": 2.0,
         "ours_vs_ceiling_rounds": 2.0,
         "ours_vs_peer_rounds_512": 2.0,
@@ -67,13 +66,36 @@ def test_idle_gap_only_where_the_engine_changes(monkeypatch):
     slept = []
     monkeypatch.setattr(rounds, "time", types.SimpleNamespace(sleep=slept.append))
     calls = []
-    paths = [
-        _path("ours", [100, 100], calls),
-        _path("ids", [100, 100], calls, ratio_key="ours_vs_ids"),
-        _path("texts", [100, 100], calls, ratio_key="ours_vs_texts"),
-    ]
+    paths = [_path("ours", [100, 100], calls), _path("ids", [100, 100], calls), _path("texts", [100, 100], calls)]
     paths[1:] = [dataclasses.replace(p, engine="inprocess") for p in paths[1:]]
-    run_rounds(paths, [(50, 100)], suite="cpu", rounds=2, load=lambda t, r: None, progress=lambda msg: None)
+    run_rounds(paths, [Workload(50, 100)], suite="cpu", rounds=2, progress=lambda msg: None)
     assert [c[0] for c in calls] == ["ours", "ids", "texts", "texts", "ids", "ours"]
     # ours | ids texts | (texts ids: same engine as before, no gap) | ours
     assert len(slept) == 3 and set(slept) == {rounds.SETTLE_S}
+
+
+def test_a_ratio_across_workloads_and_one_limited_to_a_kind(monkeypatch):
+    """Memory growth compares one path at two sizes; a latency ratio only where latencies exist."""
+    monkeypatch.setattr(rounds, "SETTLE_S", 0)
+
+    def path(label, scale):
+        def measure(workload, warmup):
+            p50 = 2.0 * scale if workload.kind == "single_rows" else None
+            return {"seconds": 1.0, "rss_mb": workload.rows * scale, "p50_ms": p50}
+
+        return RoundsPath(label, label, label, measure)
+
+    work = [
+        Workload(16, 10, name="small"),
+        Workload(16, 40, name="big"),
+        Workload(8, 5, kind="single_rows", name="seq"),
+    ]
+    ratios = [
+        Ratio("a_growth", "a", "a", metric="rss_mb", across=("big", "small")),
+        Ratio("p50_{workload}", "a", "b", metric="p50_ms", kind="single_rows"),
+        Ratio("rss_{workload}", "a", "b", metric="rss_mb", kind="scan"),
+    ]
+    cases = run_rounds([path("a", 1), path("b", 2)], work, suite="s", rounds=2, ratios=ratios, progress=lambda m: None)
+    assert declared_ratios(cases) == {"a_growth": 4.0, "p50_seq": 0.5, "rss_small": 0.5, "rss_big": 0.5}
+    by_name = {c["name"]: c for c in cases}
+    assert by_name["a_big"]["workload"] == "big" and "a_growth" in by_name["a_big"]["ratios_by_round"]

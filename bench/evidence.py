@@ -1,0 +1,158 @@
+"""The evidence suites: each compares the server with one setting on and off, as data.
+
+Every suite is a ``VariantComparison`` run by bench/variants.py: the variants' servers (the tiny
+model, one replica each) up side by side, every workload timed on each in rotating rounds, and
+its ratios declared (numerator / denominator, on one metric). None is in the default suites:
+
+  idle-dispatch      ``--idle-dispatch`` (server/batching.py): a batch closes at once while an
+                     engine idles (``dispatch``) vs waits up to --max-batch-delay-ms (``wait``).
+                     Per engine (``null``: NULL ENGINE, the server's own work and the delay; and
+                     ``vllm``): one-row requests one after another (the latency a point lookup
+                     sees), 16 in flight, and the DuckDB scan (where it must cost nothing).
+                     Ratios ``idle_dispatch_p50_{engine}_{sequential|concurrent16}`` (lower is
+                     better) and ``idle_dispatch_rows_per_s_{engine}_{T}tok``.
+  replica-processes  ``--replica-processes`` (server/engine/process_backend.py) with
+                     ``--engine-loop async``: the engine client in the server's process
+                     (``shared``) vs a worker process (``processes``), per engine. Ratios
+                     ``replica_processes_rows_per_s_{engine}_{T}tok`` and
+                     ``replica_processes_main_thread_us_per_row_{engine}_{T}tok`` (the server's
+                     main thread, which caps one process; lower is better).
+  allocator          server/host/allocator.py: engines on glibc malloc (``EMBEDTEXT_TCMALLOC=off``)
+                     vs tcmalloc, on the scaling suite's Parquet query at its sizes and on
+                     512-token rows. Ratios ``allocator_rows_per_s_tcmalloc_vs_glibc_{size}`` and
+                     ``allocator_{allocator}_server_rss_{largest}_vs_{middle}`` (memory growth).
+                     Needs a tcmalloc on the system; without one the suite says so.
+  ascii-normalizer,  the tokenizer modes' servers (bench/tokenizer_modes.py, which also times the
+  word-cache         tokenizer stage alone).
+
+    uv run --extra cpu embedtext bench --only idle-dispatch
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from embedtext.bench.corpus import BenchCorpus
+from embedtext.bench.plan import BenchPlan, rows_label
+from embedtext.bench.rounds import Ratio, Workload
+from embedtext.bench.variants import Variant, VariantComparison, run_variants
+
+ENGINES = ("null", "vllm")
+CONCURRENCY = 16
+LONG_TOKENS = 512
+
+
+def idle_dispatch(engine: str) -> VariantComparison:
+    return VariantComparison(
+        "idle-dispatch",
+        f"idle_dispatch_{engine}",
+        (Variant("dispatch", ("--idle-dispatch",)), Variant("wait", ("--no-idle-dispatch",))),
+        ratios=(
+            Ratio(f"idle_dispatch_p50_{engine}_{{workload}}", "dispatch", "wait", metric="p50_ms", kind="single_rows"),
+            Ratio(f"idle_dispatch_rows_per_s_{engine}_{{workload}}", "dispatch", "wait", kind="scan"),
+        ),
+        flags=("--engine", engine),
+    )
+
+
+def replica_processes(engine: str) -> VariantComparison:
+    return VariantComparison(
+        "replica-processes",
+        f"replica_processes_{engine}",
+        (Variant("processes", ("--replica-processes", "on")), Variant("shared", ("--replica-processes", "off"))),
+        ratios=(
+            Ratio(f"replica_processes_rows_per_s_{engine}_{{workload}}", "processes", "shared"),
+            Ratio(
+                f"replica_processes_main_thread_us_per_row_{engine}_{{workload}}",
+                "processes",
+                "shared",
+                metric="server_main_thread_us_per_row",
+            ),
+        ),
+        # A stepped engine always lives in a worker process: the choice exists with AsyncLLM.
+        flags=("--engine", engine, "--engine-loop", "async"),
+    )
+
+
+def allocator(sizes: tuple[int, ...], tokens: int) -> VariantComparison:
+    labels = [_size_label(rows, tokens) for rows in sizes]
+    growth = ()
+    if len(sizes) >= 2:
+        big, mid = sizes[-1], sizes[-2]
+        growth = tuple(
+            Ratio(
+                f"allocator_{name}_server_rss_{rows_label(big)}_vs_{rows_label(mid)}",
+                name,
+                name,
+                metric="server_rss_mb",
+                across=(labels[-1], labels[-2]),
+            )
+            for name in ("glibc", "tcmalloc")
+        )
+    return VariantComparison(
+        "allocator",
+        "allocator",
+        (Variant("tcmalloc"), Variant("glibc", env=(("EMBEDTEXT_TCMALLOC", "off"),))),
+        ratios=(Ratio("allocator_rows_per_s_tcmalloc_vs_glibc_{workload}", "tcmalloc", "glibc"), *growth),
+    )
+
+
+def _size_label(rows: int, tokens: int) -> str:
+    return f"{rows_label(rows)}_rows_{tokens}tok"
+
+
+def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -> list[dict]:
+    """One evidence suite at the plan's sizes (rounds: 2 quick, 3 full; allocator 2, its scans are long)."""
+    corpus = BenchCorpus(model_dir)
+    args = ["--enforce-eager"] if plan.eager else []
+    rounds = 2 if plan.quick else 3
+    models = [f"tiny={model_dir}"]
+    cases: list[dict] = []
+    if suite == "idle-dispatch":
+        tokens, rows = plan.cpu_work[0]
+        workloads = [
+            Workload(tokens, 100 if plan.quick else 200, kind="single_rows", name="sequential"),
+            Workload(
+                tokens,
+                500 if plan.quick else 1500,
+                kind="single_rows",
+                name=f"concurrent{CONCURRENCY}",
+                concurrency=CONCURRENCY,
+            ),
+            Workload(tokens, rows),
+        ]
+        for engine in ENGINES:
+            cases += run_variants(
+                idle_dispatch(engine), models, workloads, corpus, rounds=rounds, args=args, progress=progress
+            )
+    elif suite == "replica-processes":
+        null_work = [Workload(plan.cpu_work[0][0], plan.transport_rows)]
+        for engine, workloads in (("null", null_work), ("vllm", [Workload(t, r) for t, r in plan.cpu_work])):
+            cases += run_variants(
+                replica_processes(engine), models, workloads, corpus, rounds=rounds, args=args, progress=progress
+            )
+    elif suite == "allocator":
+        from embedtext.server.host.allocator import engine_allocator
+
+        choice = engine_allocator()
+        if not choice.env:
+            progress(f"allocator: skipped, nothing to compare ({choice.message})")
+            return []
+        tokens = plan.scaling_tokens
+        workloads = [
+            Workload(tokens, rows, kind="parquet", name=_size_label(rows, tokens)) for rows in plan.allocator_rows
+        ]
+        workloads.append(Workload(LONG_TOKENS, dict(plan.cpu_work)[LONG_TOKENS]))
+        cases += run_variants(
+            allocator(plan.allocator_rows, tokens),
+            models,
+            workloads,
+            corpus,
+            rounds=2,
+            args=args,
+            workdir=plan.workdir,
+            progress=progress,
+        )
+    else:
+        raise ValueError(f"no evidence suite {suite!r}")
+    return cases
