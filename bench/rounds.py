@@ -35,6 +35,7 @@ class Workload:
     kind: str = "scan"
     name: str = ""  # in case and ratio names; default "{tokens}tok"
     concurrency: int = 1  # requests in flight, for kinds that send requests
+    latency_class: str | None = None  # theirs ("interactive", "bulk"; None: by size)
 
     @property
     def label(self) -> str:

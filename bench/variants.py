@@ -8,7 +8,8 @@ ratios) and its workloads (bench/evidence.py). How a variant runs each kind of w
                ``tokens`` tokens: rows/s, and the server's CPU per row, all of its threads
                (``server_cpu_us_per_row``) and its main thread alone, where its event loop runs
                (``server_main_thread_us_per_row``)
-  single_rows  ``rows`` one-row requests, ``concurrency`` in flight: latency percentiles
+  single_rows  ``rows`` one-row requests, ``concurrency`` in flight, of the workload's latency
+               class: latency percentiles
   parquet      the scan read from a Parquet file (the scaling suite's query), with each server
                process's RSS after it (``server_rss_by_process_mb``, summed in ``server_rss_mb``)
 """
@@ -113,7 +114,9 @@ def run_variants(
 def _measure(server, con: duckdb.DuckDBPyConnection, texts: dict[str, list[str]], suite: str):
     def measure(workload: Workload, warmup: bool) -> dict:
         if workload.kind == "single_rows":
-            latencies, elapsed = asyncio.run(_single_rows(server.target, texts[workload.label], workload.concurrency))
+            latencies, elapsed = asyncio.run(
+                _single_rows(server.target, texts[workload.label], workload.concurrency, workload.latency_class)
+            )
             return make_case(
                 "run", suite, rows=len(latencies), seconds=elapsed, tokens_per_row=workload.tokens, latencies=latencies
             )
@@ -140,12 +143,14 @@ def _measure(server, con: duckdb.DuckDBPyConnection, texts: dict[str, list[str]]
     return measure
 
 
-async def _single_rows(target: str, texts: Sequence[str], concurrency: int) -> tuple[list[float], float]:
+async def _single_rows(
+    target: str, texts: Sequence[str], concurrency: int, latency_class: str | None
+) -> tuple[list[float], float]:
     """Send each text as its own request, ``concurrency`` at a time; latencies and elapsed seconds."""
     from embedtext.connectors.client import AsyncClient
 
     latencies: list[float] = []
-    async with AsyncClient(target, max_in_flight=max(8, concurrency)) as client:
+    async with AsyncClient(target, max_in_flight=max(8, concurrency), latency_class=latency_class) as client:
         await client.embed(list(texts[:8]))  # connect and warm up
         pending = iter(texts)
 

@@ -22,9 +22,9 @@ from embedtext.protocol.errors import (
     EmbedTextError,
     InternalError,
     InvalidInputError,
-    OverloadedError,
     UnavailableError,
 )
+from embedtext.server.admission import Admission
 from embedtext.server.batching import Batch, BatchQueue, EmbedJob
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
@@ -43,12 +43,6 @@ log = logging.getLogger(__name__)
 _NO_DEADLINE_WAIT_S = 300.0
 # Batches carrying interactive rows may run this many beyond --max-batches-per-replica.
 INTERACTIVE_EXTRA_SLOTS = 1
-# A refused caller is told to come back after this long at least, at most, and while the
-# engines' speed is not measured yet.
-MIN_RETRY_S, MAX_RETRY_S, UNKNOWN_RETRY_S = 0.05, 5.0, 0.2
-# A request is refused at once when even at this many times the engines' measured speed it
-# would not finish before its deadline (the speed is an average; a refusal must be sure).
-DEADLINE_REFUSAL_MARGIN = 1.5
 
 
 def _class_name(interactive: bool) -> str:
@@ -129,6 +123,9 @@ class ModelRuntime:
             lambda: self.queue.queued_rows - self.queue.queued_interactive_rows
         )
         self.started = False
+        self.admission = Admission(
+            spec, config, self.queue, self.speed, metrics, healthy=lambda: self.supervisor.healthy_count
+        )
         self._tasks: set[asyncio.Task] = set()
         self._dispatcher: asyncio.Task | None = None
 
@@ -170,57 +167,9 @@ class ModelRuntime:
 
     # --- requests ----------------------------------------------------------------------
 
-    def _check(self, count: int, options: EmbedOptions) -> None:
-        if count == 0:
-            raise InvalidInputError("the request holds no rows; send at least one text")
-        if count > self.config.max_request_rows:
-            raise InvalidInputError(
-                f"the request holds {count} rows; the server takes at most {self.config.max_request_rows} "
-                "per request (the client splits larger inputs for you)"
-            )
-        if options.dimensions < 0 or options.dimensions > self.spec.dim:
-            raise InvalidInputError(
-                f"dimensions={options.dimensions} is not available: model {self.spec.name} "
-                f"has {self.spec.dim} dimensions (ask for 1..{self.spec.dim}, or 0 for all)"
-            )
-        if not self.started:
-            raise UnavailableError(f"model {self.spec.name} is still starting; retry in a moment")
-
-    def _check_room(self, rows: int) -> None:
-        """Refuse what the queue cannot take, saying when it expects room (the clients back off)."""
-        try:
-            self.queue.check_room(rows)
-        except OverloadedError as exc:
-            excess_rows = self.queue.queued_rows + rows - self.queue.max_queued_rows
-            tokens_per_row = self.queue.queued_tokens / max(self.queue.queued_rows, 1)
-            seconds = self.speed.seconds_for(int(excess_rows * tokens_per_row), self.supervisor.healthy_count)
-            exc.retry_after_s = UNKNOWN_RETRY_S if seconds is None else min(MAX_RETRY_S, max(MIN_RETRY_S, seconds))
-            self.metrics.refusals.labels(self.spec.name, "queue_full").inc()
-            raise
-
-    def _check_deadline(self, rows: list[list[int]], interactive: bool, deadline: float | None) -> None:
-        """Refuse at once what the engines cannot finish before its deadline, instead of failing
-        it when the deadline passes. Interactive rows and fair-shared bulk rows wait at least for
-        their own tokens; in one FIFO queue, for every queued token too."""
-        if deadline is None:
-            return
-        tokens = sum(max(len(r), 1) for r in rows)
-        ahead = 0 if interactive or self.queue.classes else self.queue.queued_tokens
-        need = self.speed.seconds_for(tokens + ahead, self.supervisor.healthy_count)
-        left = deadline - time.monotonic()
-        if need is None or need <= left * DEADLINE_REFUSAL_MARGIN:
-            return
-        self.metrics.refusals.labels(self.spec.name, "deadline").inc()
-        behind = f", behind {ahead} queued tokens" if ahead else ""
-        raise DeadlineExceededError(
-            f"refused at once: the request needs about {need:.1f}s of engine time ({tokens} tokens{behind} at "
-            f"about {self.speed.tokens_per_s * max(self.supervisor.healthy_count, 1):.0f} tokens/s) but its "
-            f"deadline leaves {max(left, 0):.1f}s; raise the timeout or send fewer rows per call"
-        )
-
     async def embed_texts(self, texts: list[str], options: EmbedOptions, deadline: float | None) -> EmbedResult:
-        self._check(len(texts), options)
-        self._check_room(len(texts))  # refuse before spending tokenizer time
+        self.admission.check_request(len(texts), options, started=self.started)
+        self.admission.check_room(len(texts))  # refuse before spending tokenizer time
         rows = await self.tokenizers.tokenize(
             texts, truncate=options.truncate, interactive=self._interactive(len(texts), options)
         )
@@ -229,7 +178,7 @@ class ModelRuntime:
     async def embed_token_ids(
         self, rows: list[list[int]], options: EmbedOptions, deadline: float | None
     ) -> EmbedResult:
-        self._check(len(rows), options)
+        self.admission.check_request(len(rows), options, started=self.started)
         rows = self.tokenizers.check_token_ids(rows, truncate=options.truncate)
         return await self._embed(rows, options, deadline)
 
@@ -242,7 +191,7 @@ class ModelRuntime:
     async def _embed(self, rows: list[list[int]], options: EmbedOptions, deadline: float | None) -> EmbedResult:
         normalize = self.spec.normalize if options.normalize is None else options.normalize
         interactive = self._interactive(len(rows), options)
-        self._check_deadline(rows, interactive, deadline)
+        self.admission.check_deadline(rows, interactive, deadline)
         job = EmbedJob(
             rows=rows,
             future=asyncio.get_running_loop().create_future(),
@@ -250,7 +199,7 @@ class ModelRuntime:
             caller=options.caller,
             deadline=deadline,
         )
-        self._check_room(len(rows))
+        self.admission.check_room(len(rows))
         self.queue.submit(job)
         try:
             pooled = await job.future

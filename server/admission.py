@@ -1,0 +1,94 @@
+"""What a model's runtime refuses before it queues a request, and when it tells the caller to come back.
+
+A request is refused at once, with a clear message, when it is malformed or asks for what the model
+lacks, while the model is starting, when the queue has no room (with a retry hint from the engines'
+measured speed, so clients back off rather than fail), and when the engines cannot finish it
+before its deadline.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from embedtext.protocol.errors import DeadlineExceededError, InvalidInputError, OverloadedError, UnavailableError
+from embedtext.server.batching import BatchQueue
+from embedtext.server.config import ServerConfig
+from embedtext.server.metrics import ServerMetrics
+from embedtext.server.models import ModelSpec
+from embedtext.server.options import EmbedOptions
+from embedtext.server.pacing import EngineSpeed
+
+# A refused caller is told to come back after this long at least, at most, and while the
+# engines' speed is not measured yet.
+MIN_RETRY_S, MAX_RETRY_S, UNKNOWN_RETRY_S = 0.05, 5.0, 0.2
+# A request is refused at once when even at this many times the engines' measured speed it
+# would not finish before its deadline (the speed is an average; a refusal must be sure).
+DEADLINE_REFUSAL_MARGIN = 1.5
+
+
+class Admission:
+    def __init__(
+        self,
+        spec: ModelSpec,
+        config: ServerConfig,
+        queue: BatchQueue,
+        speed: EngineSpeed,
+        metrics: ServerMetrics,
+        *,
+        healthy: Callable[[], int],
+    ) -> None:
+        self.spec = spec
+        self.config = config
+        self.queue = queue
+        self.speed = speed
+        self.metrics = metrics
+        self.healthy = healthy  # replicas serving now
+
+    def check_request(self, count: int, options: EmbedOptions, *, started: bool) -> None:
+        if count == 0:
+            raise InvalidInputError("the request holds no rows; send at least one text")
+        if count > self.config.max_request_rows:
+            raise InvalidInputError(
+                f"the request holds {count} rows; the server takes at most {self.config.max_request_rows} "
+                "per request (the client splits larger inputs for you)"
+            )
+        if options.dimensions < 0 or options.dimensions > self.spec.dim:
+            raise InvalidInputError(
+                f"dimensions={options.dimensions} is not available: model {self.spec.name} "
+                f"has {self.spec.dim} dimensions (ask for 1..{self.spec.dim}, or 0 for all)"
+            )
+        if not started:
+            raise UnavailableError(f"model {self.spec.name} is still starting; retry in a moment")
+
+    def check_room(self, rows: int) -> None:
+        """Refuse what the queue cannot take, saying when it expects room (the clients back off)."""
+        try:
+            self.queue.check_room(rows)
+        except OverloadedError as exc:
+            excess_rows = self.queue.queued_rows + rows - self.queue.max_queued_rows
+            tokens_per_row = self.queue.queued_tokens / max(self.queue.queued_rows, 1)
+            seconds = self.speed.seconds_for(int(excess_rows * tokens_per_row), self.healthy())
+            exc.retry_after_s = UNKNOWN_RETRY_S if seconds is None else min(MAX_RETRY_S, max(MIN_RETRY_S, seconds))
+            self.metrics.refusals.labels(self.spec.name, "queue_full").inc()
+            raise
+
+    def check_deadline(self, rows: list[list[int]], interactive: bool, deadline: float | None) -> None:
+        """Refuse at once what the engines cannot finish before its deadline, instead of failing
+        it when the deadline passes. Interactive rows and fair-shared bulk rows wait at least for
+        their own tokens; in one FIFO queue, for every queued token too."""
+        if deadline is None:
+            return
+        tokens = sum(max(len(r), 1) for r in rows)
+        ahead = 0 if interactive or self.queue.classes else self.queue.queued_tokens
+        need = self.speed.seconds_for(tokens + ahead, self.healthy())
+        left = deadline - time.monotonic()
+        if need is None or need <= left * DEADLINE_REFUSAL_MARGIN:
+            return
+        self.metrics.refusals.labels(self.spec.name, "deadline").inc()
+        behind = f", behind {ahead} queued tokens" if ahead else ""
+        raise DeadlineExceededError(
+            f"refused at once: the request needs about {need:.1f}s of engine time ({tokens} tokens{behind} at "
+            f"about {self.speed.tokens_per_s * max(self.healthy(), 1):.0f} tokens/s) but its "
+            f"deadline leaves {max(left, 0):.1f}s; raise the timeout or send fewer rows per call"
+        )
