@@ -154,7 +154,11 @@ def _case(path: RoundsPath, workload: Workload, done: list[dict], suite: str) ->
     median_run = sorted(done, key=lambda r: r["seconds"])[len(done) // 2]
     rows = median_run.get("rows", workload.rows)
     rows_per_s = rows / seconds if seconds else None
-    case = {k: v for k, v in median_run.items() if k not in ("query", "runs_s")}
+    from embedtext.bench.measure import make_case
+
+    # Every field a report prints, then the median run's own (its latencies' percentiles among them).
+    case = make_case("", suite, rows=rows, seconds=seconds, tokens_per_row=workload.tokens)
+    case.update({k: v for k, v in median_run.items() if k not in ("query", "runs_s") and v is not None})
     case.update(
         name=f"{path.case_prefix}_{workload.label}",
         suite=suite,

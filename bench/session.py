@@ -149,9 +149,10 @@ def run_bench(
         "ratios": ratios,
         "targets": targets,
     }
+    if json_path:  # first: a report that fails to print loses no measurement
+        write_json(json_path, report)
     print_report(report)
     if json_path:
-        write_json(json_path, report)
         print(f"\nwrote {json_path}")
     return report
 

@@ -99,3 +99,15 @@ def test_a_ratio_across_workloads_and_one_limited_to_a_kind(monkeypatch):
     assert declared_ratios(cases) == {"a_growth": 4.0, "p50_seq": 0.5, "rss_small": 0.5, "rss_big": 0.5}
     by_name = {c["name"]: c for c in cases}
     assert by_name["a_big"]["workload"] == "big" and "a_growth" in by_name["a_big"]["ratios_by_round"]
+
+
+def test_every_case_has_the_fields_a_report_prints(monkeypatch):
+    """A path may return no more than its seconds; the report's table still prints its case."""
+    from embedtext.bench.report import format_markdown, format_table
+
+    monkeypatch.setattr(rounds, "SETTLE_S", 0)
+    path = RoundsPath("only", "only", "seconds alone", lambda workload, warmup: {"seconds": 0.5, "calls": 3})
+    cases = run_rounds([path], [Workload(20, 100)], suite="s", rounds=1, progress=lambda m: None)
+    assert cases[0]["rows_per_s"] == 200 and cases[0]["calls"] == 3 and cases[0]["p50_ms"] is None
+    assert "only_20tok" in format_table(cases, {}, {})
+    assert "only_20tok" in format_markdown({"cases": cases, "ratios": {}, "targets": {}})
