@@ -113,6 +113,7 @@ def run_rounds(
                     time.sleep(SETTLE_S)
                 last_engine = engine
                 run = by_label[label].measure(workload, round_ == 0)
+                run.setdefault("rows_per_s", _rows_per_s(run, workload))  # a path may return its seconds alone
                 runs.setdefault((label, workload.label), []).append(run)
             progress(
                 f"{suite}: {workload.label}, round {round_ + 1}/{rounds}: "

@@ -106,8 +106,19 @@ def test_every_case_has_the_fields_a_report_prints(monkeypatch):
     from embedtext.bench.report import format_markdown, format_table
 
     monkeypatch.setattr(rounds, "SETTLE_S", 0)
-    path = RoundsPath("only", "only", "seconds alone", lambda workload, warmup: {"seconds": 0.5, "calls": 3})
-    cases = run_rounds([path], [Workload(20, 100)], suite="s", rounds=1, progress=lambda m: None)
+
+    def path(label, seconds):
+        return RoundsPath(label, label, "seconds alone", lambda workload, warmup: {"seconds": seconds, "calls": 3})
+
+    cases = run_rounds(
+        [path("only", 0.5), path("other", 1.0)],
+        [Workload(20, 100)],
+        suite="s",
+        rounds=1,
+        ratios=[Ratio("only_vs_other", "only", "other")],
+        progress=lambda m: None,
+    )
     assert cases[0]["rows_per_s"] == 200 and cases[0]["calls"] == 3 and cases[0]["p50_ms"] is None
+    assert declared_ratios(cases) == {"only_vs_other": 2.0}
     assert "only_20tok" in format_table(cases, {}, {})
     assert "only_20tok" in format_markdown({"cases": cases, "ratios": {}, "targets": {}})
