@@ -155,19 +155,22 @@ def _case(path: RoundsPath, workload: Workload, done: list[dict], suite: str) ->
     median_run = sorted(done, key=lambda r: r["seconds"])[len(done) // 2]
     rows = median_run.get("rows", workload.rows)
     rows_per_s = rows / seconds if seconds else None
+    tokens = median_run.get("tokens_per_row", workload.tokens)  # None: the path has no tokens (wire format)
     from embedtext.bench.measure import make_case
 
     # Every field a report prints, then the median run's own (its latencies' percentiles among them).
     case = make_case("", suite, rows=rows, seconds=seconds, tokens_per_row=workload.tokens)
-    case.update({k: v for k, v in median_run.items() if k not in ("query", "runs_s") and v is not None})
+    case.update(
+        {k: v for k, v in median_run.items() if k not in ("query", "runs_s") and (v is not None or k not in case)}
+    )
     case.update(
         name=f"{path.case_prefix}_{workload.label}",
         suite=suite,
         rows=rows,
-        tokens_per_row=workload.tokens,
+        tokens_per_row=tokens,
         seconds=round(seconds, 3),
         rows_per_s=round(rows_per_s, 1) if rows_per_s else None,
-        tokens_per_s=round(rows_per_s * workload.tokens, 1) if rows_per_s else None,
+        tokens_per_s=round(rows_per_s * tokens, 1) if rows_per_s and tokens else None,
         path=path.description,
         path_label=path.label,
         workload=workload.label,

@@ -40,7 +40,13 @@ def run_bench(
         progress(
             f"transport (NULL ENGINE): {plan.transport_rows} rows x {plan.transport_tokens} tokens, dims {plan.dims}"
         )
-        cases += run_transport({d: models.null_dim(d) for d in plan.dims}, plan.transport_rows, plan.transport_tokens)
+        cases += run_transport(
+            {d: models.null_dim(d) for d in plan.dims},
+            plan.transport_rows,
+            plan.transport_tokens,
+            rounds=2 if plan.quick else 3,
+            progress=progress,
+        )
     if set(TINY_SERVER_SUITES) & set(suites):
         cases += _tiny_model_suites(plan, suites, models, progress)
     if {"cpu", "cpu-peers"} & set(suites):
@@ -166,9 +172,8 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     from embedtext.bench.rounds import declared_ratios
     from embedtext.bench.scaling import scaling_ratios
     from embedtext.bench.startup import startup_ratios
-    from embedtext.bench.transport import transport_ratios
 
-    computed = (transport_ratios, scaling_ratios, mixed_ratios, dtype_ratios, startup_ratios, gpu_ratios)
+    computed = (scaling_ratios, mixed_ratios, dtype_ratios, startup_ratios, gpu_ratios)
     return {**declared_ratios(cases), **{k: v for ratios in computed for k, v in ratios(cases).items()}}
 
 

@@ -18,15 +18,16 @@ server's encoding + serialization + the client's parse + conversion to Arrow:
   wire_bytes_d{D}                      ``embeddings_f32le`` bytes (spliced and viewed by reply_wire)
   wire_repeated_float_d{D}             ``embeddings_f32`` repeated float (as the servicer fills it)
 
+Every server is up at once and every path timed once a round, in rotating rounds (bench/rounds.py).
 Ratios ``bytes_vs_repeated_float`` and ``bytes_vs_json`` (rows/s end to end; headline at 768, and
-per dim ``_{D}``), ``bytes_vs_null_inprocess_{D}``, and ``wire_bytes_vs_repeated_float`` (+ ``_{D}``).
+per dim ``_d{D}``), ``bytes_vs_null_inprocess_d{D}``, and ``wire_bytes_vs_repeated_float`` (+ ``_d{D}``).
 
     uv run --extra cpu embedtext bench --only transport --rows 20000 --dims 384
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 import duckdb
@@ -36,8 +37,9 @@ import pyarrow as pa
 import embedtext
 from embedtext.bench.baselines import NullInProcessEmbedder, OpenAIJsonEmbedder, register_udf
 from embedtext.bench.corpus import BenchCorpus
-from embedtext.bench.measure import make_case, timed
-from embedtext.bench.queries import embed_query_case, load_docs
+from embedtext.bench.measure import timed
+from embedtext.bench.queries import load_docs, scan_measure
+from embedtext.bench.rounds import Ratio, RoundsPath, Workload, run_rounds
 from embedtext.bench.servers import embedtext_server, null_json_server
 from embedtext.connectors.client import Client
 from embedtext.connectors.requests import reply_to_arrow
@@ -49,65 +51,102 @@ HEADLINE_DIM = 768
 _REPLIES = (("bytes", "float32"), ("repeated_float", "float32-repeated"))
 
 
-def run_transport(models: dict[int, Path], rows: int, tokens: int) -> list[dict]:
-    """``models``: dim -> generated model dir. Each server is started once, for all dims."""
+def run_transport(models: dict[int, Path], rows: int, tokens: int, *, rounds: int = 3, progress=print) -> list[dict]:
+    """``models``: dim -> generated model dir. Every server up at once, each dim a workload, every
+    path timed once a round in rotating rounds (bench/rounds.py). No path has a vLLM engine polling
+    after its runs, so none waits for another to settle (one engine name for all)."""
     corpus = BenchCorpus(next(iter(models.values())))  # the generated models share one vocabulary
-    con = duckdb.connect()
-    load_docs(con, corpus.texts(rows, tokens))
-    common = dict(source="docs", rows=rows, tokens_per_row=tokens, engine="null")
-    cases = []
-    with embedtext_server([f"d{d}={p}" for d, p in models.items()], args=["--engine", "null"]) as server:
-        for dim in models:
-            for label, reply_dtype in _REPLIES:
-                client = Client(server.target, reply_dtype=reply_dtype, max_batch_rows=512, max_in_flight=8)
-                fn = f"et_{label}_{dim}"
-                embedtext.register(con, client, name=fn, model=f"d{dim}")
-                cases.append(
-                    embed_query_case(
-                        con,
-                        f"null_engine_udf_{label}_d{dim}",
-                        SUITE,
-                        fn=fn,
-                        dim=dim,
-                        server_pid=server.pid,
-                        reply_dtype=reply_dtype,
-                        path=f"embed_text -> gRPC {reply_dtype} reply (NULL ENGINE)",
-                        **common,
-                    )
-                )
-                client.close()
-    with null_json_server({f"d{d}": str(p) for d, p in models.items()}) as http:
-        for dim in models:
-            embedder = OpenAIJsonEmbedder(http.url, f"d{dim}")
-            register_udf(con, f"json_{dim}", embedder, dim)
-            cases.append(
-                embed_query_case(
-                    con,
-                    f"null_engine_http_json_d{dim}",
-                    SUITE,
-                    fn=f"json_{dim}",
-                    dim=dim,
-                    server_pid=http.pid,
-                    path="Arrow UDF -> OpenAI-format JSON HTTP (NULL ENGINE)",
-                    **common,
-                )
-            )
-            embedder.close()
-    for dim, path in models.items():
-        register_udf(con, f"inproc_{dim}", NullInProcessEmbedder(str(path)), dim)
-        cases.append(
-            embed_query_case(
-                con,
-                f"null_inprocess_udf_d{dim}",
-                SUITE,
-                fn=f"inproc_{dim}",
-                dim=dim,
-                path="Arrow UDF computing the null vectors in-process (tokenizer, no server)",
-                **common,
-            )
+    with ExitStack() as stack:
+        con = stack.enter_context(duckdb.connect())
+        load_docs(con, corpus.texts(rows, tokens))
+        server = stack.enter_context(
+            embedtext_server([f"d{d}={p}" for d, p in models.items()], args=["--engine", "null"])
         )
-    con.close()
-    return cases + wire_cases(tuple(models))
+        http = stack.enter_context(null_json_server({f"d{d}": str(p) for d, p in models.items()}))
+        for dim, path in models.items():
+            for label, reply_dtype in _REPLIES:
+                client = stack.enter_context(
+                    Client(server.target, reply_dtype=reply_dtype, max_batch_rows=512, max_in_flight=8)
+                )
+                embedtext.register(con, client, name=f"et_{label}_{dim}", model=f"d{dim}")
+            embedder = OpenAIJsonEmbedder(http.url, f"d{dim}")
+            stack.callback(embedder.close)
+            register_udf(con, f"json_{dim}", embedder, dim)
+            register_udf(con, f"inproc_{dim}", NullInProcessEmbedder(str(path)), dim)
+
+        def scan(fn: str, pid: int | None):
+            def measure(workload: Workload, warmup: bool) -> dict:
+                dim = int(workload.label[1:])
+                return {**scan_measure(con, SUITE, f"{fn}_{dim}", pid)(workload, warmup), "dim": dim}
+
+            return measure
+
+        def wire(repeated: bool):
+            return lambda workload, warmup: wire_run(int(workload.label[1:]), repeated)
+
+        paths = [
+            RoundsPath(
+                "bytes",
+                "null_engine_udf_bytes",
+                "embed_text -> gRPC float32 reply (NULL ENGINE)",
+                scan("et_bytes", server.pid),
+                engine="null",
+            ),
+            RoundsPath(
+                "repeated_float",
+                "null_engine_udf_repeated_float",
+                "embed_text -> gRPC float32-repeated reply (NULL ENGINE)",
+                scan("et_repeated_float", server.pid),
+                engine="null",
+            ),
+            RoundsPath(
+                "http_json",
+                "null_engine_http_json",
+                "Arrow UDF -> OpenAI-format JSON HTTP (NULL ENGINE)",
+                scan("json", http.pid),
+                engine="null",
+            ),
+            RoundsPath(
+                "inprocess",
+                "null_inprocess_udf",
+                "Arrow UDF computing the null vectors in-process (tokenizer, no server)",
+                scan("inproc", None),
+                engine="null",
+            ),
+            RoundsPath(
+                "wire_bytes", "wire_bytes", "protobuf encode + parse + Arrow, no server", wire(False), engine="null"
+            ),
+            RoundsPath(
+                "wire_repeated_float",
+                "wire_repeated_float",
+                "protobuf encode + parse + Arrow, no server",
+                wire(True),
+                engine="null",
+            ),
+        ]
+        headline = f"d{HEADLINE_DIM if HEADLINE_DIM in models else next(iter(models))}"
+        ratios = [
+            *(
+                ratio
+                for key, peer in (("bytes_vs_repeated_float", "repeated_float"), ("bytes_vs_json", "http_json"))
+                for ratio in (
+                    Ratio(key + "_{workload}", "bytes", peer),
+                    Ratio(key, "bytes", peer, across=(headline, headline)),
+                )
+            ),
+            Ratio("bytes_vs_null_inprocess_{workload}", "bytes", "inprocess"),
+            Ratio("wire_bytes_vs_repeated_float_{workload}", "wire_bytes", "wire_repeated_float"),
+            Ratio("wire_bytes_vs_repeated_float", "wire_bytes", "wire_repeated_float", across=(headline, headline)),
+        ]
+        progress(f"transport: {len(paths)} paths, dims {list(models)}, {rounds} rotating rounds")
+        return run_rounds(
+            paths,
+            [Workload(tokens, rows, name=f"d{dim}") for dim in models],
+            suite=SUITE,
+            rounds=rounds,
+            ratios=ratios,
+            progress=progress,
+        )
 
 
 def _wire_round_trip(vectors: np.ndarray, repeated: bool) -> pa.FixedSizeListArray:
@@ -124,50 +163,11 @@ def _wire_round_trip(vectors: np.ndarray, repeated: bool) -> pa.FixedSizeListArr
     return reply_to_arrow(reply_wire.parse_reply(data), count)
 
 
-def wire_cases(dims: Sequence[int], rows: int = 2048, repeats: int = 20) -> list[dict]:
+def wire_run(dim: int, repeated: bool, rows: int = 2048, repeats: int = 20) -> dict:
     """Encode + serialize + parse + to Arrow, one reply of ``rows`` x dim, ``repeats`` times."""
-    cases = []
-    for dim in dims:
-        vectors = np.random.default_rng(0).standard_normal((rows, dim), dtype=np.float32)
-        for label, repeated in (("bytes", False), ("repeated_float", True)):
-            _wire_round_trip(vectors, repeated)  # warm-up
-            # Each result is dropped before the next: keeping 20 replies alive would measure page
-            # faults on fresh memory, not the format.
-            seconds, _ = timed(lambda: [_wire_round_trip(vectors, repeated) and None for _ in range(repeats)])
-            cases.append(
-                make_case(
-                    f"wire_{label}_d{dim}",
-                    SUITE,
-                    rows=rows * repeats,
-                    seconds=seconds,
-                    tokens_per_row=None,
-                    dim=dim,
-                    path="protobuf encode + parse + Arrow, no server",
-                )
-            )
-    return cases
-
-
-def transport_ratios(cases: Sequence[dict]) -> dict[str, float]:
-    by = {c["name"]: c["rows_per_s"] for c in cases if c["suite"] == SUITE}
-    dims = sorted({c["dim"] for c in cases if c["suite"] == SUITE})
-    ratios: dict[str, float] = {}
-    headline = HEADLINE_DIM if HEADLINE_DIM in dims else (dims[0] if dims else None)
-    for dim in dims:
-        ours = by.get(f"null_engine_udf_bytes_d{dim}")
-        for key, other in (
-            ("bytes_vs_repeated_float", f"null_engine_udf_repeated_float_d{dim}"),
-            ("bytes_vs_json", f"null_engine_http_json_d{dim}"),
-            ("bytes_vs_null_inprocess", f"null_inprocess_udf_d{dim}"),
-        ):
-            if ours and by.get(other):
-                ratios[f"{key}_{dim}"] = round(ours / by[other], 3)
-                if dim == headline and key != "bytes_vs_null_inprocess":
-                    ratios[key] = ratios[f"{key}_{dim}"]
-        if by.get(f"wire_bytes_d{dim}") and by.get(f"wire_repeated_float_d{dim}"):
-            ratios[f"wire_bytes_vs_repeated_float_{dim}"] = round(
-                by[f"wire_bytes_d{dim}"] / by[f"wire_repeated_float_d{dim}"], 3
-            )
-            if dim == headline:
-                ratios["wire_bytes_vs_repeated_float"] = ratios[f"wire_bytes_vs_repeated_float_{dim}"]
-    return ratios
+    vectors = np.random.default_rng(0).standard_normal((rows, dim), dtype=np.float32)
+    _wire_round_trip(vectors, repeated)  # warm-up
+    # Each result is dropped before the next: keeping 20 replies alive would measure page faults
+    # on fresh memory, not the format.
+    seconds, _ = timed(lambda: [_wire_round_trip(vectors, repeated) and None for _ in range(repeats)])
+    return {"seconds": seconds, "rows": rows * repeats, "dim": dim, "tokens_per_row": None}

@@ -55,9 +55,9 @@ def test_transport_suite_writes_a_report(tmp_path):
     for key in (
         "bytes_vs_repeated_float",
         "bytes_vs_json",
-        "bytes_vs_repeated_float_384",
-        "bytes_vs_json_384",
-        "bytes_vs_null_inprocess_384",
+        "bytes_vs_repeated_float_d384",
+        "bytes_vs_json_d384",
+        "bytes_vs_null_inprocess_d384",
         "wire_bytes_vs_repeated_float",
     ):
         assert isinstance(report["ratios"][key], float) and report["ratios"][key] > 0, key
