@@ -31,6 +31,7 @@ its ratios declared (numerator / denominator, on one metric). None is in the def
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from embedtext.bench.corpus import BenchCorpus
@@ -75,18 +76,18 @@ def replica_processes(engine: str) -> VariantComparison:
     )
 
 
-def allocator(sizes: tuple[int, ...], tokens: int) -> VariantComparison:
-    labels = [_size_label(rows, tokens) for rows in sizes]
+def allocator(sizes: Sequence[Workload]) -> VariantComparison:
+    """``sizes``: the Parquet workloads, smallest first (memory growth: the largest vs the next)."""
     growth = ()
     if len(sizes) >= 2:
         big, mid = sizes[-1], sizes[-2]
         growth = tuple(
             Ratio(
-                f"allocator_{name}_server_rss_{rows_label(big)}_vs_{rows_label(mid)}",
+                f"allocator_{name}_server_rss_{rows_label(big.rows)}_vs_{rows_label(mid.rows)}",
                 name,
                 name,
                 metric="server_rss_mb",
-                across=(labels[-1], labels[-2]),
+                across=(big.label, mid.label),
             )
             for name in ("glibc", "tcmalloc")
         )
@@ -96,10 +97,6 @@ def allocator(sizes: tuple[int, ...], tokens: int) -> VariantComparison:
         (Variant("tcmalloc"), Variant("glibc", env=(("EMBEDTEXT_TCMALLOC", "off"),))),
         ratios=(Ratio("allocator_rows_per_s_tcmalloc_vs_glibc_{workload}", "tcmalloc", "glibc"), *growth),
     )
-
-
-def _size_label(rows: int, tokens: int) -> str:
-    return f"{rows_label(rows)}_rows_{tokens}tok"
 
 
 def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -> list[dict]:
@@ -143,12 +140,13 @@ def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -
             progress(f"allocator: skipped, nothing to compare ({choice.message})")
             return []
         tokens = plan.scaling_tokens
-        workloads = [
-            Workload(tokens, rows, kind="parquet", name=_size_label(rows, tokens)) for rows in plan.allocator_rows
+        sizes = [
+            Workload(tokens, rows, kind="parquet", name=f"{rows_label(rows)}_rows_{tokens}tok")
+            for rows in plan.allocator_rows
         ]
-        workloads.append(Workload(LONG_TOKENS, dict(plan.cpu_work)[LONG_TOKENS]))
+        workloads = [*sizes, Workload(LONG_TOKENS, dict(plan.cpu_work)[LONG_TOKENS])]
         cases += run_variants(
-            allocator(plan.allocator_rows, tokens),
+            allocator(sizes),
             models,
             workloads,
             corpus,

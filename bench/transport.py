@@ -74,15 +74,17 @@ def run_transport(models: dict[int, Path], rows: int, tokens: int, *, rounds: in
             register_udf(con, f"json_{dim}", embedder, dim)
             register_udf(con, f"inproc_{dim}", NullInProcessEmbedder(str(path)), dim)
 
+        dim_of = {f"d{dim}": dim for dim in models}  # workload label -> its dim
+
         def scan(fn: str, pid: int | None):
             def measure(workload: Workload, warmup: bool) -> dict:
-                dim = int(workload.label[1:])
+                dim = dim_of[workload.label]
                 return {**scan_measure(con, SUITE, f"{fn}_{dim}", pid)(workload, warmup), "dim": dim}
 
             return measure
 
         def wire(repeated: bool):
-            return lambda workload, warmup: wire_run(int(workload.label[1:]), repeated)
+            return lambda workload, warmup: wire_run(dim_of[workload.label], repeated)
 
         paths = [
             RoundsPath(
@@ -141,7 +143,7 @@ def run_transport(models: dict[int, Path], rows: int, tokens: int, *, rounds: in
         progress(f"transport: {len(paths)} paths, dims {list(models)}, {rounds} rotating rounds")
         return run_rounds(
             paths,
-            [Workload(tokens, rows, name=f"d{dim}") for dim in models],
+            [Workload(tokens, rows, name=label) for label in dim_of],
             suite=SUITE,
             rounds=rounds,
             ratios=ratios,

@@ -20,7 +20,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import duckdb
@@ -48,7 +48,7 @@ class VariantComparison:
     prefix: str  # case names: {prefix}_{variant}_{workload}
     variants: tuple[Variant, ...]
     ratios: tuple[Ratio, ...] = ()
-    flags: tuple[str, ...] = field(default=())  # every variant's
+    flags: tuple[str, ...] = ()  # every variant's
 
 
 def run_variants(

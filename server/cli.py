@@ -8,7 +8,7 @@ from dataclasses import fields
 
 import click
 
-from embedtext.server.config import Flag, ServerConfig, option_name
+from embedtext.server.config import Flag, ServerConfig
 
 
 def _click_type(annotation: str, flag: Flag):
@@ -28,7 +28,7 @@ def config_options(command):
     from the field (server/config.py); ``EMBEDTEXT_<OPTION>`` gives it from the environment."""
     for f in reversed(fields(ServerConfig)):
         flag: Flag = f.metadata["flag"]
-        name = option_name(f.name)
+        name = flag.option(f.name)
         envvar = "EMBEDTEXT_" + name.replace("-", "_").upper()
         help_text = flag.help
         if isinstance(flag.show_default, str):

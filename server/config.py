@@ -25,6 +25,10 @@ class Flag:
     name: str | None = None  # the option, when not the field's name with dashes
     show_default: bool | str = True  # a string: what an "auto" (None) default means
 
+    def option(self, field_name: str) -> str:
+        """The option's name without its dashes: ``max_batch_tokens`` -> ``max-batch-tokens``."""
+        return self.name or field_name.replace("_", "-")
+
 
 def setting(default: Any, help: str = "", *, repr: bool = True, **flag: Any) -> Any:
     return field(default=default, repr=repr, metadata={"flag": Flag(help, **flag)})
@@ -146,7 +150,7 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         for name, flag in config_flags().items():
-            _check(flag, getattr(self, name), f"--{option_name(name)}")
+            _check(flag, getattr(self, name), f"--{flag.option(name)}")
         if not self.models:
             raise ValueError("serve at least one --model")
         if bool(self.tls_cert) != bool(self.tls_key):
@@ -172,11 +176,6 @@ class ServerConfig:
 def config_flags() -> dict[str, Flag]:
     """Each ServerConfig field's Flag, in declaration order."""
     return {f.name: f.metadata["flag"] for f in fields(ServerConfig)}
-
-
-def option_name(field_name: str) -> str:
-    """The option's name without its dashes: ``max_batch_tokens`` -> ``max-batch-tokens``."""
-    return config_flags()[field_name].name or field_name.replace("_", "-")
 
 
 def _check(flag: Flag, value: Any, option: str) -> None:
