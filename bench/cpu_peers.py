@@ -5,19 +5,22 @@ float32) and the same thread budget (every core), timed in rotating rounds (benc
 
   udf_embed_text_default_{T}tok       DuckDB ``embed_text`` on an embedtext server (``--dtype float32``)
   udf_sentence_transformers_{T}tok    an Arrow UDF calling ``SentenceTransformer.encode``
-  udf_onnxruntime_{T}tok              an Arrow UDF running an ONNX export of the model in ONNX Runtime
-                                      (tokenizers, then mean pooling and L2 in numpy: what fastembed runs)
+  udf_fastembed_onnxruntime_{T}tok    an Arrow UDF calling fastembed's ``TextEmbedding.embed`` on an ONNX
+                                      export of the model (ONNX Runtime; fastembed's defaults otherwise)
 
 Ratios ``udf_vs_sentence_transformers`` and ``udf_vs_onnxruntime`` (``_512`` at 512 tokens; the
 model truncates at 256 on every path). Before timing, each peer's vectors are checked against
 embed_text's on the same rows (``peer_min_cosine`` in its cases).
 
-The ONNX model is exported here from the model directory (``torch.onnx.export``): no hub.
+The ONNX model is exported here from the model directory (``torch.onnx.export``) and handed to
+fastembed as a local model directory (``specific_model_path``): no hub.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import warnings
 from collections.abc import Sequence
 from pathlib import Path
@@ -28,7 +31,7 @@ import pyarrow as pa
 from embedtext.bench.baselines import as_fixed_size_list
 from embedtext.bench.dtype_quality import row_cosines
 
-# Rows per model call of each peer: sentence-transformers' default, and the same for ONNX Runtime.
+# Rows per model call of sentence-transformers: its default (fastembed keeps its own, 256).
 PEER_BATCH_ROWS = 32
 
 
@@ -89,45 +92,44 @@ def export_onnx(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
     return out
 
 
-class OnnxRuntimeEmbedder:
-    """An ONNX export in ONNX Runtime, tokenized with ``tokenizers``, mean-pooled and L2-normalised."""
+def fastembed_model_dir(model_dir: str | os.PathLike, onnx_path: Path, max_tokens: int) -> Path:
+    """A model directory in fastembed's layout beside the ONNX export: its tokenizer files, with
+    ``model_max_length`` at the model's own limit. The model's tokenizer_config says 512 (its
+    position table); sentence-transformers and embed_text truncate at ``max_seq_length`` (256)."""
+    out = onnx_path.parent
+    for name in ("tokenizer.json", "special_tokens_map.json", "config.json"):
+        shutil.copyfile(Path(model_dir) / name, out / name)
+    config = json.loads((Path(model_dir) / "tokenizer_config.json").read_text())
+    config["model_max_length"] = max_tokens
+    (out / "tokenizer_config.json").write_text(json.dumps(config))
+    return out
 
-    def __init__(
-        self,
-        onnx_path: str | os.PathLike,
-        tokenizer_file: str | os.PathLike,
-        *,
-        max_tokens: int,
-        threads: int,
-        batch_rows: int = PEER_BATCH_ROWS,
-    ) -> None:
-        import onnxruntime as ort
-        from tokenizers import Tokenizer
 
-        self.tokenizer = Tokenizer.from_file(str(tokenizer_file))
-        self.tokenizer.enable_truncation(max_length=max_tokens)
-        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")  # to the longest row of each batch
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads
-        options.inter_op_num_threads = 1
-        # Its threads would spin after each call and take cores from the path timed next.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
-        self.batch_rows = batch_rows
+class FastembedEmbedder:
+    """fastembed's ``TextEmbedding`` on the local ONNX export, as a DuckDB Arrow UDF: ONNX Runtime
+    with fastembed's own tokenizing, batching (256 rows), pooling and session settings."""
+
+    NAME = "embedtext-bench/all-MiniLM-L6-v2-onnx"  # what fastembed's registry knows the export as
+
+    def __init__(self, fastembed_dir: str | os.PathLike, *, dim: int, threads: int) -> None:
+        from fastembed import TextEmbedding
+        from fastembed.common.model_description import ModelSource, PoolingType
+
+        if self.NAME not in {m["model"] for m in TextEmbedding.list_supported_models()}:
+            TextEmbedding.add_custom_model(
+                self.NAME,
+                pooling=PoolingType.MEAN,
+                normalization=True,
+                sources=ModelSource(hf="sentence-transformers/all-MiniLM-L6-v2"),  # provenance: never fetched
+                dim=dim,
+                model_file="model.onnx",
+            )
+        self.model = TextEmbedding(
+            self.NAME, threads=threads, specific_model_path=str(fastembed_dir), local_files_only=True
+        )
 
     def embed(self, texts: list[str]) -> np.ndarray:
-        out = []
-        for start in range(0, len(texts), self.batch_rows):
-            encoded = self.tokenizer.encode_batch(texts[start : start + self.batch_rows])
-            ids = np.asarray([e.ids for e in encoded], dtype=np.int64)
-            mask = np.asarray([e.attention_mask for e in encoded], dtype=np.int64)
-            hidden = self.session.run(
-                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
-            )[0]
-            weights = mask[:, :, None].astype(np.float32)
-            pooled = (hidden * weights).sum(1) / np.clip(weights.sum(1), 1e-9, None)
-            out.append(pooled / np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None))
-        return np.concatenate(out).astype(np.float32)
+        return np.asarray(list(self.model.embed(texts)), dtype=np.float32)
 
     def __call__(self, chunk) -> pa.FixedSizeListArray:
         return as_fixed_size_list(self.embed(chunk.to_pylist()))
@@ -150,14 +152,12 @@ def run_cpu_peers(
     suite = "cpu"
     spec = load_model_spec("default")
     threads = usable_cores()
-    progress(f"cpu peers: {spec.name}, float32, {threads} threads each: sentence-transformers and ONNX Runtime UDFs")
+    progress(f"cpu peers: {spec.name}, float32, {threads} threads each: sentence-transformers and fastembed UDFs")
+    onnx_path = export_onnx(spec.path, workdir / "onnx" / "model.onnx")
     peers = {
         "st": SentenceTransformersEmbedder(spec.path, threads=threads),
-        "ort": OnnxRuntimeEmbedder(
-            export_onnx(spec.path, workdir / "onnx" / "model.onnx"),
-            spec.tokenizer_file,
-            max_tokens=spec.max_tokens,
-            threads=threads,
+        "ort": FastembedEmbedder(
+            fastembed_model_dir(spec.path, onnx_path, spec.max_tokens), dim=spec.dim, threads=threads
         ),
     }
     with embedtext_server(["default"], args=["--dtype", "float32", *args]) as server, duckdb.connect() as con:
@@ -188,8 +188,8 @@ def run_cpu_peers(
             ),
             RoundsPath(
                 "onnxruntime",
-                "udf_onnxruntime",
-                "DuckDB Arrow UDF -> ONNX Runtime (ONNX export)",
+                "udf_fastembed_onnxruntime",
+                "DuckDB Arrow UDF -> fastembed TextEmbedding -> ONNX Runtime (local ONNX export)",
                 scan("ort_embed", None),
             ),
         ]
@@ -206,7 +206,7 @@ def run_cpu_peers(
             load=lambda w: load_docs(con, corpus.texts(w.rows, w.tokens)),
         )
     for case in cases:
-        for name, prefix in (("st", "udf_sentence_transformers"), ("ort", "udf_onnxruntime")):
+        for name, prefix in (("st", "udf_sentence_transformers"), ("ort", "udf_fastembed_onnxruntime")):
             if case["name"].startswith(prefix):
                 case["peer_min_cosine"] = agreement[name]
     return cases

@@ -28,6 +28,9 @@ class ModelInfo:
     engine_tokens_per_second: float = 0.0
     dtype: str = ""
     engine_loop: str = ""
+    # A stepped engine's step budget per replica (empty: not stepped); whether the target is out of reach.
+    engine_step_tokens: tuple[int, ...] = ()
+    interactive_slo_missed: bool = False
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -78,6 +81,8 @@ class ServerInfo:
                     engine_tokens_per_second=m.engine_tokens_per_second,
                     dtype=m.dtype,
                     engine_loop=m.engine_loop,
+                    engine_step_tokens=tuple(m.engine_step_tokens),
+                    interactive_slo_missed=m.interactive_slo_missed,
                 )
                 for m in r.models
             ),

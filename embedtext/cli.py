@@ -85,14 +85,22 @@ def info(target: str) -> None:
             if m.engine_tokens_per_second
             else "speed not measured yet"
         )
-        # A stepped engine paces its steps; otherwise the server paces the bulk batches themselves.
-        paced = "stepped by the server; engine steps " if m.engine_loop == "stepped" else ""
         target = (
             f"paced for interactive requests within {m.interactive_slo_ms:.0f} ms"
             if m.interactive_slo_ms
             else "not paced"
         )
-        click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens, {paced}{target}; {speed}")
+        if m.engine_loop == "stepped":  # the engines pace their own steps; bulk batches only feed them
+            steps = " / ".join(f"{tokens:,}" for tokens in m.engine_step_tokens) or "not reported yet"
+            click.echo(f"    engine steps: {steps} tokens, {target}; {speed}")
+            click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens")
+        else:
+            click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens, {target}; {speed}")
+        if m.interactive_slo_missed:
+            click.echo(
+                f"    the engines are too slow to hold {m.interactive_slo_ms:.0f} ms even at their smallest "
+                "size: raise --interactive-slo-ms"
+            )
 
 
 @main.command()

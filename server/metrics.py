@@ -94,6 +94,18 @@ class ServerMetrics:
             ["model"],
             registry=r,
         )
+        self.engine_step_tokens = Gauge(
+            "embedtext_engine_step_tokens",
+            "Token budget of a stepped engine's step, per replica (paced to --interactive-slo-ms; 0: not stepped)",
+            ["model", "replica"],
+            registry=r,
+        )
+        self.interactive_slo_missed = Gauge(
+            "embedtext_interactive_slo_missed",
+            "1 while the engines are too slow to hold --interactive-slo-ms even at the smallest batch or step",
+            ["model"],
+            registry=r,
+        )
         self.engine_tokens_per_s = Gauge(
             "embedtext_engine_tokens_per_second",
             "Tokens per second one engine computes while busy (bulk batches)",

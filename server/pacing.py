@@ -87,6 +87,15 @@ class EngineSpeed:
         return tokens / (self.tokens_per_s * max(replicas, 1))
 
 
+@dataclass(frozen=True)
+class PaceReport:
+    """What a pacer settled on: its token budget, the speed it was sized from, whether it holds the target."""
+
+    budget_tokens: int
+    tokens_per_s: float  # 0.0: not measured yet
+    holds_target: bool
+
+
 class BulkPacer:
     """The token budget of one bulk batch under an interactive latency target."""
 
@@ -120,6 +129,9 @@ class BulkPacer:
             self.just_lost_target = held and not self.holds_target
             self.batch_tokens = max(self.min_batch_tokens, min(self.max_batch_tokens, wanted))
         return self.batch_tokens
+
+    def report(self, tokens_per_s: float | None) -> PaceReport:
+        return PaceReport(self.batch_tokens, float(tokens_per_s or 0.0), self.holds_target)
 
     def step_s(self, tokens_per_s: float | None) -> float | None:
         """About how long the bulk work one replica may hold takes at that speed."""

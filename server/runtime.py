@@ -31,7 +31,7 @@ from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDea
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import ModelSpec
 from embedtext.server.options import EmbedOptions
-from embedtext.server.pacing import BulkPacer, EngineSpeed
+from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport
 from embedtext.server.replicas import ReplicaSupervisor
 from embedtext.server.routing import LeastInFlightTokensPolicy
 from embedtext.server.tokenization.pool import TokenizerPool
@@ -111,11 +111,16 @@ class ModelRuntime:
                 interactive_slo_s * 1000,
             )
         metrics.bulk_batch_tokens.labels(spec.name).set_function(lambda: self.queue.bulk_batch_tokens)
-        metrics.engine_tokens_per_s.labels(spec.name).set_function(lambda: self.speed.tokens_per_s or 0.0)
+        metrics.engine_tokens_per_s.labels(spec.name).set_function(lambda: self.engine_tokens_per_s)
         self.router = LeastInFlightTokensPolicy.of_count(
             config.replicas, max_batches_per_replica=config.max_batches_per_replica
         )
         self.supervisor = ReplicaSupervisor(spec.name, self.router, backend_factory, metrics=metrics)
+        for replica in self.supervisor.replicas:
+            metrics.engine_step_tokens.labels(spec.name, str(replica.index)).set_function(
+                lambda r=replica: pace.budget_tokens if (pace := _reported_pace(r)) else 0
+            )
+        metrics.interactive_slo_missed.labels(spec.name).set_function(lambda: float(self.interactive_slo_missed))
         metrics.queued_rows.labels(spec.name).set_function(lambda: self.queue.queued_rows)
         queued = metrics.queued_class_rows
         queued.labels(spec.name, "interactive").set_function(lambda: self.queue.queued_interactive_rows)
@@ -160,6 +165,25 @@ class ModelRuntime:
         self.queue.fail_all(UnavailableError("the server is shutting down"))
         await self.supervisor.stop()
         self.tokenizers.close()
+
+    def engine_paces(self) -> list[PaceReport]:
+        """The step budgets the healthy replicas' engines reported (stepped engines pace themselves)."""
+        return [pace for replica in self.supervisor.replicas if (pace := _reported_pace(replica))]
+
+    @property
+    def engine_tokens_per_s(self) -> float:
+        """One engine's speed while busy (0.0: not measured yet): stepped engines measure their own."""
+        if self.engine_loop != "stepped":
+            return self.speed.tokens_per_s or 0.0
+        measured = [pace.tokens_per_s for pace in self.engine_paces() if pace.tokens_per_s]
+        return sum(measured) / len(measured) if measured else 0.0
+
+    @property
+    def interactive_slo_missed(self) -> bool:
+        """The engines are too slow to hold the interactive target even with batches or steps of one row."""
+        if self.pacer is not None:
+            return not self.pacer.holds_target
+        return any(not pace.holds_target for pace in self.engine_paces())
 
     @property
     def ready(self) -> bool:
@@ -358,3 +382,8 @@ class ModelRuntime:
         for part in batch.parts:
             part.job.inference_s += elapsed
         batch.deliver(pooled)
+
+
+def _reported_pace(replica) -> PaceReport | None:
+    backend = replica.backend
+    return backend.pace if replica.healthy and backend is not None else None

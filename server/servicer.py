@@ -210,9 +210,11 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 waiting_bulk_callers=rt.queue.waiting_bulk_callers,
                 interactive_slo_ms=(rt.interactive_slo_s or 0.0) * 1000,
                 bulk_batch_tokens=rt.queue.bulk_batch_tokens,
-                engine_tokens_per_second=rt.speed.tokens_per_s or 0.0,
+                engine_tokens_per_second=rt.engine_tokens_per_s,
                 dtype=rt.dtype,
                 engine_loop=rt.engine_loop,
+                engine_step_tokens=[pace.budget_tokens for pace in rt.engine_paces()],
+                interactive_slo_missed=rt.interactive_slo_missed,
             )
             for rt in self.runtimes
         ]

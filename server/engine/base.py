@@ -13,6 +13,8 @@ from typing import Protocol
 
 import numpy as np
 
+from embedtext.server.pacing import PaceReport
+
 
 class ReplicaDeadError(Exception):
     """The engine behind a replica died; its batches may be retried elsewhere."""
@@ -44,6 +46,11 @@ class Backend(Protocol):
 
     @property
     def pids(self) -> list[int]: ...
+
+    @property
+    def pace(self) -> PaceReport | None:
+        """The step budget of an engine that paces its own steps (None: it does not)."""
+        ...
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,9 @@ Worker -> server:
 * ``VECTORS``: payload = float32 rows x dim;
 * ``REFUSED``: the engine refused the request (bad input); payload = UTF-8 message;
 * ``DEAD``: the engine died under the request; payload = UTF-8 message;
-* ``FAILED``: the engine did not start; payload = UTF-8 message.
+* ``FAILED``: the engine did not start; payload = UTF-8 message;
+* ``PACE``: a stepped engine's step budget changed; payload = JSON of a ``PaceReport``
+  (server/pacing.py), request id 0.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 EMBED, ABORT, STOP, START = 1, 2, 3, 4
-READY, VECTORS, REFUSED, DEAD, FAILED = 11, 12, 13, 14, 15
+READY, VECTORS, REFUSED, DEAD, FAILED, PACE = 11, 12, 13, 14, 15, 16
 
 HEADER = struct.Struct("<BQIIQ")
 # A frame larger than this is a bug on the other side, not a request (the server bounds

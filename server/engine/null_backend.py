@@ -54,3 +54,7 @@ class NullBackend:
     @property
     def pids(self) -> list[int]:
         return [os.getpid()] if self._running else []
+
+    @property
+    def pace(self) -> None:
+        return None  # nothing to pace

@@ -27,6 +27,7 @@ import numpy as np
 from embedtext.server.engine import frames
 from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
 from embedtext.server.models import ModelSpec, spec_to_json
+from embedtext.server.pacing import PaceReport
 
 log = logging.getLogger(__name__)
 
@@ -52,6 +53,7 @@ class EngineProcessBackend:
         self._engine_pids: list[int] = []
         self._engine_processes: list = []  # psutil.Process: the engine's processes, to end orphans
         self._dead: str | None = None
+        self._pace: PaceReport | None = None
 
     async def spawn(self) -> None:
         """Start the worker process: it loads the engine's code, then waits for :meth:`start`.
@@ -102,6 +104,9 @@ class EngineProcessBackend:
         why = "its engine process exited"
         try:
             while (found := await frames.read_frame(reader)) is not None:
+                if found.kind == frames.PACE:
+                    self._pace = PaceReport(**json.loads(found.payload))
+                    continue
                 waiter = self._pending.pop(found.request_id, None)
                 if waiter is None or waiter.done():
                     continue  # aborted by us meanwhile
@@ -133,6 +138,11 @@ class EngineProcessBackend:
     @property
     def pids(self) -> list[int]:
         return ([self._process.pid] if self._process is not None else []) + self._engine_pids
+
+    @property
+    def pace(self) -> PaceReport | None:
+        """The last step budget its worker reported (a stepped engine's; None: none reported)."""
+        return self._pace if self.alive else None
 
     async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
         if not self.alive or self._writer is None:

@@ -74,6 +74,10 @@ class VllmBackend:
         except AttributeError:
             return []
 
+    @property
+    def pace(self) -> None:
+        return None  # vLLM steps this engine; the server paces the batches it hands over
+
     async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
         from vllm import PoolingParams
         from vllm.inputs import tokens_input

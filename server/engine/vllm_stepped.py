@@ -26,7 +26,7 @@ from embedtext.server.engine.base import EngineRequestError, EngineSettings, Rep
 from embedtext.server.engine.step_plan import StepBatch, StepPlan
 from embedtext.server.engine.vllm_args import engine_arguments, max_step_tokens
 from embedtext.server.models import ModelSpec
-from embedtext.server.pacing import BulkPacer, EngineSpeed
+from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +104,10 @@ class SteppedVllmBackend:
     @property
     def pids(self) -> list[int]:
         return []  # no processes of its own: the engine runs in this one
+
+    @property
+    def pace(self) -> PaceReport | None:
+        return self.pacer.report(self.speed.tokens_per_s) if self.pacer is not None else None
 
     async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
         if not self.alive:

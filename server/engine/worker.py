@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import json
 import logging
 import os
@@ -139,7 +140,12 @@ class EngineWorker:
         await self.writer.drain()
 
     async def _watch_engine(self) -> None:
+        reported = None
         while self.backend.alive:
+            pace = self.backend.pace
+            if pace is not None and pace != reported:  # the server shows it (Info, metrics): the budget lives here
+                self.send(frames.PACE, payload=json.dumps(dataclasses.asdict(pace)).encode())
+                reported = pace
             await asyncio.sleep(_WATCH_INTERVAL_S)
         log.error("%s: the engine stopped; exiting so the server restarts this replica", self.backend.name)
 

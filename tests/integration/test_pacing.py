@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import time
 
 import pytest
 
 import embedtext
 from embedtext.protocol.errors import DeadlineExceededError
+from embedtext.server.engine.vllm_stepped import STEPS_SHARE_OF_SLO
 from embedtext.server.pacing import BULK_SHARE_OF_SLO
 
 CPU_SLO_S = 0.25
@@ -36,14 +38,8 @@ def test_bulk_batches_are_sized_from_the_measured_engine_speed(servers):
         model = client.info(refresh=True).model("tiny")
     assert (model.interactive_slo_ms, model.bulk_batch_tokens) == (CPU_SLO_S * 1000, budget)
     assert model.engine_tokens_per_second == pytest.approx(speed, rel=1e-6)
-    out = subprocess.run(
-        [sys.executable, "-m", "embedtext.cli", "info", "--target", servers.tiny.target],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert out.returncode == 0, out.stderr
-    assert f"bulk batches: {int(budget):,} tokens, paced for interactive requests within 250 ms" in out.stdout
+    out = _embedtext_info(servers.tiny.target)
+    assert f"bulk batches: {int(budget):,} tokens, paced for interactive requests within 250 ms" in out
 
 
 def test_a_request_the_engines_cannot_finish_in_time_is_refused_at_once(servers):
@@ -56,3 +52,35 @@ def test_a_request_the_engines_cannot_finish_in_time_is_refused_at_once(servers)
         with pytest.raises(DeadlineExceededError, match="refused at once") as caught:
             client.embed(texts, latency_class="bulk")
     assert "tokens/s" in str(caught.value) and "deadline leaves" in str(caught.value)
+
+
+def test_a_stepped_engine_reports_the_step_budget_it_sized_from_its_speed(servers):
+    # The default server on a CPU steps its engine in the replica's worker; the worker reports back.
+    texts = [f"row {i} of an indexing job: " + "notes on the invoices of a customer " * 6 for i in range(512)]
+    with embedtext.Client(servers.minilm.target, timeout=600) as client:
+        for _ in range(30):  # until the engine has been busy for a measuring window and said so
+            client.embed(texts, latency_class="bulk")
+            model = client.info(refresh=True).model()
+            if model.engine_tokens_per_second > 0:
+                break
+        # The worker reports every half second: wait for the report of the last steps to land.
+        for _ in range(20):
+            time.sleep(0.6)
+            model, before = client.info(refresh=True).model(), model
+            if model == before:
+                break
+    assert model.engine_loop == "stepped" and len(model.engine_step_tokens) == model.replicas == 1
+    wanted = model.engine_tokens_per_second * CPU_SLO_S * STEPS_SHARE_OF_SLO / BATCHES_PER_REPLICA
+    (step,) = model.engine_step_tokens
+    assert step == pytest.approx(max(model.max_tokens, min(MAX_BATCH_TOKENS, int(wanted))), abs=1)  # float32 speed
+    assert not model.interactive_slo_missed
+    out = _embedtext_info(servers.minilm.target)
+    assert f"engine steps: {step:,} tokens, paced for interactive requests within 250 ms" in out
+
+
+def _embedtext_info(target: str) -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "embedtext.cli", "info", "--target", target], capture_output=True, text=True, timeout=120
+    )
+    assert out.returncode == 0, out.stderr
+    return out.stdout

@@ -1,4 +1,4 @@
-"""The cpu suite's peers compute the model's vectors: an ONNX export in ONNX Runtime and
+"""The cpu suite's peers compute the model's vectors: fastembed on a local ONNX export and
 sentence-transformers agree on the real all-MiniLM-L6-v2, inside DuckDB (no server)."""
 
 import duckdb
@@ -9,27 +9,32 @@ TEXTS = [
     "A cat sleeps on the warm windowsill.",
     "Copy a whole directory tree.",
     "Stock markets fell sharply after the interest rate decision, and bond yields rose again.",
-    "word " * 300,  # past the model's 256 tokens: truncated by both
+    "word " * 300,  # past the model's 256 tokens (its tokenizer_config says 512): truncated by both at 256
     "",
 ]
 
 
 @pytest.fixture(scope="module")
 def peers(tmp_path_factory):
-    from embedtext.bench.cpu_peers import OnnxRuntimeEmbedder, SentenceTransformersEmbedder, export_onnx
+    from embedtext.bench.cpu_peers import (
+        FastembedEmbedder,
+        SentenceTransformersEmbedder,
+        export_onnx,
+        fastembed_model_dir,
+    )
     from embedtext.server.models import load_model_spec
 
     spec = load_model_spec("default")
     onnx_path = export_onnx(spec.path, tmp_path_factory.mktemp("onnx") / "model.onnx")
     return spec, {
         "st_embed": SentenceTransformersEmbedder(spec.path, threads=2, batch_rows=2),
-        "ort_embed": OnnxRuntimeEmbedder(
-            onnx_path, spec.tokenizer_file, max_tokens=spec.max_tokens, threads=2, batch_rows=2
+        "ort_embed": FastembedEmbedder(
+            fastembed_model_dir(spec.path, onnx_path, spec.max_tokens), dim=spec.dim, threads=2
         ),
     }
 
 
-def test_onnx_export_gives_sentence_transformers_vectors(peers):
+def test_fastembed_on_the_onnx_export_gives_sentence_transformers_vectors(peers):
     _, embedders = peers
     st = embedders["st_embed"].embed(TEXTS)
     ort = embedders["ort_embed"].embed(TEXTS)
