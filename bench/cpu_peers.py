@@ -1,16 +1,19 @@
 """The cpu suite's peers: what a data engineer on a CPU would call inside a DuckDB UDF instead.
 
-All three paths embed the same rows with the same weights (the default model, all-MiniLM-L6-v2,
-float32) and the same thread budget (every core), timed in rotating rounds (bench/rounds.py):
+The paths embed the same rows with the same weights (the default model, all-MiniLM-L6-v2; float32
+but for the ``auto`` path) and the same thread budget (every core), in rotating rounds
+(bench/rounds.py):
 
   udf_embed_text_default_{T}tok       DuckDB ``embed_text`` on an embedtext server (``--dtype float32``)
   udf_sentence_transformers_{T}tok    an Arrow UDF calling ``SentenceTransformer.encode``
   udf_fastembed_onnxruntime_{T}tok    an Arrow UDF calling fastembed's ``TextEmbedding.embed`` on an ONNX
                                       export of the model (ONNX Runtime; fastembed's defaults otherwise)
+  udf_embed_text_auto_{T}tok          where ``--dtype auto`` picks bfloat16 on this CPU: a server as a
+                                      user gets it (the peers stay at their own default, float32)
 
 Ratios ``udf_vs_sentence_transformers`` and ``udf_vs_onnxruntime`` (``_512`` at 512 tokens; the
-model truncates at 256 on every path). Before timing, each peer's vectors are checked against
-embed_text's on the same rows (``peer_min_cosine`` in its cases).
+model truncates at 256 on every path), and ``udf_auto_vs_*`` for the auto path. Before timing,
+each peer's vectors are checked against embed_text's on the same rows (``peer_min_cosine``).
 
 The ONNX model is exported here from the model directory (``torch.onnx.export``) and handed to
 fastembed as a local model directory (``specific_model_path``): no hub.
@@ -23,6 +26,7 @@ import os
 import shutil
 import warnings
 from collections.abc import Sequence
+from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
@@ -146,6 +150,7 @@ def run_cpu_peers(
     from embedtext.bench.queries import load_docs, scan_measure
     from embedtext.bench.rounds import Ratio, RoundsPath, Workload, run_rounds
     from embedtext.bench.servers import embedtext_server
+    from embedtext.server.host.cpu_features import engine_dtype
     from embedtext.server.host.cpu_threads import usable_cores
     from embedtext.server.models import load_model_spec
 
@@ -160,7 +165,12 @@ def run_cpu_peers(
             fastembed_model_dir(spec.path, onnx_path, spec.max_tokens), dim=spec.dim, threads=threads
         ),
     }
-    with embedtext_server(["default"], args=["--dtype", "float32", *args]) as server, duckdb.connect() as con:
+    # A user's server computes in --dtype auto: bfloat16 on a CPU with bfloat16 instructions
+    # (quality: --only dtype). Timed beside the float32 comparison the targets are set on.
+    auto = engine_dtype("auto", "cpu").dtype
+    with ExitStack() as stack:
+        server = stack.enter_context(embedtext_server(["default"], args=["--dtype", "float32", *args]))
+        con = stack.enter_context(duckdb.connect())
         embedtext.register(con, server.target)
         register_udf(con, "st_embed", peers["st"], spec.dim)
         register_udf(con, "ort_embed", peers["ort"], spec.dim)
@@ -169,44 +179,73 @@ def run_cpu_peers(
             ours = client.embed(sample)
         agreement = {name: round(float(row_cosines(ours, peer.embed(sample)).min()), 7) for name, peer in peers.items()}
         progress(f"cpu peers: min cosine to embed_text on 64 rows: {agreement}")
-
-        def scan(fn: str, pid: int | None):
-            return scan_measure(con, suite, fn, pid)
-
         paths = [
             RoundsPath(
                 "ours",
                 "udf_embed_text_default",
                 "DuckDB embed_text -> embedtext gRPC -> vLLM (float32)",
-                scan("embed_text", server.pid),
+                scan_measure(con, suite, "embed_text", server.pid),
             ),
             RoundsPath(
                 "sentence_transformers",
                 "udf_sentence_transformers",
                 "DuckDB Arrow UDF -> SentenceTransformer.encode",
-                scan("st_embed", None),
+                scan_measure(con, suite, "st_embed", None),
             ),
             RoundsPath(
                 "onnxruntime",
                 "udf_fastembed_onnxruntime",
                 "DuckDB Arrow UDF -> fastembed TextEmbedding -> ONNX Runtime (local ONNX export)",
-                scan("ort_embed", None),
+                scan_measure(con, suite, "ort_embed", None),
             ),
         ]
+        ratios = [
+            Ratio("udf_vs_sentence_transformers{suffix}", "ours", "sentence_transformers"),
+            Ratio("udf_vs_onnxruntime{suffix}", "ours", "onnxruntime"),
+        ]
+        connections = [con]
+        if auto != "float32":
+            auto_server = stack.enter_context(embedtext_server(["default"], args=list(args)))
+            auto_con = stack.enter_context(duckdb.connect())
+            embedtext.register(auto_con, auto_server.target)
+            connections.append(auto_con)
+            with embedtext.Client(auto_server.target) as client:
+                agreement["auto"] = round(float(row_cosines(ours, client.embed(sample)).min()), 7)
+            progress(f"cpu peers: --dtype auto is {auto} here; min cosine to float32 on 64 rows: {agreement['auto']}")
+            paths.append(
+                RoundsPath(
+                    "ours_auto",
+                    "udf_embed_text_auto",
+                    f"DuckDB embed_text -> embedtext gRPC -> vLLM (--dtype auto: {auto})",
+                    scan_measure(auto_con, suite, "embed_text", auto_server.pid),
+                )
+            )
+            ratios += [
+                Ratio("udf_auto_vs_sentence_transformers{suffix}", "ours_auto", "sentence_transformers"),
+                Ratio("udf_auto_vs_onnxruntime{suffix}", "ours_auto", "onnxruntime"),
+            ]
+
+        def load(workload: Workload) -> None:
+            rows = corpus.texts(workload.rows, workload.tokens)
+            for connection in connections:
+                load_docs(connection, rows)
+
         cases = run_rounds(
             paths,
             [Workload(tokens, rows) for tokens, rows in work],
             suite=suite,
             rounds=rounds,
-            ratios=[
-                Ratio("udf_vs_sentence_transformers{suffix}", "ours", "sentence_transformers"),
-                Ratio("udf_vs_onnxruntime{suffix}", "ours", "onnxruntime"),
-            ],
+            ratios=ratios,
             progress=progress,
-            load=lambda w: load_docs(con, corpus.texts(w.rows, w.tokens)),
+            load=load,
         )
+    prefixes = (
+        ("st", "udf_sentence_transformers"),
+        ("ort", "udf_fastembed_onnxruntime"),
+        ("auto", "udf_embed_text_auto"),
+    )
     for case in cases:
-        for name, prefix in (("st", "udf_sentence_transformers"), ("ort", "udf_fastembed_onnxruntime")):
+        for name, prefix in prefixes:
             if case["name"].startswith(prefix):
                 case["peer_min_cosine"] = agreement[name]
     return cases

@@ -25,6 +25,10 @@ its ratios declared (numerator / denominator, on one metric). None is in the def
                      Needs a tcmalloc on the system; without one the suite says so.
   ascii-normalizer,  the tokenizer modes' servers (bench/tokenizer_modes.py, which also times the
   word-cache         tokenizer stage alone).
+  compile            vLLM's compiled model (the default) vs ``--enforce-eager`` (which starts
+                     seconds sooner: --only startup), on the default model, per dtype the CPU
+                     runs well (float32; bfloat16 where it has bfloat16 instructions). Ratios
+                     ``compile_rows_per_s_{dtype}_{T}tok`` (compiled over eager).
 
     uv run --extra cpu embedtext bench --only idle-dispatch
 """
@@ -99,6 +103,23 @@ def allocator(sizes: Sequence[Workload]) -> VariantComparison:
     )
 
 
+def compile_modes(dtype: str) -> VariantComparison:
+    return VariantComparison(
+        "compile",
+        f"compile_{dtype}",
+        (Variant("compiled"), Variant("eager", ("--enforce-eager",))),
+        ratios=(Ratio(f"compile_rows_per_s_{dtype}_{{workload}}", "compiled", "eager"),),
+        flags=("--dtype", dtype),
+    )
+
+
+def compile_dtypes() -> tuple[str, ...]:
+    """float32, and bfloat16 where ``--dtype auto`` picks it on this CPU."""
+    from embedtext.server.host.cpu_features import engine_dtype
+
+    return ("float32", "bfloat16") if engine_dtype("auto", "cpu").dtype == "bfloat16" else ("float32",)
+
+
 def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -> list[dict]:
     """One evidence suite at the plan's sizes (rounds: 2 quick, 3 full; allocator 2, its scans are long)."""
     corpus = BenchCorpus(model_dir)
@@ -155,6 +176,17 @@ def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -
             workdir=plan.workdir,
             progress=progress,
         )
+    elif suite == "compile":
+        from embedtext.server.models import load_model_spec
+
+        # The default model (a real one: compiling pays off on its kernels, not the tiny model's),
+        # compiled even in quick runs: that is what is compared.
+        corpus = BenchCorpus(load_model_spec("default").path)
+        workloads = [Workload(tokens, rows) for tokens, rows in plan.compile_work]
+        for dtype in compile_dtypes():
+            cases += run_variants(
+                compile_modes(dtype), ["default"], workloads, corpus, rounds=rounds, progress=progress
+            )
     else:
         raise ValueError(f"no evidence suite {suite!r}")
     return cases

@@ -22,6 +22,7 @@ SUITES = (
     "mixed",
     "dtype",
     "startup",
+    "compile",
     "index-vs-udf",
     "sql-rewrites",
     "gpu",
@@ -59,6 +60,8 @@ class BenchPlan:
     # The cpu suite's peers on the default model (bench/cpu_peers.py): a real model runs at a tenth
     # of the tiny one's rows/s, so fewer rows than the tiny model's paths.
     cpu_peer_work: tuple[tuple[int, int], ...] = ((50, 1024), (512, 128))
+    # The compile suite's scans on the default model: a few seconds each at its bfloat16 speed.
+    compile_work: tuple[tuple[int, int], ...] = ((50, 1024), (512, 128))
     index_rows: int = 5_000  # the index-vs-udf suite's table
     sql_rewrite_rows: int = 5_000  # the sql-rewrites suite's table
     workdir: Path | None = None  # set by make_plan
@@ -93,6 +96,7 @@ FULL = replace(
     eager=False,
     cpu_rounds=5,
     cpu_peer_work=((50, 4096), (512, 512)),
+    compile_work=((50, 4096), (512, 512)),
     index_rows=50_000,
     sql_rewrite_rows=20_000,
 )

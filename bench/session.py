@@ -63,7 +63,7 @@ def run_bench(
             workdir=plan.workdir,
             progress=progress,
         )
-    for suite in ("idle-dispatch", "replica-processes", "allocator"):
+    for suite in ("idle-dispatch", "replica-processes", "allocator", "compile"):
         if suite in suites:
             from embedtext.bench.evidence import run_evidence
 
