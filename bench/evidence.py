@@ -25,9 +25,10 @@ its ratios declared (numerator / denominator, on one metric). None is in the def
                      Needs a tcmalloc on the system; without one the suite says so.
   ascii-normalizer,  the tokenizer modes' servers (bench/tokenizer_modes.py, which also times the
   word-cache         tokenizer stage alone).
-  compile            vLLM's compiled model (the default) vs ``--enforce-eager`` (which starts
+  compile            vLLM's compiled model (``--enforce-eager off``) vs eager (``on``, which starts
                      seconds sooner: --only startup), on the default model, per dtype the CPU
-                     runs well (float32; bfloat16 where it has bfloat16 instructions). Ratios
+                     runs well (float32; bfloat16 where it has bfloat16 instructions): the
+                     evidence ``--enforce-eager auto`` goes by. Ratios
                      ``compile_rows_per_s_{dtype}_{T}tok`` (compiled over eager).
 
     uv run --extra cpu embedtext bench --only idle-dispatch
@@ -107,7 +108,7 @@ def compile_modes(dtype: str) -> VariantComparison:
     return VariantComparison(
         "compile",
         f"compile_{dtype}",
-        (Variant("compiled"), Variant("eager", ("--enforce-eager",))),
+        (Variant("compiled", ("--enforce-eager", "off")), Variant("eager", ("--enforce-eager", "on"))),
         ratios=(Ratio(f"compile_rows_per_s_{dtype}_{{workload}}", "compiled", "eager"),),
         flags=("--dtype", dtype),
     )
@@ -123,7 +124,7 @@ def compile_dtypes() -> tuple[str, ...]:
 def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -> list[dict]:
     """One evidence suite at the plan's sizes (rounds: 2 quick, 3 full; allocator 2, its scans are long)."""
     corpus = BenchCorpus(model_dir)
-    args = ["--enforce-eager"] if plan.eager else []
+    args = plan.engine_flags
     rounds = 2 if plan.quick else 3
     models = [f"tiny={model_dir}"]
     cases: list[dict] = []

@@ -66,6 +66,12 @@ class BenchPlan:
     sql_rewrite_rows: int = 5_000  # the sql-rewrites suite's table
     workdir: Path | None = None  # set by make_plan
 
+    @property
+    def engine_flags(self) -> list[str]:
+        """Our servers' compile setting: eager in quick runs; compiled in full ones, as vLLM's own
+        paths in the cpu suite are (``--enforce-eager auto`` would pick by the CPU)."""
+        return ["--enforce-eager", "on" if self.eager else "off"]
+
 
 QUICK = BenchPlan(
     quick=True,

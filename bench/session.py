@@ -82,7 +82,7 @@ def run_bench(
             BenchCorpus(tiny),
             plan.cpu_work,
             rounds=3 if plan.quick else 5,
-            args=["--enforce-eager"] if plan.eager else [],
+            args=plan.engine_flags,
             progress=progress,
         )
     if "mixed" in suites:
@@ -101,7 +101,7 @@ def run_bench(
             scan_rows=2048 if plan.quick else 6000,
             flood_clients=16 if plan.quick else 64,
             flood_seconds=10.0 if plan.quick else 60.0,
-            args=["--enforce-eager"] if plan.eager else [],
+            args=plan.engine_flags,
             progress=progress,
         )
     if "dtype" in suites:
@@ -111,7 +111,7 @@ def run_bench(
         cases += run_dtype_suite(
             docstring_corpus()["body"],
             rounds=2 if plan.quick else 5,
-            args=["--enforce-eager"] if plan.eager else [],
+            args=plan.engine_flags,
             progress=progress,
         )
     if "startup" in suites:
@@ -148,7 +148,7 @@ def run_bench(
         "command": command,
         "quick": plan.quick,
         "suites": list(suites),
-        "engines": "eager (--enforce-eager)" if plan.eager else "compiled (vLLM default)",
+        "engines": "eager (--enforce-eager on)" if plan.eager else "compiled (--enforce-eager off)",
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         "seconds": round(time.time() - started, 1),
         "cases": cases,
@@ -228,7 +228,7 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
         progress("starting vLLM's OpenAI server and in-process LLM (the cpu suite's other paths)")
         peers = CpuPeers(str(tiny), max_tokens=spec.max_tokens, eager=plan.eager)
     progress("starting the embedtext server (vLLM-CPU, tiny model, 1 replica)")
-    with peers, embedtext_server([f"tiny={tiny}"], args=["--enforce-eager"] if plan.eager else []) as server:
+    with peers, embedtext_server([f"tiny={tiny}"], args=plan.engine_flags) as server:
         if "cpu" in suites:
             from embedtext.bench.cpu_suite import run_cpu_suite
 

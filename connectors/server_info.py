@@ -31,6 +31,7 @@ class ModelInfo:
     # A stepped engine's step budget per replica (empty: not stepped); whether the target is out of reach.
     engine_step_tokens: tuple[int, ...] = ()
     interactive_slo_missed: bool = False
+    enforce_eager: bool = False
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -83,6 +84,7 @@ class ServerInfo:
                     engine_loop=m.engine_loop,
                     engine_step_tokens=tuple(m.engine_step_tokens),
                     interactive_slo_missed=m.interactive_slo_missed,
+                    enforce_eager=m.enforce_eager,
                 )
                 for m in r.models
             ),

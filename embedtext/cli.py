@@ -74,6 +74,7 @@ def info(target: str) -> None:
             f"  {m.name}: dim {m.dim}, max tokens {m.max_tokens}, pooling {m.pooling}, "
             f"normalized {m.normalize_default}, replicas {m.replicas}"
             + (f", dtype {m.dtype}" if m.dtype else "")
+            + (", eager" if m.enforce_eager else "")
             + (f", aliases {', '.join(m.aliases)}" if m.aliases else "")
         )
         click.echo(

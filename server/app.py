@@ -52,6 +52,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
             "each in a process of its own" if resolved.replica_processes else "in the server's process",
         )
     log.info("%s", resolved.dtype.note)
+    log.info("model %s: %s", "eager" if resolved.enforce_eager else "compiled", resolved.eager_reason)
     runtimes = []
     for arg in config.models:
         name, source = _parse_model(arg)
@@ -62,7 +63,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
             max_num_seqs=config.max_num_seqs,
             device=resolved.device,
             dtype=resolved.dtype.dtype,
-            enforce_eager=config.enforce_eager,
+            enforce_eager=resolved.enforce_eager,
             priority_scheduling=config.scheduling == "classes",
             interactive_slo_s=resolved.interactive_slo_s if resolved.stepped else None,
         )
@@ -76,6 +77,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
                 interactive_slo_s=resolved.interactive_slo_s,
                 dtype=resolved.dtype.dtype,
                 engine_loop=resolved.engine_loop,
+                eager=resolved.enforce_eager,
             )
         )
     return runtimes

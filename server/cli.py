@@ -38,6 +38,8 @@ def config_options(command):
         else:
             decls = [f"--{name}", f.name]
             kind = {"type": _click_type(str(f.type), flag), "multiple": str(f.type).startswith("tuple")}
+            if flag.flag_value is not None:  # the option alone means this value; a value may follow
+                kind.update(is_flag=False, flag_value=flag.flag_value)
         command = click.option(
             *decls, default=f.default, envvar=envvar, help=help_text, show_default=flag.show_default is True, **kind
         )(command)

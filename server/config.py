@@ -23,6 +23,7 @@ class Flag:
     max: float | None = None
     existing_file: bool = False
     name: str | None = None  # the option, when not the field's name with dashes
+    flag_value: str | None = None  # the value of the option given alone (``--enforce-eager``: on)
     show_default: bool | str = True  # a string: what an "auto" (None) default means
 
     def option(self, field_name: str) -> str:
@@ -118,7 +119,14 @@ class ServerConfig:
         "other CPUs, vLLM's choice on a GPU.",
     )
     max_num_seqs: int = setting(1024, "vLLM max_num_seqs per engine.", min=1)
-    enforce_eager: bool = setting(False, "Disable CUDA graphs / compilation.")
+    enforce_eager: str = setting(
+        "auto",
+        choices=AUTO_ON_OFF,
+        flag_value="on",
+        help="Run the model eagerly: no torch.compile and no CUDA graphs; starts seconds sooner (bench: --only "
+        "startup). Alone: on. auto: on for a CPU with AMX, where the compiled model ran slower (bench: --only "
+        "compile), compiled elsewhere.",
+    )
     tokenizer_threads: int = setting(2, "Threads that tokenize requests ahead of the engines.", min=1)
     ascii_normalizer: bool = setting(
         True,

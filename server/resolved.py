@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import detect_device
-from embedtext.server.host.cpu_features import EngineDtype, engine_dtype
+from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
 
 CPU_INTERACTIVE_SLO_MS = 250.0
 CPU_MEMORY_FRACTION = 0.2
@@ -26,6 +26,8 @@ class ResolvedSettings:
     interactive_slo_s: float | None  # None: no latency target (fifo, 0, or a GPU until measured there)
     memory_fraction: float  # of the device, for all engines together
     dtype: EngineDtype
+    enforce_eager: bool = False  # no torch.compile, no CUDA graphs
+    eager_reason: str = ""  # for the start-up log
 
     @property
     def stepped(self) -> bool:
@@ -37,7 +39,7 @@ class ResolvedSettings:
         return "vllm-stepped" if self.stepped else ("vllm" if self.engine_loop else "null")
 
 
-def resolve(config: ServerConfig, device: str | None = None) -> ResolvedSettings:
+def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[str] | None = None) -> ResolvedSettings:
     """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one).
 
     - ``--engine-loop auto``: stepped on a CPU, where vLLM's extra processes cost start-up time and
@@ -51,7 +53,8 @@ def resolve(config: ServerConfig, device: str | None = None) -> ResolvedSettings
     - ``--interactive-slo-ms`` unset: 250 ms on a CPU, whose engine steps at --max-batch-tokens take
       seconds; off on a GPU until measured there. Off with ``--scheduling fifo``.
     - ``--memory-fraction`` unset: 0.9 of a GPU, 0.2 of a CPU's memory.
-    - ``--dtype auto``: server/host/cpu_features.py.
+    - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
+      ``flags`` (by default /proc/cpuinfo's).
 
     >>> r = resolve(ServerConfig(engine="null"), "cpu")
     >>> (r.engine_loop, r.backend, r.replica_processes, r.interactive_slo_s)
@@ -80,6 +83,7 @@ def resolve(config: ServerConfig, device: str | None = None) -> ResolvedSettings
     memory = config.memory_fraction
     if memory is None:
         memory = GPU_MEMORY_FRACTION if device == "cuda" else CPU_MEMORY_FRACTION
+    eager, eager_reason = eager_engine(config.enforce_eager, device, flags) if vllm else (False, "null engine")
     return ResolvedSettings(
         device=device,
         engine_loop=loop,
@@ -87,5 +91,7 @@ def resolve(config: ServerConfig, device: str | None = None) -> ResolvedSettings
         word_cache=word_cache,
         interactive_slo_s=slo_ms / 1000.0 if slo_ms and config.scheduling == "classes" else None,
         memory_fraction=memory,
-        dtype=engine_dtype(config.dtype, device) if vllm else EngineDtype("float32", "null engine"),
+        dtype=engine_dtype(config.dtype, device, flags) if vllm else EngineDtype("float32", "null engine"),
+        enforce_eager=eager,
+        eager_reason=eager_reason,
     )

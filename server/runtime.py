@@ -70,9 +70,11 @@ class ModelRuntime:
         interactive_slo_s: float | None = None,
         dtype: str = "",
         engine_loop: str = "",
+        eager: bool = False,
     ) -> None:
         self.spec = spec
         self.dtype = dtype  # what the engines compute in (server/host/cpu_features.py)
+        self.eager = eager  # the engines run the model without torch.compile
         # "stepped": the engines pace their own steps to the target (server/engine/vllm_stepped.py).
         self.engine_loop = engine_loop
         self.config = config

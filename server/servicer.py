@@ -215,6 +215,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 engine_loop=rt.engine_loop,
                 engine_step_tokens=[pace.budget_tokens for pace in rt.engine_paces()],
                 interactive_slo_missed=rt.interactive_slo_missed,
+                enforce_eager=rt.eager,
             )
             for rt in self.runtimes
         ]

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
+# On a CPU with AMX vLLM's compiled model ran slower than eager in both dtypes (bench: --only compile).
+EAGER_FLAGS = ("amx_bf16",)
 
 
 def cpu_flags(cpuinfo: str | None = None) -> frozenset[str]:
@@ -40,6 +42,26 @@ class EngineDtype:
     @property
     def note(self) -> str:
         return f"engine dtype {self.dtype}: {self.reason}"
+
+
+def eager_engine(requested: str, device: str, flags: frozenset[str] | None = None) -> tuple[bool, str]:
+    """``--enforce-eager`` resolved for ``device``: (eager, why).
+
+    >>> eager_engine("auto", "cpu", frozenset({"avx512_bf16", "amx_bf16"}))
+    (True, '--enforce-eager auto on a CPU with amx_bf16')
+    >>> eager_engine("auto", "cpu", frozenset({"avx512_bf16"}))[0], eager_engine("auto", "cuda")[0]
+    (False, False)
+    >>> eager_engine("off", "cpu", frozenset({"amx_bf16"}))
+    (False, '--enforce-eager off')
+    """
+    if requested != "auto":
+        return requested == "on", f"--enforce-eager {requested}"
+    found = (
+        [flag for flag in EAGER_FLAGS if flag in (cpu_flags() if flags is None else flags)] if device == "cpu" else []
+    )
+    if found:
+        return True, f"--enforce-eager auto on a CPU with {', '.join(found)}"
+    return False, f"--enforce-eager auto on {'this CPU' if device == 'cpu' else 'a GPU'}: compiled"
 
 
 def engine_dtype(requested: str, device: str, flags: frozenset[str] | None = None) -> EngineDtype:

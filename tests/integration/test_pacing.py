@@ -11,8 +11,10 @@ import pytest
 
 import embedtext
 from embedtext.protocol.errors import DeadlineExceededError
+from embedtext.server.config import ServerConfig
 from embedtext.server.engine.vllm_stepped import STEPS_SHARE_OF_SLO
 from embedtext.server.pacing import BULK_SHARE_OF_SLO
+from embedtext.server.resolved import resolve
 
 CPU_SLO_S = 0.25
 MAX_BATCH_TOKENS = 16384
@@ -74,8 +76,10 @@ def test_a_stepped_engine_reports_the_step_budget_it_sized_from_its_speed(server
     (step,) = model.engine_step_tokens
     assert step == pytest.approx(max(model.max_tokens, min(MAX_BATCH_TOKENS, int(wanted))), abs=1)  # float32 speed
     assert not model.interactive_slo_missed
+    assert model.enforce_eager is resolve(ServerConfig(), "cpu").enforce_eager  # Info says what auto chose
     out = _embedtext_info(servers.minilm.target)
     assert f"engine steps: {step:,} tokens, paced for interactive requests within 250 ms" in out
+    assert (", eager" in out) is model.enforce_eager
 
 
 def _embedtext_info(target: str) -> str:

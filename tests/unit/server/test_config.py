@@ -97,6 +97,33 @@ def test_the_interactive_target_defaults_to_250_ms_on_a_cpu(settings, device, sl
     assert resolve(ServerConfig(**settings), device).interactive_slo_s == slo_s
 
 
+AMX = frozenset({"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
+AVX512_BF16 = frozenset({"avx512f", "avx512_bf16"})
+
+
+@pytest.mark.parametrize(
+    ("setting", "device", "flags", "eager"),
+    [
+        ("auto", "cpu", AMX, True),  # the compiled model ran slower there (bench: --only compile)
+        ("auto", "cpu", AVX512_BF16, False),
+        ("auto", "cuda", AMX, False),  # a GPU's CUDA graphs: the host CPU does not decide
+        ("off", "cpu", AMX, False),
+        ("on", "cpu", AVX512_BF16, True),
+    ],
+)
+def test_enforce_eager_auto_runs_eagerly_on_a_cpu_with_amx(setting, device, flags, eager):
+    resolved = resolve(ServerConfig(enforce_eager=setting), device, flags)
+    assert resolved.enforce_eager is eager and f"--enforce-eager {setting}" in resolved.eager_reason
+
+
+def test_enforce_eager_alone_means_on_and_takes_a_value():
+    assert _serve_config(["--enforce-eager"]).enforce_eager == "on"
+    assert _serve_config(["--enforce-eager", "--replicas", "2"]).enforce_eager == "on"
+    assert _serve_config(["--enforce-eager", "off"]).enforce_eager == "off"
+    assert _serve_config([], env={"EMBEDTEXT_ENFORCE_EAGER": "on"}).enforce_eager == "on"
+    assert _serve_config([]).enforce_eager == "auto"
+
+
 def test_memory_fraction_defaults_by_device_and_an_explicit_one_wins():
     assert resolve(ServerConfig(), "cpu").memory_fraction == 0.2
     assert resolve(ServerConfig(), "cuda").memory_fraction == 0.9
