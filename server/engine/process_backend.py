@@ -105,7 +105,10 @@ class EngineProcessBackend:
         try:
             while (found := await frames.read_frame(reader)) is not None:
                 if found.kind == frames.PACE:
-                    self._pace = PaceReport(**json.loads(found.payload))
+                    try:
+                        self._pace = PaceReport(**json.loads(found.payload))
+                    except (ValueError, TypeError) as exc:
+                        raise frames.FrameError(f"a pace frame that is not a PaceReport: {exc}") from None
                     continue
                 waiter = self._pending.pop(found.request_id, None)
                 if waiter is None or waiter.done():

@@ -1,6 +1,8 @@
 """The frames between the server and a replica's engine process: round trips and broken streams."""
 
 import asyncio
+import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -68,3 +70,38 @@ def test_inconsistent_payloads_are_refused():
     bad = frames.Frame(frames.VECTORS, 1, rows=2, dim=4, payload=b"\0" * 16)
     with pytest.raises(frames.FrameError, match="not 32"):
         frames.decode_vectors(bad)
+
+
+def _replica_reading(*sent: bytes):
+    """A replica's backend after reading these frames from its worker (then the end of the stream)."""
+    from pathlib import Path
+
+    from embedtext.server.engine.base import EngineSettings
+    from embedtext.server.engine.process_backend import EngineProcessBackend
+    from embedtext.server.models import ModelSpec
+
+    async def go():
+        spec = ModelSpec(name="m", path=Path("m"), dim=4, max_tokens=16, pooling="mean", normalize=True)
+        backend = EngineProcessBackend(spec, EngineSettings(0.1, 64, 8, "cpu"), engine="vllm-stepped")
+        reader = asyncio.StreamReader()
+        reader.feed_data(b"".join(sent))
+        reader.feed_eof()
+        await backend._read_replies(reader)
+        return backend
+
+    return asyncio.run(go())
+
+
+def test_a_stepped_workers_pace_report_reaches_its_replica():
+    from embedtext.server.pacing import PaceReport
+
+    first, last = PaceReport(1024, 0.0, True), PaceReport(873, 9980.5, True)
+    backend = _replica_reading(
+        *(frames.frame(frames.PACE, payload=json.dumps(dataclasses.asdict(p)).encode()) for p in (first, last))
+    )
+    assert backend._pace == last and backend._dead == "its engine process exited"
+
+
+def test_a_garbled_pace_report_breaks_the_protocol():
+    backend = _replica_reading(frames.frame(frames.PACE, payload=b'{"budget": 1}'))
+    assert "broke the protocol" in backend._dead and backend._pace is None
