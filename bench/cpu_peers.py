@@ -8,12 +8,20 @@ but for the ``auto`` path) and the same thread budget (every core), in rotating 
   udf_sentence_transformers_{T}tok    an Arrow UDF calling ``SentenceTransformer.encode``
   udf_fastembed_onnxruntime_{T}tok    an Arrow UDF calling fastembed's ``TextEmbedding.embed`` on an ONNX
                                       export of the model (ONNX Runtime; fastembed's defaults otherwise)
+  matmul_floor_float32_{T}tok         the model's linear layers' matrix products alone, in torch, at the
+                                      same threads (bench/matmul_floor.py): about the most any path can do
   udf_embed_text_auto_{T}tok          where ``--dtype auto`` picks bfloat16 on this CPU: a server as a
                                       user gets it (the peers stay at their own default, float32)
+  udf_sentence_transformers_auto_{T}tok, matmul_floor_{dtype}_{T}tok
+                                      the same in that dtype: sentence-transformers loaded in it, the floor
 
 Ratios ``udf_vs_sentence_transformers`` and ``udf_vs_onnxruntime`` (``_512`` at 512 tokens; the
-model truncates at 256 on every path), and ``udf_auto_vs_*`` for the auto path. Before timing,
-each peer's vectors are checked against embed_text's on the same rows (``peer_min_cosine``).
+model truncates at 256 on every path), ``udf_auto_vs_*`` for the auto path against the peers at
+their defaults, and ``udf_auto_vs_sentence_transformers_same_dtype``. ``*_share_of_matmul_floor``:
+each path's rows/s over the floor's at its dtype; one path can be at most 1 / share ahead of
+another there. Every case carries ``linear_gflop_per_s``, the linear layers' FLOPs it computed a
+second. Before timing, each peer's vectors are checked against embed_text's on the same rows
+(``peer_min_cosine``).
 
 The ONNX model is exported here from the model directory (``torch.onnx.export``) and handed to
 fastembed as a local model directory (``specific_model_path``): no hub.
@@ -34,6 +42,7 @@ import pyarrow as pa
 
 from embedtext.bench.baselines import as_fixed_size_list
 from embedtext.bench.dtype_quality import row_cosines
+from embedtext.bench.matmul_floor import EncoderShape, MatmulFloor
 
 # Rows per model call of sentence-transformers: its default (fastembed keeps its own, 256).
 PEER_BATCH_ROWS = 32
@@ -42,12 +51,19 @@ PEER_BATCH_ROWS = 32
 class SentenceTransformersEmbedder:
     """``SentenceTransformer(model_dir).encode(chunk)`` as a DuckDB Arrow UDF."""
 
-    def __init__(self, model_dir: str | os.PathLike, *, threads: int, batch_rows: int = PEER_BATCH_ROWS) -> None:
+    def __init__(
+        self,
+        model_dir: str | os.PathLike,
+        *,
+        threads: int,
+        batch_rows: int = PEER_BATCH_ROWS,
+        dtype: str = "float32",
+    ) -> None:
         import torch
         from sentence_transformers import SentenceTransformer
 
         torch.set_num_threads(threads)
-        self.model = SentenceTransformer(str(model_dir), device="cpu")
+        self.model = SentenceTransformer(str(model_dir), device="cpu", model_kwargs={"dtype": getattr(torch, dtype)})
         self.batch_rows = batch_rows
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -199,9 +215,14 @@ def run_cpu_peers(
                 scan_measure(con, suite, "ort_embed", None),
             ),
         ]
+        shape = EncoderShape.of(spec.path)
+        paths.append(_floor_path("matmul_floor", "float32", shape, spec.max_tokens, threads))
         ratios = [
             Ratio("udf_vs_sentence_transformers{suffix}", "ours", "sentence_transformers"),
             Ratio("udf_vs_onnxruntime{suffix}", "ours", "onnxruntime"),
+            Ratio("udf_share_of_matmul_floor{suffix}", "ours", "matmul_floor"),
+            Ratio("sentence_transformers_share_of_matmul_floor{suffix}", "sentence_transformers", "matmul_floor"),
+            Ratio("onnxruntime_share_of_matmul_floor{suffix}", "onnxruntime", "matmul_floor"),
         ]
         connections = [con]
         if auto != "float32":
@@ -220,9 +241,31 @@ def run_cpu_peers(
                     scan_measure(auto_con, suite, "embed_text", auto_server.pid),
                 )
             )
+            # The same dtype on the peer's side: sentence-transformers loaded in it, and the floor.
+            peers["st_auto"] = SentenceTransformersEmbedder(spec.path, threads=threads, dtype=auto)
+            agreement["st_auto"] = round(float(row_cosines(ours, peers["st_auto"].embed(sample)).min()), 7)
+            register_udf(con, "st_auto_embed", peers["st_auto"], spec.dim)
+            paths += [
+                RoundsPath(
+                    "sentence_transformers_auto",
+                    "udf_sentence_transformers_auto",
+                    f"DuckDB Arrow UDF -> SentenceTransformer.encode ({auto} weights)",
+                    scan_measure(con, suite, "st_auto_embed", None),
+                ),
+                _floor_path("matmul_floor_auto", auto, shape, spec.max_tokens, threads),
+            ]
             ratios += [
                 Ratio("udf_auto_vs_sentence_transformers{suffix}", "ours_auto", "sentence_transformers"),
                 Ratio("udf_auto_vs_onnxruntime{suffix}", "ours_auto", "onnxruntime"),
+                Ratio(
+                    "udf_auto_vs_sentence_transformers_same_dtype{suffix}", "ours_auto", "sentence_transformers_auto"
+                ),
+                Ratio("udf_auto_share_of_matmul_floor{suffix}", "ours_auto", "matmul_floor_auto"),
+                Ratio(
+                    "sentence_transformers_auto_share_of_matmul_floor{suffix}",
+                    "sentence_transformers_auto",
+                    "matmul_floor_auto",
+                ),
             ]
 
         def load(workload: Workload) -> None:
@@ -239,13 +282,31 @@ def run_cpu_peers(
             progress=progress,
             load=load,
         )
-    prefixes = (
-        ("st", "udf_sentence_transformers"),
-        ("ort", "udf_fastembed_onnxruntime"),
-        ("auto", "udf_embed_text_auto"),
-    )
+    prefixes = {
+        "udf_sentence_transformers_auto": "st_auto",
+        "udf_sentence_transformers": "st",
+        "udf_fastembed_onnxruntime": "ort",
+        "udf_embed_text_auto": "auto",
+    }
     for case in cases:
-        for name, prefix in prefixes:
-            if case["name"].startswith(prefix):
-                case["peer_min_cosine"] = agreement[name]
+        peer = prefixes.get(case["name"].removesuffix("_" + case["workload"]))
+        if peer:
+            case["peer_min_cosine"] = agreement[peer]
+        tokens = min(int(case["tokens_per_row"]), spec.max_tokens)  # the model truncates; FLOPs of what it computes
+        case["linear_gflop_per_s"] = round(case["rows_per_s"] * shape.linear_flops(tokens) / 1e9, 1)
     return cases
+
+
+def _floor_path(label: str, dtype: str, shape: EncoderShape, max_tokens: int, threads: int):
+    """The matrix-product floor as a rounds path (its engine: torch's threads in this process)."""
+    from embedtext.bench.rounds import RoundsPath
+
+    floor = MatmulFloor(shape, dtype=dtype, threads=threads)
+
+    def measure(workload, warmup: bool) -> dict:
+        tokens = min(int(workload.tokens), max_tokens)
+        if warmup:
+            floor.run(min(workload.rows, 64), tokens)
+        return {"seconds": floor.run(workload.rows, tokens)}
+
+    return RoundsPath(label, f"matmul_floor_{dtype}", f"torch matmuls alone ({dtype})", measure)

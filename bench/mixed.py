@@ -5,7 +5,8 @@ server, ``--engine-loop stepped``) and as before them (``--scheduling fifo --eng
 Two servers run side by side on the same model, one per mode; the rounds alternate which goes
 first, so drift on a shared machine hits both alike. Cases, per mode:
 
-  mixed_{mode}_idle          interactive single rows, one after another, nothing else running
+  mixed_{mode}_idle          interactive single rows, one started every 50 ms whether or not the last
+                             was answered (open loop), nothing else running
   mixed_{mode}_scan          the same probe during one DuckDB scan
                              (CREATE TABLE v AS SELECT id, embed_text(body) FROM docs); rows/s is the scan's
   mixed_{mode}_two_scans     two such scans started together on two connections; rows/s of each
@@ -30,7 +31,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import ExitStack
 
 from embedtext.bench.measure import make_case
@@ -44,18 +45,51 @@ MODES = ("classes", "fifo")
 # What each mode adds to the servers' arguments: the defaults, and the order and engine loop before them.
 MODE_ARGS = {"classes": (), "fifo": ("--scheduling", "fifo", "--engine-loop", "async")}
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
-PROBE_GAP_S = 0.05  # between interactive probes: a person's queries, not a load of their own
-MIN_PROBES = 5  # per phase, even when each probe outlasts the phase
+PROBE_GAP_S = 0.05  # between interactive probes' starts: a few people's queries, not a load of their own
+MIN_PROBES = 5  # per phase, even when the phase is shorter
+MAX_PROBES_A_PHASE = 2000  # 100 s of probes; the prober's client may hold them all in flight
 SCAN_SQL = "CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs"
+
+
+async def _probes(
+    send: Callable[[str], Awaitable], probe_texts: Sequence[str], done: Callable[[], bool]
+) -> list[float]:
+    """Single interactive rows (``send``) on a fixed schedule, one every ``PROBE_GAP_S`` whether or
+    not the earlier ones were answered, until ``done()`` (and ``MIN_PROBES`` sent); their
+    latencies from each one's scheduled start. Open loop: a slow server does not slow the probes
+    down, so both modes get the same queries and every wait is counted (a prober that waits for
+    each answer sends fewer queries to the slower server and misses the waits it skipped)."""
+    latencies: list[float] = []
+
+    async def probe(text: str, scheduled: float) -> None:
+        await send(text)
+        latencies.append(time.perf_counter() - scheduled)
+
+    sent: list[asyncio.Task] = []
+    start = time.perf_counter()
+    for number, text in enumerate(itertools.cycle(probe_texts)):
+        if (done() and number >= MIN_PROBES) or number >= MAX_PROBES_A_PHASE:
+            break
+        scheduled = start + number * PROBE_GAP_S
+        await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
+        sent.append(asyncio.create_task(probe(text, scheduled)))
+    await asyncio.gather(*sent)
+    return latencies
+
+
+async def _probing(target: str, probe_texts: Sequence[str], done: Callable[[], bool]) -> list[float]:
+    """``_probes`` through one client that may hold them all in flight."""
+    async with AsyncClient(target, timeout=600, max_in_flight=MAX_PROBES_A_PHASE) as client:
+        await client.embed([probe_texts[0]])  # connect; not timed
+        return await _probes(lambda text: client.embed([text]), probe_texts, done)
 
 
 async def _load(
     target: str, bulk_texts: Sequence[str], probe_texts: Sequence[str], clients: int, seconds: float
 ) -> tuple[list[float], int, float]:
-    """``clients`` bulk loops (none if 0) and, if ``probe_texts``, one interactive prober, for
-    ``seconds``; returns the probe latencies, bulk rows served and elapsed seconds."""
+    """``clients`` bulk loops (none if 0) for ``seconds`` and, if ``probe_texts``, the probes;
+    returns the probe latencies, bulk rows served and the bulk loops' elapsed seconds."""
     stop_at = time.monotonic() + seconds
-    latencies: list[float] = []
     bulk_rows = 0
 
     async def bulk(i: int) -> None:
@@ -66,20 +100,17 @@ async def _load(
                 served = len(await client.embed(chunk[:BULK_ROWS], latency_class="bulk"))
                 bulk_rows += served  # after the await: += around it would lose other clients' rows
 
-    async def probe() -> None:
-        async with AsyncClient(target, timeout=600) as client:
-            await client.embed([probe_texts[0]])  # connect; not timed
-            for text in itertools.cycle(probe_texts):
-                if time.monotonic() >= stop_at and len(latencies) >= MIN_PROBES:
-                    return
-                t0 = time.perf_counter()
-                await client.embed([text])
-                latencies.append(time.perf_counter() - t0)
-                await asyncio.sleep(PROBE_GAP_S)
+    async def loads() -> float:
+        began = time.monotonic()
+        await asyncio.gather(*(bulk(i) for i in range(clients)))
+        return time.monotonic() - began
 
-    began = time.monotonic()
-    await asyncio.gather(*(bulk(i) for i in range(clients)), *([probe()] if probe_texts else []))
-    return latencies, bulk_rows, time.monotonic() - began
+    probing = (
+        asyncio.create_task(_probing(target, probe_texts, lambda: time.monotonic() >= stop_at)) if probe_texts else None
+    )
+    elapsed = await loads()
+    latencies = await probing if probing else []
+    return latencies, bulk_rows, elapsed
 
 
 def _scan_seconds(target: str, texts: Sequence[str]) -> float:
@@ -105,18 +136,9 @@ def _scan_seconds(target: str, texts: Sequence[str]) -> float:
 
 
 async def _probe_during(target: str, probe_texts: Sequence[str], work) -> tuple[list[float], object]:
-    """Probe with single interactive rows until ``work`` (an awaitable) is done; its result too."""
-    latencies: list[float] = []
+    """Probe (``_probes``) until ``work`` (an awaitable) is done; its result too."""
     task = asyncio.ensure_future(work)
-    async with AsyncClient(target, timeout=600) as client:
-        await client.embed([probe_texts[0]])  # connect; not timed
-        for text in itertools.cycle(probe_texts):
-            if task.done() and len(latencies) >= MIN_PROBES:
-                break
-            t0 = time.perf_counter()
-            await client.embed([text])
-            latencies.append(time.perf_counter() - t0)
-            await asyncio.sleep(PROBE_GAP_S)
+    latencies = await _probing(target, probe_texts, task.done)
     return latencies, await task
 
 

@@ -56,3 +56,18 @@ def test_peers_run_as_duckdb_arrow_functions(peers):
     ).fetchall()
     assert [r[0] for r in rows] == ["FLOAT[384]"] * 3
     assert min(r[1] for r in rows) >= 0.99999
+
+
+def test_sentence_transformers_in_bfloat16_computes_in_it_and_keeps_the_vectors(peers):
+    import torch
+
+    from embedtext.bench.cpu_peers import SentenceTransformersEmbedder
+
+    spec, embedders = peers
+    bf16 = SentenceTransformersEmbedder(spec.path, threads=2, batch_rows=2, dtype="bfloat16")
+    assert {p.dtype for p in bf16.model.parameters()} == {torch.bfloat16}
+    vectors = bf16.embed(TEXTS)
+    assert vectors.dtype == np.float32 and vectors.shape == (len(TEXTS), 384)
+    st = embedders["st_embed"].embed(TEXTS)
+    cos = (st * vectors).sum(1) / (np.linalg.norm(st, axis=1) * np.linalg.norm(vectors, axis=1))
+    assert 0.999 <= cos.min() < 1 - 1e-7, cos  # close, and not float32's vectors

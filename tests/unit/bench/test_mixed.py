@@ -45,3 +45,42 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         "mixed_two_scans_ratio",
         "mixed_flood_errors",
     }
+
+
+def test_probes_keep_their_schedule_while_earlier_ones_wait_open_loop():
+    """A slow answer does not hold back the next probe: every probe is sent before the first is
+    answered, and each latency counts from its scheduled start (no waits left uncounted)."""
+    import asyncio
+
+    from embedtext.bench.mixed import MIN_PROBES, PROBE_GAP_S, _probes
+
+    phase = MIN_PROBES + 2  # probes sent before the phase ends; none is answered until then
+    events: list[tuple[str, str]] = []
+
+    async def main() -> list[float]:
+        phase_over = asyncio.Event()
+
+        async def slow_server(text: str) -> None:
+            events.append(("sent", text))
+            try:  # a closed-loop prober would wait here for ever: answered after 1 s then
+                await asyncio.wait_for(phase_over.wait(), 1.0)
+            except TimeoutError:
+                pass
+            events.append(("answered", text))
+
+        def done() -> bool:
+            if len(events) >= phase:
+                phase_over.set()
+            return phase_over.is_set()
+
+        return await _probes(slow_server, [f"q{i}" for i in range(3)], done)
+
+    latencies = asyncio.run(main())
+    kinds = [kind for kind, _ in events]
+    sent = kinds.count("sent")
+    assert sent >= phase and kinds == ["sent"] * sent + ["answered"] * sent  # all sent before the first answer
+    assert len(latencies) == sent
+    assert [text for kind, text in events if kind == "sent"][:4] == ["q0", "q1", "q2", "q0"]
+    # The first probe was answered after the last was sent: counted from its own schedule, its
+    # latency holds the whole schedule (a lower bound: sleeps never end early).
+    assert max(latencies) >= (sent - 1) * PROBE_GAP_S
