@@ -41,8 +41,11 @@ log = logging.getLogger(__name__)
 
 # How long a batch may wait for a healthy replica when its callers set no deadline.
 _NO_DEADLINE_WAIT_S = 300.0
-# Batches carrying interactive rows may run this many beyond --max-batches-per-replica.
-INTERACTIVE_EXTRA_SLOTS = 1
+# Batches carrying interactive rows may run this many beyond --max-batches-per-replica: with one,
+# a query waited in the queue for the query before it to be answered (two engine steps more), so
+# queries coming faster than a step's length queued behind each other (the mixed suite's open-loop
+# probes). Each is small (a query's rows), and the engine runs all it holds in its next step.
+INTERACTIVE_EXTRA_SLOTS = 8
 
 
 def _class_name(interactive: bool) -> str:

@@ -16,7 +16,7 @@ from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import load_model_spec
 from embedtext.server.options import EmbedOptions
-from embedtext.server.runtime import ModelRuntime
+from embedtext.server.runtime import INTERACTIVE_EXTRA_SLOTS, ModelRuntime
 
 DELAY_MS = 60_000.0  # far longer than any wait below: "waited for the delay" cannot pass
 
@@ -38,6 +38,21 @@ class RefusesFirstBatchBackend(NullBackend):
 
 
 BULK = EmbedOptions(interactive=False)  # bulk rows wait for a fuller batch; interactive ones would not
+INTERACTIVE = EmbedOptions(interactive=True)
+
+
+class HoldsEveryBatchBackend(NullBackend):
+    """A busy engine (test stand-in): holds every batch it is given until ``release`` is set."""
+
+    def __init__(self, spec) -> None:
+        super().__init__(spec, name="holds-every-batch")
+        self.release = asyncio.Event()
+        self.held: list[int] = []  # interactive rows of each batch, in the order given
+
+    async def embed(self, rows, interactive_rows=0):
+        self.held.append(interactive_rows)
+        await self.release.wait()
+        return await super().embed(rows, interactive_rows)
 
 
 @pytest.fixture(scope="module")
@@ -72,6 +87,48 @@ def test_a_failed_batch_frees_its_replica_for_the_rows_waiting_behind_it(tiny_sp
             result = await asyncio.wait_for(second, 10)  # not the 60 s delay
             assert result.embeddings.shape == (1, tiny_spec.dim)
             assert backends[0].calls == 2
+        finally:
+            await runtime.stop()
+
+    asyncio.run(run())
+
+
+def test_queries_reach_a_busy_engine_without_waiting_for_the_queries_before_them(tiny_spec):
+    """Bulk batches fill the replica's slots and the engine holds everything: each query that
+    comes still goes to the engine at once (which runs every query it holds in its next step),
+    not after the query before it is answered, up to INTERACTIVE_EXTRA_SLOTS of them; the next
+    waits for a slot (the bound)."""
+
+    async def run():
+        config = ServerConfig(replicas=1, max_batches_per_replica=2, max_batch_delay_ms=1.0, idle_dispatch=True)
+        backends = []
+
+        def factory(_index):
+            backends.append(HoldsEveryBatchBackend(tiny_spec))
+            return backends[-1]
+
+        async def until_held(count: int) -> None:
+            async with asyncio.timeout(10):
+                while len(backends[0].held) < count:
+                    await asyncio.sleep(0.01)
+
+        runtime = ModelRuntime(tiny_spec, config, ServerMetrics(), factory)
+        await runtime.start()
+        try:
+            calls = []
+            for i in range(2):  # the bulk slots
+                calls.append(asyncio.ensure_future(runtime.embed_token_ids([[101, 7 + i, 102]], BULK, None)))
+                await until_held(i + 1)
+            for i in range(INTERACTIVE_EXTRA_SLOTS):
+                calls.append(asyncio.ensure_future(runtime.embed_token_ids([[101, 20 + i, 102]], INTERACTIVE, None)))
+                await until_held(3 + i)  # none answered yet: it went all the same
+            assert backends[0].held == [0, 0] + [1] * INTERACTIVE_EXTRA_SLOTS
+            calls.append(asyncio.ensure_future(runtime.embed_token_ids([[101, 99, 102]], INTERACTIVE, None)))
+            await asyncio.sleep(0.3)
+            assert len(backends[0].held) == 2 + INTERACTIVE_EXTRA_SLOTS  # one more waits for a slot
+            backends[0].release.set()
+            results = await asyncio.wait_for(asyncio.gather(*calls), 10)
+            assert [r.embeddings.shape for r in results] == [(1, tiny_spec.dim)] * len(calls)
         finally:
             await runtime.stop()
 
