@@ -193,7 +193,12 @@ def run_cpu_peers(
         sample = corpus.texts(64, 50, seed=3)
         with embedtext.Client(server.target) as client:
             ours = client.embed(sample)
-        agreement = {name: round(float(row_cosines(ours, peer.embed(sample)).min()), 7) for name, peer in peers.items()}
+
+        def min_cosine(vectors: np.ndarray) -> float:
+            """The worst row's cosine to embed_text's float32 vectors of the sample."""
+            return round(float(row_cosines(ours, vectors).min()), 7)
+
+        agreement = {name: min_cosine(peer.embed(sample)) for name, peer in peers.items()}
         progress(f"cpu peers: min cosine to embed_text on 64 rows: {agreement}")
         paths = [
             RoundsPath(
@@ -231,7 +236,7 @@ def run_cpu_peers(
             embedtext.register(auto_con, auto_server.target)
             connections.append(auto_con)
             with embedtext.Client(auto_server.target) as client:
-                agreement["auto"] = round(float(row_cosines(ours, client.embed(sample)).min()), 7)
+                agreement["auto"] = min_cosine(client.embed(sample))
             progress(f"cpu peers: --dtype auto is {auto} here; min cosine to float32 on 64 rows: {agreement['auto']}")
             paths.append(
                 RoundsPath(
@@ -243,7 +248,7 @@ def run_cpu_peers(
             )
             # The same dtype on the peer's side: sentence-transformers loaded in it, and the floor.
             peers["st_auto"] = SentenceTransformersEmbedder(spec.path, threads=threads, dtype=auto)
-            agreement["st_auto"] = round(float(row_cosines(ours, peers["st_auto"].embed(sample)).min()), 7)
+            agreement["st_auto"] = min_cosine(peers["st_auto"].embed(sample))
             register_udf(con, "st_auto_embed", peers["st_auto"], spec.dim)
             paths += [
                 RoundsPath(

@@ -78,7 +78,3 @@ class MatmulFloor:
                 for qkv, out, up, down in self.layers:
                     x = ((x @ qkv)[:, :h] @ out) @ up @ down
         return time.perf_counter() - start
-
-    def flops_per_s(self, rows: int, tokens: int) -> float:
-        """The linear FLOPs a second of one run (what the CPU's matrix products reached)."""
-        return rows * self.shape.linear_flops(tokens) / self.run(rows, tokens)

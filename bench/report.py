@@ -32,6 +32,9 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     "gpu_tokens_per_s_512tok": (">=", 2.1e6),
 }
 
+# Width of the case and ratio name column: the longest ratio keys (cpu-peers' floor shares) fit.
+NAME_WIDTH = 52
+
 _CHECKS: dict[str, Callable[[float, object], bool]] = {
     ">=": lambda v, t: v >= t,
     "<=": lambda v, t: v <= t,
@@ -66,24 +69,24 @@ def _fmt(v, spec: str = ",.0f") -> str:
 
 def format_table(cases: list[dict], ratios: dict[str, float], targets: dict[str, dict]) -> str:
     lines = [
-        f"{'case':52} {'rows':>9} {'tok/row':>7} {'rows/s':>10} {'tokens/s':>11} {'p50 ms':>8} "
+        f"{'case':{NAME_WIDTH}} {'rows':>9} {'tok/row':>7} {'rows/s':>10} {'tokens/s':>11} {'p50 ms':>8} "
         f"{'p99 ms':>8} {'RSS MB':>7} {'srv MB':>7}"
     ]
     for c in cases:
         lines.append(
-            f"{c['name']:52} {c['rows']:>9,} {_fmt(c['tokens_per_row'], 'g'):>7} {_fmt(c['rows_per_s']):>10} "
+            f"{c['name']:{NAME_WIDTH}} {c['rows']:>9,} {_fmt(c['tokens_per_row'], 'g'):>7} {_fmt(c['rows_per_s']):>10} "
             f"{_fmt(c['tokens_per_s']):>11} {_fmt(c['p50_ms'], '.1f'):>8} {_fmt(c['p99_ms'], '.1f'):>8} "
             f"{_fmt(c['peak_rss_mb']):>7} {_fmt(c.get('server_peak_rss_mb')):>7}"
         )
     lines.append("")
-    lines.append(f"{'ratio':52} {'value':>9} {'target':>14} {'':>7}")
+    lines.append(f"{'ratio':{NAME_WIDTH}} {'value':>9} {'target':>14} {'':>7}")
     for key, value in ratios.items():
         t = targets.get(key)
         if t is None:
-            lines.append(f"{key:52} {value:>9.3f}")
+            lines.append(f"{key:{NAME_WIDTH}} {value:>9.3f}")
             continue
         shown = f"{t['target'][0]}..{t['target'][1]}" if t["op"] == "within" else f"{t['op']} {t['target']:g}"
-        lines.append(f"{key:52} {value:>9.3f} {shown:>14} {'met' if t['met'] else 'MISSED':>7}")
+        lines.append(f"{key:{NAME_WIDTH}} {value:>9.3f} {shown:>14} {'met' if t['met'] else 'MISSED':>7}")
     return "\n".join(lines)
 
 
