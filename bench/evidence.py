@@ -30,6 +30,12 @@ its ratios declared (numerator / denominator, on one metric). None is in the def
                      runs well (float32; bfloat16 where it has bfloat16 instructions): the
                      evidence ``--enforce-eager auto`` goes by. Ratios
                      ``compile_rows_per_s_{dtype}_{T}tok`` (compiled over eager).
+  pacing             what the interactive target costs bulk work: the default server, its engine
+                     steps sized to ``--interactive-slo-ms`` (``paced``), against the same server
+                     with the target off (``--interactive-slo-ms 0``: full steps, ``unpaced``)
+                     and the behaviour before latency classes (``--scheduling fifo --engine-loop
+                     async``, ``fifo``), on the default model's DuckDB scans. Ratios
+                     ``pacing_rows_per_s_{paced_vs_unpaced|paced_vs_fifo|unpaced_vs_fifo}_{T}tok``.
 
     uv run --extra cpu embedtext bench --only idle-dispatch
 """
@@ -114,6 +120,19 @@ def compile_modes(dtype: str) -> VariantComparison:
     )
 
 
+def pacing() -> VariantComparison:
+    fifo = ("--scheduling", "fifo", "--engine-loop", "async")
+    return VariantComparison(
+        "pacing",
+        "pacing",
+        (Variant("paced"), Variant("unpaced", ("--interactive-slo-ms", "0")), Variant("fifo", fifo)),
+        ratios=tuple(
+            Ratio(f"pacing_rows_per_s_{a}_vs_{b}_{{workload}}", a, b)
+            for a, b in (("paced", "unpaced"), ("paced", "fifo"), ("unpaced", "fifo"))
+        ),
+    )
+
+
 def compile_dtypes() -> tuple[str, ...]:
     """float32, and bfloat16 where ``--dtype auto`` picks it on this CPU."""
     from embedtext.server.host.cpu_features import engine_dtype
@@ -188,6 +207,13 @@ def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -
             cases += run_variants(
                 compile_modes(dtype), ["default"], workloads, corpus, rounds=rounds, progress=progress
             )
+    elif suite == "pacing":
+        from embedtext.server.models import load_model_spec
+
+        # The default model: the cost of small steps is its per-step work against its compute.
+        corpus = BenchCorpus(load_model_spec("default").path)
+        workloads = [Workload(tokens, rows) for tokens, rows in plan.compile_work]
+        cases += run_variants(pacing(), ["default"], workloads, corpus, rounds=rounds, args=args, progress=progress)
     else:
         raise ValueError(f"no evidence suite {suite!r}")
     return cases

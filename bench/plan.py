@@ -23,6 +23,7 @@ SUITES = (
     "dtype",
     "startup",
     "compile",
+    "pacing",
     "index-vs-udf",
     "sql-rewrites",
     "gpu",

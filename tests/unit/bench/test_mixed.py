@@ -40,6 +40,8 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         "mixed_interactive_p99_bulk2",
         "mixed_interactive_p99_ms_scan",
         "mixed_interactive_p99_ms_bulk2",
+        "mixed_interactive_p99_vs_slo_scan",
+        "mixed_interactive_p99_vs_slo_bulk2",
         "mixed_bulk_rows_per_s",
         "mixed_bulk_rows_per_s_alone",
         "mixed_two_scans_ratio",
@@ -84,3 +86,14 @@ def test_probes_keep_their_schedule_while_earlier_ones_wait_open_loop():
     # The first probe was answered after the last was sent: counted from its own schedule, its
     # latency holds the whole schedule (a lower bound: sleeps never end early).
     assert max(latencies) >= (sent - 1) * PROBE_GAP_S
+
+
+def test_the_p99_is_judged_against_the_target_the_classes_server_held():
+    def case(mode, p99_ms, slo_ms):
+        return {"suite": "mixed", "mode": mode, "kind": "scan", "p99_ms": p99_ms, "rows_per_s": 100.0, "slo_ms": slo_ms}
+
+    on_gpu = mixed_ratios([case("classes", 30.0, 20.0), case("fifo", 900.0, 20.0)])
+    assert on_gpu["mixed_interactive_p99_vs_slo_scan"] == 1.5  # over a 20 ms target
+    assert on_gpu["mixed_interactive_p99_ms_scan"] == 30.0
+    on_cpu = mixed_ratios([case("classes", 200.0, 250.0), case("fifo", 900.0, 250.0)])
+    assert on_cpu["mixed_interactive_p99_vs_slo_scan"] == 0.8

@@ -1,0 +1,58 @@
+"""The servers a suite starts are the ones it says it compares: their flags, parsed as `embedtext
+serve` parses them and resolved for the device, give the settings the suite's names claim."""
+
+import os
+
+from embedtext.bench.evidence import pacing
+from embedtext.bench.mixed import GPU_SLO_MS, MODES, server_args
+from embedtext.server.config import ServerConfig
+from embedtext.server.resolved import resolve
+
+
+def _server(flags, monkeypatch, device="cpu"):
+    from embedtext.server.cli import serve_command
+
+    for name in [n for n in os.environ if n.startswith("EMBEDTEXT_")]:  # the test session's own settings
+        monkeypatch.delenv(name)
+    params = serve_command.make_context("serve", ["--model", "default", *flags]).params
+    params.pop("token_file")
+    config = ServerConfig(**params)
+    return config, resolve(config, device, flags=frozenset())
+
+
+def test_the_pacing_suite_compares_paced_unpaced_and_fifo(monkeypatch):
+    comparison = pacing()
+    servers = {v.name: _server(v.flags, monkeypatch) for v in comparison.variants}
+    assert set(servers) == {"paced", "unpaced", "fifo"}
+
+    config, paced = servers["paced"]
+    assert config == ServerConfig(models=("default",))  # the defaults, as a user starts it
+    assert paced.stepped and paced.interactive_slo_s == 0.25
+
+    config, unpaced = servers["unpaced"]
+    assert config.scheduling == "classes" and unpaced.stepped and unpaced.interactive_slo_s is None
+
+    config, fifo = servers["fifo"]
+    assert config.scheduling == "fifo" and fifo.engine_loop == "async" and fifo.interactive_slo_s is None
+
+    names = {v.name for v in comparison.variants}
+    assert {(r.numerator, r.denominator) for r in comparison.ratios} == {
+        ("paced", "unpaced"),
+        ("paced", "fifo"),
+        ("unpaced", "fifo"),
+    }
+    assert all(r.numerator in names and r.denominator in names for r in comparison.ratios)
+
+
+def test_the_mixed_suite_gives_the_classes_server_the_gpu_target(monkeypatch):
+    """On a CPU the classes server keeps its default target; on a GPU, which has none by default,
+    the suite gives it 20 ms. The FIFO server holds no target either way."""
+    assert MODES == ("classes", "fifo")
+    on_cpu = {mode: _server(server_args(mode), monkeypatch)[1] for mode in MODES}
+    assert on_cpu["classes"].interactive_slo_s == 0.25 and on_cpu["classes"].stepped
+    assert on_cpu["fifo"].interactive_slo_s is None and on_cpu["fifo"].engine_loop == "async"
+
+    on_gpu = {mode: _server(server_args(mode, GPU_SLO_MS), monkeypatch, "cuda")[1] for mode in MODES}
+    assert on_gpu["classes"].interactive_slo_s == GPU_SLO_MS / 1000
+    assert on_gpu["fifo"].interactive_slo_s is None
+    assert _server(server_args("classes"), monkeypatch, "cuda")[1].interactive_slo_s is None  # the GPU default
