@@ -19,6 +19,9 @@ from pathlib import Path
 
 from embedtext.protocol.errors import UnavailableError
 
+# The server's token settings, never handed to a private child server (EMBEDTEXT_TOKENIZER_THREADS is).
+_SECRETS = ("EMBEDTEXT_TOKEN", "EMBEDTEXT_TOKEN_FILE")
+
 
 class LocalServer:
     """A child ``embedtext serve`` process.
@@ -53,8 +56,8 @@ class LocalServer:
         cmd += ["--uds", self.uds] if self.uds else ["--port", str(port)]
         self.command = cmd + list(args)
         # A private server: security settings meant for a remote server (EMBEDTEXT_TLS_*,
-        # EMBEDTEXT_TOKEN*) are not inherited; pass them in args or env to use them.
-        inherited = {k: v for k, v in os.environ.items() if not k.startswith(("EMBEDTEXT_TLS_", "EMBEDTEXT_TOKEN"))}
+        # EMBEDTEXT_TOKEN, EMBEDTEXT_TOKEN_FILE) are not inherited; pass them in args or env to use them.
+        inherited = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDTEXT_TLS_") and k not in _SECRETS}
         self.env = {**inherited, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"), **(env or {})}
         self.process: subprocess.Popen | None = None
 

@@ -61,12 +61,13 @@ class Admission:
         if not started:
             raise UnavailableError(f"model {self.spec.name} is still starting; retry in a moment")
 
-    def check_room(self, rows: int) -> None:
-        """Refuse what the queue cannot take, saying when it expects room (the clients back off)."""
+    def check_room(self, rows: int, held: int = 0) -> None:
+        """Refuse what the queue cannot take beside ``held`` rows admitted ahead of it and not
+        queued yet, saying when it expects room (the clients back off)."""
         try:
-            self.queue.check_room(rows)
+            self.queue.check_room(rows, held)
         except OverloadedError as exc:
-            excess_rows = self.queue.queued_rows + rows - self.queue.max_queued_rows
+            excess_rows = self.queue.queued_rows + held + rows - self.queue.max_queued_rows
             tokens_per_row = self.queue.queued_tokens / max(self.queue.queued_rows, 1)
             seconds = self.speed.seconds_for(int(excess_rows * tokens_per_row), self.healthy())
             exc.retry_after_s = UNKNOWN_RETRY_S if seconds is None else min(MAX_RETRY_S, max(MIN_RETRY_S, seconds))

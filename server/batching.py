@@ -161,6 +161,8 @@ class BatchQueue:
         self._queued_tokens = 0
         self._queued_interactive_rows = 0
         self._arrived = asyncio.Event()
+        # Called when rows leave the queue (taken, dropped or failed): what waits for room looks again.
+        self.on_rows_left: Callable[[], None] | None = None
 
     @property
     def queued_rows(self) -> int:
@@ -178,11 +180,17 @@ class BatchQueue:
     def waiting_bulk_callers(self) -> int:
         return len(self._bulk)
 
-    def check_room(self, rows: int) -> None:
-        """Raise OverloadedError (RESOURCE_EXHAUSTED) if ``rows`` more would not fit."""
-        if self._queued_rows + rows > self.max_queued_rows:
+    def fair_position(self, caller: str) -> float:
+        """Where a bulk caller stands in the fair order (lower goes first): the tokens taken for it
+        while it has rows queued; a caller without any starts where the last one taken stands."""
+        return self._served[caller] if caller in self._bulk else self._clock
+
+    def check_room(self, rows: int, held: int = 0) -> None:
+        """Raise OverloadedError (RESOURCE_EXHAUSTED) if ``rows`` more would not fit beside
+        ``held`` rows admitted but not queued yet."""
+        if self._queued_rows + held + rows > self.max_queued_rows:
             raise OverloadedError(
-                f"the server's queue is full ({self._queued_rows} rows waiting, bound {self.max_queued_rows}); "
+                f"the server's queue is full ({self._queued_rows + held} rows waiting, bound {self.max_queued_rows}); "
                 "retry with backoff or send smaller batches"
             )
 
@@ -264,9 +272,17 @@ class BatchQueue:
         return part
 
     def _drop_finished(self) -> None:
+        dropped = False
         for queue in (self._interactive, *list(self._bulk.values())):
             while queue and queue[0].job.done:
                 self._pop(queue)
+                dropped = True
+        if dropped:
+            self._rows_left()
+
+    def _rows_left(self) -> None:
+        if self.on_rows_left is not None:
+            self.on_rows_left()
 
     def _oldest_enqueued_at(self) -> float:
         heads = [q[0] for q in (self._interactive, *self._bulk.values()) if q]
@@ -336,8 +352,10 @@ class BatchQueue:
             rows += part.stop - part.start
             if part.stop < head.stop or tokens >= budget or rows >= self.max_batch_rows:
                 break
+        self._rows_left()
         return Batch(parts, tokens)
 
     def fail_all(self, error: BaseException) -> None:
         while (queue := self._next_queue()) is not None:
             self._pop(queue).job.fail(error)
+        self._rows_left()

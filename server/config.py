@@ -92,6 +92,11 @@ class ServerConfig:
         "so an interactive request waits about this long at most; bulk work gives up the throughput of smaller "
         "engine steps. 0: off.",
     )
+    hold_bulk_tokenizing: bool = setting(
+        True,
+        "With an interactive target: tokenize bulk requests as the engines drain the queue, not all at once on "
+        "arrival, so a burst of bulk calls does not stall the queries that come meanwhile (server/tokenizing_gate.py).",
+    )
     max_queued_rows: int = setting(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_request_rows: int = setting(16384, "Rows per request at most.", min=1)
     max_concurrent_rpcs: int = setting(4096, "Calls handled at once; beyond it RESOURCE_EXHAUSTED.", min=1)

@@ -115,6 +115,12 @@ class ServerMetrics:
         self.queued_class_rows = Gauge(
             "embedtext_queued_class_rows", "Rows waiting per latency class", ["model", "latency_class"], registry=r
         )
+        self.bulk_rows_held = Gauge(
+            "embedtext_bulk_rows_held",
+            "Bulk rows held before the tokenizer until the queue drains (with an interactive target)",
+            ["model"],
+            registry=r,
+        )
         self.refusals = Counter(
             "embedtext_refusals", "Requests refused with RESOURCE_EXHAUSTED, by reason", ["model", "reason"], registry=r
         )

@@ -35,6 +35,7 @@ from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport
 from embedtext.server.replicas import ReplicaSupervisor
 from embedtext.server.routing import LeastInFlightTokensPolicy
 from embedtext.server.tokenization.pool import TokenizerPool
+from embedtext.server.tokenizing_gate import TokenizingGate
 from embedtext.server.vectors import shape_vectors
 
 log = logging.getLogger(__name__)
@@ -132,6 +133,14 @@ class ModelRuntime:
         queued.labels(spec.name, "bulk").set_function(
             lambda: self.queue.queued_rows - self.queue.queued_interactive_rows
         )
+        # With an interactive target, bulk requests are tokenized as the engines drain the queue
+        # (server/tokenizing_gate.py): enough queued for every engine's batches in flight.
+        self.tokenizing_gate = None
+        if self.interactive_slo_s and config.hold_bulk_tokenizing:
+            ahead = config.max_batch_rows * config.max_batches_per_replica * config.replicas
+            self.tokenizing_gate = TokenizingGate(self.queue, ahead_rows=ahead)
+            self.queue.on_rows_left = self.tokenizing_gate.release
+            metrics.bulk_rows_held.labels(spec.name).set_function(lambda: self.tokenizing_gate.waiting_rows)
         self.started = False
         self.admission = Admission(
             spec, config, self.queue, self.speed, metrics, healthy=lambda: self.supervisor.healthy_count
@@ -198,18 +207,27 @@ class ModelRuntime:
 
     async def embed_texts(self, texts: list[str], options: EmbedOptions, deadline: float | None) -> EmbedResult:
         self.admission.check_request(len(texts), options, started=self.started)
-        self.admission.check_room(len(texts))  # refuse before spending tokenizer time
-        rows = await self.tokenizers.tokenize(
-            texts, truncate=options.truncate, interactive=self._interactive(len(texts), options)
-        )
-        return await self._embed(rows, options, deadline)
+        gate = self.tokenizing_gate
+        held = gate.held_rows if gate is not None else 0
+        self.admission.check_room(len(texts), held)  # refuse before spending tokenizer time
+        interactive = self._interactive(len(texts), options)
+        if gate is None or interactive:
+            rows = await self.tokenizers.tokenize(texts, truncate=options.truncate, interactive=interactive)
+            return await self._finish(self._submit(rows, options, deadline), options)
+        let_through = await gate.enter(len(texts), options.caller, deadline)
+        try:
+            rows = await self.tokenizers.tokenize(texts, truncate=options.truncate, interactive=False)
+            job = self._submit(rows, options, deadline)
+        finally:
+            gate.leave(let_through)  # its rows are queued (or refused): counted there now
+        return await self._finish(job, options)
 
     async def embed_token_ids(
         self, rows: list[list[int]], options: EmbedOptions, deadline: float | None
     ) -> EmbedResult:
         self.admission.check_request(len(rows), options, started=self.started)
         rows = self.tokenizers.check_token_ids(rows, truncate=options.truncate)
-        return await self._embed(rows, options, deadline)
+        return await self._finish(self._submit(rows, options, deadline), options)
 
     def _interactive(self, rows: int, options: EmbedOptions) -> bool:
         """The request's latency class: as it says, or by size (at most INTERACTIVE_MAX_ROWS rows)."""
@@ -217,8 +235,8 @@ class ModelRuntime:
             return False
         return rows <= INTERACTIVE_MAX_ROWS if options.interactive is None else options.interactive
 
-    async def _embed(self, rows: list[list[int]], options: EmbedOptions, deadline: float | None) -> EmbedResult:
-        normalize = self.spec.normalize if options.normalize is None else options.normalize
+    def _submit(self, rows: list[list[int]], options: EmbedOptions, deadline: float | None) -> EmbedJob:
+        """Queue a request's rows, or refuse them (deadline, room) before they are queued."""
         interactive = self._interactive(len(rows), options)
         self.admission.check_deadline(rows, interactive, deadline)
         job = EmbedJob(
@@ -230,6 +248,12 @@ class ModelRuntime:
         )
         self.admission.check_room(len(rows))
         self.queue.submit(job)
+        return job
+
+    async def _finish(self, job: EmbedJob, options: EmbedOptions) -> EmbedResult:
+        """Wait for a queued job's vectors and shape them as the request asked."""
+        rows = job.rows
+        normalize = self.spec.normalize if options.normalize is None else options.normalize
         try:
             pooled = await job.future
         finally:

@@ -65,3 +65,27 @@ def test_a_second_bulk_caller_is_not_served_after_the_whole_first_one(servers):
         thread.join(600)
     assert set(finished) == {"first", "second"}
     assert finished["second"] < finished["first"]  # it got its share while the first still had rows waiting
+
+
+def test_a_burst_of_bulk_calls_is_tokenized_as_the_queue_drains(servers):
+    """Four bulk calls sent at once to the tiny server (8 requests of up to 512 rows in flight):
+    it holds the later requests before their tokenizer and queues them as the engines drain the
+    queue, so the rows waiting in its queue stay within the tokenize-ahead bound plus one request
+    instead of nearly all 4,000."""
+    target = servers.tiny.target
+    ahead_rows = 64 * 2 * 2  # its --max-batch-rows x --max-batches-per-replica x replicas
+    finished: dict[str, float] = {}
+    threads = [_start_bulk(target, f"burst-{i}", 1000, finished) for i in range(4)]
+    queued = held = 0
+    with embedtext.Client(target) as probe:
+        while any(t.is_alive() for t in threads):
+            queued = max(queued, probe.info(refresh=True).model().queued_bulk_rows)
+            held = max(
+                held, sum(v for k, v in servers.tiny_metrics().items() if k.startswith("embedtext_bulk_rows_held"))
+            )
+            time.sleep(0.01)
+    for thread in threads:
+        thread.join(600)
+    assert len(finished) == 4  # every call served
+    assert held > 0, "no request was held before its tokenizer"
+    assert queued <= ahead_rows + 512, queued

@@ -1,0 +1,112 @@
+"""When a bulk request is tokenized: as the engines drain the queue, not all at once on arrival.
+
+Tokenizing takes CPU that the engines share, and with the word cache it is Python under the GIL
+that the server's event loop needs too. Bulk calls that arrive together (16 clients each sending
+2,048 rows) were all tokenized at once, and the queries that came meanwhile waited for that
+burst. With an interactive target, a bulk request now waits here, ahead of the tokenizer, while
+the queue already holds ``ahead_rows`` bulk rows (tokenized or being tokenized): enough to keep
+the engines busy. Waiting requests go in the queue's fair order, the caller served fewest tokens
+first (server/batching.py), so a caller that comes second is not held behind the whole of the
+first. A request goes alone when nothing else is queued, however large. Interactive requests
+never wait here. Waiting rows count against the queue bound (``held_rows``).
+
+>>> import asyncio
+>>> from embedtext.server.batching import BatchQueue
+>>> async def burst():
+...     queue = BatchQueue(max_batch_tokens=64, max_batch_rows=8, max_batch_delay_s=0, max_queued_rows=100)
+...     gate = TokenizingGate(queue, ahead_rows=4)
+...     first = await gate.enter(6, "a", None)  # nothing queued: it goes, even over ahead_rows
+...     second = asyncio.create_task(gate.enter(6, "b", None))
+...     await asyncio.sleep(0)
+...     waiting = (second.done(), gate.held_rows)
+...     gate.leave(first)  # its rows are in the queue now (none here): room again
+...     await second
+...     return waiting, gate.held_rows
+>>> asyncio.run(burst())
+((False, 12), 6)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from dataclasses import dataclass, field
+
+from embedtext.protocol.errors import DeadlineExceededError
+from embedtext.server.batching import BatchQueue
+
+
+@dataclass(eq=False)
+class _Waiter:
+    rows: int
+    caller: str
+    order: int
+    future: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
+
+
+class TokenizingGate:
+    """Holds bulk requests before their tokenizer while enough bulk rows are queued ahead."""
+
+    def __init__(self, queue: BatchQueue, ahead_rows: int) -> None:
+        if ahead_rows < 1:
+            raise ValueError("ahead_rows must be at least 1")
+        self.queue = queue
+        self.ahead_rows = ahead_rows
+        self.tokenizing_rows = 0  # let through, not yet in the queue
+        self.waiting_rows = 0
+        self._waiters: list[_Waiter] = []
+        self._order = itertools.count()
+
+    @property
+    def held_rows(self) -> int:
+        """Rows of requests admitted but not queued yet: for the queue bound."""
+        return self.tokenizing_rows + self.waiting_rows
+
+    def _room(self) -> bool:
+        bulk_queued = self.queue.queued_rows - self.queue.queued_interactive_rows
+        return bulk_queued + self.tokenizing_rows < self.ahead_rows
+
+    async def enter(self, rows: int, caller: str, deadline: float | None) -> int:
+        """Wait until a bulk request of ``rows`` rows may be tokenized; returns what to ``leave``
+        with once its rows are queued (or refused). Raises DeadlineExceededError when the
+        deadline passes first."""
+        if not self._waiters and self._room():
+            self.tokenizing_rows += rows
+            return rows
+        waiter = _Waiter(rows, caller, next(self._order))
+        self._waiters.append(waiter)
+        self.waiting_rows += rows
+        self.release()
+        try:
+            timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
+            await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
+        except BaseException as exc:
+            if waiter.future.done() and not waiter.future.cancelled():
+                self.leave(rows)  # let through as it gave up: its share goes to the next
+            else:
+                waiter.future.cancel()
+                self._waiters.remove(waiter)
+                self.waiting_rows -= rows
+            if isinstance(exc, TimeoutError):
+                raise DeadlineExceededError(
+                    "the deadline passed while the request waited for the bulk work queued ahead of it to be "
+                    f"tokenized ({self.queue.queued_rows} rows queued); raise the timeout or send fewer rows"
+                ) from None
+            raise
+        return rows
+
+    def leave(self, rows: int) -> None:
+        """The rows let through are queued (or refused): the next waiters may go."""
+        self.tokenizing_rows -= rows
+        self.release()
+
+    def release(self) -> None:
+        """Let waiting requests go while there is room, the caller served fewest tokens first;
+        call it when the queue shrinks."""
+        while self._waiters and self._room():
+            waiter = min(self._waiters, key=lambda w: (self.queue.fair_position(w.caller), w.order))
+            self._waiters.remove(waiter)
+            self.waiting_rows -= waiter.rows
+            self.tokenizing_rows += waiter.rows
+            waiter.future.set_result(None)
