@@ -207,19 +207,18 @@ class ModelRuntime:
 
     async def embed_texts(self, texts: list[str], options: EmbedOptions, deadline: float | None) -> EmbedResult:
         self.admission.check_request(len(texts), options, started=self.started)
-        gate = self.tokenizing_gate
-        held = gate.held_rows if gate is not None else 0
+        held = self.tokenizing_gate.held_rows if self.tokenizing_gate is not None else 0
         self.admission.check_room(len(texts), held)  # refuse before spending tokenizer time
         interactive = self._interactive(len(texts), options)
-        if gate is None or interactive:
-            rows = await self.tokenizers.tokenize(texts, truncate=options.truncate, interactive=interactive)
-            return await self._finish(self._submit(rows, options, deadline), options)
-        let_through = await gate.enter(len(texts), options.caller, deadline)
+        gate = None if interactive else self.tokenizing_gate  # queries are never held back
+        if gate is not None:
+            await gate.enter(len(texts), options.caller, deadline)
         try:
-            rows = await self.tokenizers.tokenize(texts, truncate=options.truncate, interactive=False)
+            rows = await self.tokenizers.tokenize(texts, truncate=options.truncate, interactive=interactive)
             job = self._submit(rows, options, deadline)
         finally:
-            gate.leave(let_through)  # its rows are queued (or refused): counted there now
+            if gate is not None:
+                gate.leave(len(texts))  # its rows are queued (or refused): counted there now
         return await self._finish(job, options)
 
     async def embed_token_ids(

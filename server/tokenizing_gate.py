@@ -15,11 +15,11 @@ never wait here. Waiting rows count against the queue bound (``held_rows``).
 >>> async def burst():
 ...     queue = BatchQueue(max_batch_tokens=64, max_batch_rows=8, max_batch_delay_s=0, max_queued_rows=100)
 ...     gate = TokenizingGate(queue, ahead_rows=4)
-...     first = await gate.enter(6, "a", None)  # nothing queued: it goes, even over ahead_rows
+...     await gate.enter(6, "a", None)  # nothing queued: it goes, even over ahead_rows
 ...     second = asyncio.create_task(gate.enter(6, "b", None))
 ...     await asyncio.sleep(0)
 ...     waiting = (second.done(), gate.held_rows)
-...     gate.leave(first)  # its rows are in the queue now (none here): room again
+...     gate.leave(6)  # its rows are in the queue now (none here): room again
 ...     await second
 ...     return waiting, gate.held_rows
 >>> asyncio.run(burst())
@@ -54,9 +54,12 @@ class TokenizingGate:
         self.queue = queue
         self.ahead_rows = ahead_rows
         self.tokenizing_rows = 0  # let through, not yet in the queue
-        self.waiting_rows = 0
         self._waiters: list[_Waiter] = []
         self._order = itertools.count()
+
+    @property
+    def waiting_rows(self) -> int:
+        return sum(w.rows for w in self._waiters)
 
     @property
     def held_rows(self) -> int:
@@ -67,16 +70,14 @@ class TokenizingGate:
         bulk_queued = self.queue.queued_rows - self.queue.queued_interactive_rows
         return bulk_queued + self.tokenizing_rows < self.ahead_rows
 
-    async def enter(self, rows: int, caller: str, deadline: float | None) -> int:
-        """Wait until a bulk request of ``rows`` rows may be tokenized; returns what to ``leave``
-        with once its rows are queued (or refused). Raises DeadlineExceededError when the
-        deadline passes first."""
+    async def enter(self, rows: int, caller: str, deadline: float | None) -> None:
+        """Wait until a bulk request of ``rows`` rows may be tokenized; ``leave(rows)`` once they
+        are queued (or refused). Raises DeadlineExceededError when the deadline passes first."""
         if not self._waiters and self._room():
             self.tokenizing_rows += rows
-            return rows
+            return
         waiter = _Waiter(rows, caller, next(self._order))
         self._waiters.append(waiter)
-        self.waiting_rows += rows
         self.release()
         try:
             timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
@@ -87,14 +88,12 @@ class TokenizingGate:
             else:
                 waiter.future.cancel()
                 self._waiters.remove(waiter)
-                self.waiting_rows -= rows
             if isinstance(exc, TimeoutError):
                 raise DeadlineExceededError(
                     "the deadline passed while the request waited for the bulk work queued ahead of it to be "
                     f"tokenized ({self.queue.queued_rows} rows queued); raise the timeout or send fewer rows"
                 ) from None
             raise
-        return rows
 
     def leave(self, rows: int) -> None:
         """The rows let through are queued (or refused): the next waiters may go."""
@@ -107,6 +106,5 @@ class TokenizingGate:
         while self._waiters and self._room():
             waiter = min(self._waiters, key=lambda w: (self.queue.fair_position(w.caller), w.order))
             self._waiters.remove(waiter)
-            self.waiting_rows -= waiter.rows
             self.tokenizing_rows += waiter.rows
             waiter.future.set_result(None)

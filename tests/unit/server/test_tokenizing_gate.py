@@ -31,13 +31,13 @@ class Requests:
         self.tokenized: list[str] = []
 
     async def send(self, name: str, caller: str, deadline: float | None = None) -> None:
-        let_through = await self.gate.enter(ROWS, caller, deadline)
+        await self.gate.enter(ROWS, caller, deadline)
         try:
             self.tokenized.append(name)
             job = EmbedJob(rows=[[1, 2]] * ROWS, future=asyncio.get_running_loop().create_future(), caller=caller)
             self.gate.queue.submit(job)
         finally:
-            self.gate.leave(let_through)
+            self.gate.leave(ROWS)
 
 
 def _requests(ahead_rows: int) -> Requests:
