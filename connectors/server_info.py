@@ -32,6 +32,9 @@ class ModelInfo:
     engine_step_tokens: tuple[int, ...] = ()
     interactive_slo_missed: bool = False
     enforce_eager: bool = False
+    # Bulk rows (and requests) held before the tokenizer until the queue drains.
+    held_bulk_rows: int = 0
+    held_bulk_requests: int = 0
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -85,6 +88,8 @@ class ServerInfo:
                     engine_step_tokens=tuple(m.engine_step_tokens),
                     interactive_slo_missed=m.interactive_slo_missed,
                     enforce_eager=m.enforce_eager,
+                    held_bulk_rows=m.held_bulk_rows,
+                    held_bulk_requests=m.held_bulk_requests,
                 )
                 for m in r.models
             ),

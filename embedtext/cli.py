@@ -80,6 +80,11 @@ def info(target: str) -> None:
         click.echo(
             f"    queue: {m.queued_interactive_rows} interactive rows, {m.queued_bulk_rows} bulk rows "
             f"from {m.waiting_bulk_callers} caller(s)"
+            + (
+                f"; {m.held_bulk_rows} bulk rows in {m.held_bulk_requests} request(s) held before tokenizing"
+                if m.held_bulk_requests
+                else ""
+            )
         )
         speed = (
             f"{m.engine_tokens_per_second:,.0f} tokens/s per engine"

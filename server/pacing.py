@@ -5,11 +5,12 @@ with whatever bulk rows it holds. So an interactive row waits for the bulk token
 to its engine: the step running when it arrives, then the rest in its own step. Bounding those
 tokens bounds the wait. :class:`EngineSpeed` measures how many tokens a replica computes per
 second while it has work; :class:`BulkPacer` turns that and ``--interactive-slo-ms`` into the
-token budget of one bulk batch, so that all the bulk batches a replica may hold at once
-(``--max-batches-per-replica``) take about half the target. The other half is for the
+token budget of one bulk batch (or engine step), so that the bulk work an interactive row may
+wait behind (``budgets_waited`` budgets: all the batches a replica may hold at once,
+``--max-batches-per-replica``) takes about half the target. The other half is for the
 interactive row's own step, the server's work around it, and noise.
 
->>> pacer = BulkPacer(slo_s=0.25, max_batch_tokens=16384, batches_per_replica=2, min_batch_tokens=256)
+>>> pacer = BulkPacer(slo_s=0.25, max_batch_tokens=16384, budgets_waited=2, min_batch_tokens=256)
 >>> pacer.batch_tokens  # no speed measured yet: a cautious start
 1024
 >>> pacer.update(tokens_per_s=8000.0)  # 8000 tokens/s x 0.25 s x 0.5, over 2 batches
@@ -104,7 +105,7 @@ class BulkPacer:
         *,
         slo_s: float,
         max_batch_tokens: int,
-        batches_per_replica: int,
+        budgets_waited: float,
         min_batch_tokens: int,
         share: float = BULK_SHARE_OF_SLO,
     ) -> None:
@@ -113,7 +114,8 @@ class BulkPacer:
         self.slo_s = slo_s
         self.share = share  # of the target, for the bulk batches an interactive row may wait behind
         self.max_batch_tokens = max_batch_tokens
-        self.batches_per_replica = batches_per_replica
+        # How many budgets of bulk tokens an interactive row may wait behind, at most.
+        self.budgets_waited = budgets_waited
         # One row is never split: the longest row the model takes is the smallest budget.
         self.min_batch_tokens = min(min_batch_tokens, max_batch_tokens)
         self.batch_tokens = max(self.min_batch_tokens, min(max_batch_tokens, FIRST_BATCH_TOKENS))
@@ -124,7 +126,7 @@ class BulkPacer:
         """The budget for the measured speed (unchanged while none is measured)."""
         self.just_lost_target = False
         if tokens_per_s:
-            wanted = int(tokens_per_s * self.slo_s * self.share / self.batches_per_replica)
+            wanted = int(tokens_per_s * self.slo_s * self.share / self.budgets_waited)
             held, self.holds_target = self.holds_target, wanted >= self.min_batch_tokens
             self.just_lost_target = held and not self.holds_target
             self.batch_tokens = max(self.min_batch_tokens, min(self.max_batch_tokens, wanted))
@@ -134,7 +136,7 @@ class BulkPacer:
         return PaceReport(self.batch_tokens, float(tokens_per_s or 0.0), self.holds_target)
 
     def step_s(self, tokens_per_s: float | None) -> float | None:
-        """About how long the bulk work one replica may hold takes at that speed."""
+        """About how long the bulk work an interactive row may wait behind takes at that speed."""
         if not tokens_per_s:
             return None
-        return self.batch_tokens * self.batches_per_replica / tokens_per_s
+        return self.batch_tokens * self.budgets_waited / tokens_per_s

@@ -107,7 +107,7 @@ class ModelRuntime:
             self.pacer = BulkPacer(
                 slo_s=interactive_slo_s,
                 max_batch_tokens=config.max_batch_tokens,
-                batches_per_replica=config.max_batches_per_replica,
+                budgets_waited=config.max_batches_per_replica,
                 min_batch_tokens=spec.max_tokens,
             )
             self.queue.bulk_batch_tokens = self.pacer.batch_tokens

@@ -216,6 +216,8 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 engine_step_tokens=[pace.budget_tokens for pace in rt.engine_paces()],
                 interactive_slo_missed=rt.interactive_slo_missed,
                 enforce_eager=rt.eager,
+                held_bulk_rows=rt.tokenizing_gate.waiting_rows if rt.tokenizing_gate else 0,
+                held_bulk_requests=rt.tokenizing_gate.waiting_requests if rt.tokenizing_gate else 0,
             )
             for rt in self.runtimes
         ]

@@ -62,6 +62,10 @@ class TokenizingGate:
         return sum(w.rows for w in self._waiters)
 
     @property
+    def waiting_requests(self) -> int:
+        return len(self._waiters)
+
+    @property
     def held_rows(self) -> int:
         """Rows of requests admitted but not queued yet: for the queue bound."""
         return self.tokenizing_rows + self.waiting_rows

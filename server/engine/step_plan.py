@@ -14,6 +14,10 @@ no engine in it, so its rules are tested on their own (tests/unit/server/test_st
 >>> query = plan.add(StepBatch([[10, 11]], interactive_rows=1))
 >>> [(b is query, i) for b, i in plan.next_step(budget_tokens=6)]  # the query first, then bulk within the budget
 [(True, 0), (False, 2)]
+>>> query = plan.add(StepBatch([[12]], interactive_rows=1))
+>>> bulk = plan.add(StepBatch([[1, 2], [3, 4], [5, 6]], interactive_rows=0))
+>>> [(b is query, i) for b, i in plan.next_step(budget_tokens=6, query_step_tokens=3)]  # a short step for the query
+[(True, 0), (False, 0)]
 """
 
 from __future__ import annotations
@@ -70,15 +74,18 @@ class StepPlan:
         self.queued_rows += count
         return batch
 
-    def next_step(self, budget_tokens: int) -> list[tuple[StepBatch, int]]:
+    def next_step(self, budget_tokens: int, query_step_tokens: int | None = None) -> list[tuple[StepBatch, int]]:
         """The rows of the next step, as (batch, row index): every queued interactive row, then
-        bulk rows in arrival order while the step stays within ``budget_tokens``. A step never
-        comes back empty while rows are queued: one row over the budget goes alone."""
+        bulk rows in arrival order while the step stays within ``budget_tokens``, or within
+        ``query_step_tokens`` when it carries interactive rows (so that their own step is short).
+        A step never comes back empty while rows are queued: one row over the budget goes alone."""
         step: list[tuple[StepBatch, int]] = []
         tokens = 0
         for batch, index in self._take(self._interactive, None):
             step.append((batch, index))
             tokens += max(len(batch.rows[index]), 1)
+        if step and query_step_tokens is not None:
+            budget_tokens = min(budget_tokens, query_step_tokens)
         for batch, index in self._take(self._bulk, budget_tokens - tokens, first_goes=not step):
             step.append((batch, index))
         self.queued_rows -= len(step)

@@ -9,7 +9,10 @@ server/engine/worker.py) holds the whole engine, and a thread of ours calls ``st
 * each step's rows are chosen here (server/engine/step_plan.py): interactive rows first, bulk
   rows up to a token budget sized from the measured speed so that an interactive row waits at
   most about ``--interactive-slo-ms`` (server/pacing.py), and the next step's rows are handed
-  over the moment a step ends, so the engine never idles while rows are queued.
+  over the moment a step ends, so the engine never idles while rows are queued;
+* a step that carries interactive rows takes a quarter of the budget in bulk rows: the query's
+  own step stays short, so the step running when it came, and every bulk-only step, may be
+  longer (each step costs vLLM fixed work, so fewer, larger steps serve bulk work faster).
 """
 
 from __future__ import annotations
@@ -32,9 +35,11 @@ log = logging.getLogger(__name__)
 
 # vLLM builds its engine core in this process (no engine-core and worker processes) when this is 0.
 INPROCESS_VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
-# An interactive row waits for the step running when it comes and then its own: two steps,
-# which may take this share of the target; the rest is for the server's work and noise.
+# An interactive row waits for the step running when it comes and then its own, which may take
+# this share of the target; the rest is for the server's work and noise.
 STEPS_SHARE_OF_SLO = 0.7
+# A step that carries interactive rows takes bulk rows up to this share of the step budget.
+QUERY_STEP_BULK_SHARE = 0.25
 
 
 def use_inprocess_engine() -> None:
@@ -65,7 +70,7 @@ class SteppedVllmBackend:
             self.pacer = BulkPacer(
                 slo_s=settings.interactive_slo_s,
                 max_batch_tokens=self._step_tokens,
-                batches_per_replica=2,
+                budgets_waited=1 + QUERY_STEP_BULK_SHARE,  # the step running, then its own
                 min_batch_tokens=spec.max_tokens,
                 share=STEPS_SHARE_OF_SLO,
             )
@@ -160,8 +165,12 @@ class SteppedVllmBackend:
                 for batch in cancelled:
                     self._drop(engine, plan, batch, in_engine, waiters)
                 if not in_engine:
-                    budget = self.pacer.batch_tokens if self.pacer is not None else self._step_tokens
-                    for batch, index in plan.next_step(budget):
+                    if self.pacer is not None:
+                        budget = self.pacer.batch_tokens
+                        step = plan.next_step(budget, int(budget * QUERY_STEP_BULK_SHARE))
+                    else:
+                        step = plan.next_step(self._step_tokens)
+                    for batch, index in step:
                         if batch.cancelled:  # refused by the engine a row ago
                             continue
                         request_id = f"{self.name}-{next(self._ids)}"

@@ -63,7 +63,7 @@ def test_replicas_keep_their_own_clocks():
 
 
 def test_the_pacer_budget_follows_the_speed_within_bounds():
-    pacer = BulkPacer(slo_s=0.2, max_batch_tokens=4096, batches_per_replica=2, min_batch_tokens=128)
+    pacer = BulkPacer(slo_s=0.2, max_batch_tokens=4096, budgets_waited=2, min_batch_tokens=128)
     assert pacer.update(None) == pacer.batch_tokens  # unmeasured: unchanged
     assert pacer.update(10_000.0) == int(10_000 * 0.2 * BULK_SHARE_OF_SLO / 2)
     assert pacer.update(10_000_000.0) == 4096  # a fast engine: full batches
@@ -75,4 +75,4 @@ def test_the_pacer_budget_follows_the_speed_within_bounds():
 
 def test_the_pacer_refuses_a_target_of_zero():
     with pytest.raises(ValueError):
-        BulkPacer(slo_s=0, max_batch_tokens=4096, batches_per_replica=2, min_batch_tokens=128)
+        BulkPacer(slo_s=0, max_batch_tokens=4096, budgets_waited=2, min_batch_tokens=128)

@@ -59,7 +59,7 @@ def test_a_burst_is_tokenized_as_the_queue_drains_not_at_once():
         tasks = [asyncio.create_task(requests.send(n, n)) for n in ("a", "b", "c")]
         await _settle()
         assert requests.tokenized == ["a"]  # alone, over ahead_rows: nothing else was queued
-        assert gate.waiting_rows == 2 * ROWS and gate.held_rows == 2 * ROWS
+        assert (gate.waiting_rows, gate.waiting_requests, gate.held_rows) == (2 * ROWS, 2, 2 * ROWS)
         with pytest.raises(OverloadedError):  # the held rows count against the queue bound
             queue.check_room(40 - ROWS - 2 * ROWS + 1, held=gate.held_rows)
         await _take(queue)
