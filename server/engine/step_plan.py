@@ -14,10 +14,12 @@ no engine in it, so its rules are tested on their own (tests/unit/server/test_st
 >>> query = plan.add(StepBatch([[10, 11]], interactive_rows=1))
 >>> [(b is query, i) for b, i in plan.next_step(budget_tokens=6)]  # the query first, then bulk within the budget
 [(True, 0), (False, 2)]
+>>> bulk = plan.add(StepBatch([[1, 2], [3, 4], [5, 6], [7, 8]], interactive_rows=0))
+>>> len(plan.next_step(budget_tokens=6, query_pair_tokens=9))  # 6 tokens
+3
 >>> query = plan.add(StepBatch([[12]], interactive_rows=1))
->>> bulk = plan.add(StepBatch([[1, 2], [3, 4], [5, 6]], interactive_rows=0))
->>> [(b is query, i) for b, i in plan.next_step(budget_tokens=6, query_step_tokens=3)]  # a short step for the query
-[(True, 0), (False, 0)]
+>>> [(b is query, i) for b, i in plan.next_step(budget_tokens=6, query_pair_tokens=9)]  # 3 tokens after those 6
+[(True, 0), (False, 3)]
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ class StepPlan:
         self._interactive: deque[_Run] = deque()
         self._bulk: deque[_Run] = deque()
         self.queued_rows = 0
+        self.last_step_tokens = 0
 
     def add(self, batch: StepBatch) -> StepBatch:
         """Queue a batch; its first ``interactive_rows`` rows go ahead of every bulk row."""
@@ -74,22 +77,29 @@ class StepPlan:
         self.queued_rows += count
         return batch
 
-    def next_step(self, budget_tokens: int, query_step_tokens: int | None = None) -> list[tuple[StepBatch, int]]:
+    def next_step(self, budget_tokens: int, query_pair_tokens: int | None = None) -> list[tuple[StepBatch, int]]:
         """The rows of the next step, as (batch, row index): every queued interactive row, then
-        bulk rows in arrival order while the step stays within ``budget_tokens``, or within
-        ``query_step_tokens`` when it carries interactive rows (so that their own step is short).
+        bulk rows in arrival order while the step stays within ``budget_tokens``. With
+        ``query_pair_tokens``, a step that carries interactive rows takes bulk rows only while it
+        and the step before it (the one running when they came) stay within that many tokens.
         A step never comes back empty while rows are queued: one row over the budget goes alone."""
         step: list[tuple[StepBatch, int]] = []
         tokens = 0
         for batch, index in self._take(self._interactive, None):
             step.append((batch, index))
-            tokens += max(len(batch.rows[index]), 1)
-        if step and query_step_tokens is not None:
-            budget_tokens = min(budget_tokens, query_step_tokens)
+            tokens += self._tokens(batch, index)
+        if step and query_pair_tokens is not None:
+            budget_tokens = min(budget_tokens, query_pair_tokens - self.last_step_tokens)
         for batch, index in self._take(self._bulk, budget_tokens - tokens, first_goes=not step):
             step.append((batch, index))
+            tokens += self._tokens(batch, index)
         self.queued_rows -= len(step)
+        self.last_step_tokens = tokens
         return step
+
+    @staticmethod
+    def _tokens(batch: StepBatch, index: int) -> int:
+        return max(len(batch.rows[index]), 1)
 
     def _take(self, runs: deque[_Run], budget: int | None, first_goes: bool = True) -> Iterator[tuple[StepBatch, int]]:
         taken = 0
@@ -98,7 +108,7 @@ class StepPlan:
             if run.batch.cancelled or run.next >= run.end:
                 runs.popleft()
                 continue
-            cost = max(len(run.batch.rows[run.next]), 1)
+            cost = self._tokens(run.batch, run.next)
             if budget is not None and taken + cost > budget and not (first_goes and taken == 0):
                 return
             taken += cost

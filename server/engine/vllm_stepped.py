@@ -10,9 +10,10 @@ server/engine/worker.py) holds the whole engine, and a thread of ours calls ``st
   rows up to a token budget sized from the measured speed so that an interactive row waits at
   most about ``--interactive-slo-ms`` (server/pacing.py), and the next step's rows are handed
   over the moment a step ends, so the engine never idles while rows are queued;
-* a step that carries interactive rows takes a quarter of the budget in bulk rows: the query's
-  own step stays short, so the step running when it came, and every bulk-only step, may be
-  longer (each step costs vLLM fixed work, so fewer, larger steps serve bulk work faster).
+* a step that carries interactive rows takes bulk rows only while it and the step before it
+  (the one running when they came) stay within 1.25 budgets: after a full step, a quarter of
+  one. The query's own step is short, so the steps without queries may be longer than two
+  equal steps would allow, and vLLM's fixed work per step weighs less on bulk work.
 """
 
 from __future__ import annotations
@@ -38,8 +39,8 @@ INPROCESS_VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
 # An interactive row waits for the step running when it comes and then its own, which may take
 # this share of the target; the rest is for the server's work and noise.
 STEPS_SHARE_OF_SLO = 0.7
-# A step that carries interactive rows takes bulk rows up to this share of the step budget.
-QUERY_STEP_BULK_SHARE = 0.25
+# Those two steps together hold at most this many step budgets (the query's own step is short).
+QUERY_STEPS_BUDGETS = 1.25
 
 
 def use_inprocess_engine() -> None:
@@ -70,7 +71,7 @@ class SteppedVllmBackend:
             self.pacer = BulkPacer(
                 slo_s=settings.interactive_slo_s,
                 max_batch_tokens=self._step_tokens,
-                budgets_waited=1 + QUERY_STEP_BULK_SHARE,  # the step running, then its own
+                budgets_waited=QUERY_STEPS_BUDGETS,
                 min_batch_tokens=spec.max_tokens,
                 share=STEPS_SHARE_OF_SLO,
             )
@@ -167,7 +168,7 @@ class SteppedVllmBackend:
                 if not in_engine:
                     if self.pacer is not None:
                         budget = self.pacer.batch_tokens
-                        step = plan.next_step(budget, int(budget * QUERY_STEP_BULK_SHARE))
+                        step = plan.next_step(budget, int(budget * QUERY_STEPS_BUDGETS))
                     else:
                         step = plan.next_step(self._step_tokens)
                     for batch, index in step:

@@ -12,7 +12,7 @@ import pytest
 import embedtext
 from embedtext.protocol.errors import DeadlineExceededError
 from embedtext.server.config import ServerConfig
-from embedtext.server.engine.vllm_stepped import QUERY_STEP_BULK_SHARE, STEPS_SHARE_OF_SLO
+from embedtext.server.engine.vllm_stepped import QUERY_STEPS_BUDGETS, STEPS_SHARE_OF_SLO
 from embedtext.server.pacing import BULK_SHARE_OF_SLO
 from embedtext.server.resolved import resolve
 
@@ -72,7 +72,7 @@ def test_a_stepped_engine_reports_the_step_budget_it_sized_from_its_speed(server
             if model == before:
                 break
     assert model.engine_loop == "stepped" and len(model.engine_step_tokens) == model.replicas == 1
-    wanted = model.engine_tokens_per_second * CPU_SLO_S * STEPS_SHARE_OF_SLO / (1 + QUERY_STEP_BULK_SHARE)
+    wanted = model.engine_tokens_per_second * CPU_SLO_S * STEPS_SHARE_OF_SLO / QUERY_STEPS_BUDGETS
     (step,) = model.engine_step_tokens
     assert step == pytest.approx(max(model.max_tokens, min(MAX_BATCH_TOKENS, int(wanted))), abs=1)  # float32 speed
     assert not model.interactive_slo_missed

@@ -72,12 +72,17 @@ def test_vectors_come_back_in_the_batch_order_whatever_order_rows_finish_in():
     assert plan.finished(batch, 1, "again") is True and batch.vectors[1] == "vector 1"  # counted once
 
 
-def test_a_step_that_carries_queries_takes_bulk_rows_only_within_the_query_step_budget():
+def test_a_step_that_carries_queries_stays_within_the_pair_budget_with_the_step_before():
     plan = StepPlan()
     bulk = plan.add(StepBatch(_rows(50, 10), interactive_rows=0))
-    assert len(plan.next_step(budget_tokens=40, query_step_tokens=10)) == 4  # no query: the whole budget
+    assert len(plan.next_step(budget_tokens=40, query_pair_tokens=60)) == 4  # no query: the whole budget
     query = plan.add(StepBatch(_rows(1, 5), interactive_rows=1))
-    assert _ids(plan.next_step(budget_tokens=40, query_step_tokens=20)) == [(id(query), 0), (id(bulk), 4)]
+    # 40 tokens ran while it waited: its own step holds 20 (5 + one bulk row)
+    assert _ids(plan.next_step(budget_tokens=40, query_pair_tokens=60)) == [(id(query), 0), (id(bulk), 4)]
+    query = plan.add(StepBatch(_rows(1, 5), interactive_rows=1))
+    # after that short step of 15 tokens, a full step: 5 + three bulk rows
+    step = _ids(plan.next_step(budget_tokens=40, query_pair_tokens=60))
+    assert step == [(id(query), 0), (id(bulk), 5), (id(bulk), 6), (id(bulk), 7)]
     long_query = plan.add(StepBatch(_rows(1, 25), interactive_rows=1))
-    assert _ids(plan.next_step(budget_tokens=40, query_step_tokens=20)) == [(id(long_query), 0)]  # no bulk row
-    assert len(plan.next_step(budget_tokens=40, query_step_tokens=20)) == 4  # no query: full steps again
+    assert _ids(plan.next_step(budget_tokens=40, query_pair_tokens=60)) == [(id(long_query), 0)]  # no bulk row
+    assert len(plan.next_step(budget_tokens=40, query_pair_tokens=60)) == 4  # no query: full steps again
