@@ -125,10 +125,22 @@ def pacing() -> VariantComparison:
     return VariantComparison(
         "pacing",
         "pacing",
-        (Variant("paced"), Variant("unpaced", ("--interactive-slo-ms", "0")), Variant("fifo", fifo)),
+        (
+            Variant("paced"),
+            # Paced, but bulk requests tokenized as they come (server/tokenizing_gate.py off).
+            Variant("unheld", ("--no-hold-bulk-tokenizing",)),
+            Variant("unpaced", ("--interactive-slo-ms", "0")),
+            Variant("fifo", fifo),
+        ),
         ratios=tuple(
             Ratio(f"pacing_rows_per_s_{a}_vs_{b}_{{workload}}", a, b)
-            for a, b in (("paced", "unpaced"), ("paced", "fifo"), ("unpaced", "fifo"))
+            for a, b in (
+                ("paced", "unpaced"),
+                ("paced", "unheld"),
+                ("unheld", "unpaced"),
+                ("paced", "fifo"),
+                ("unpaced", "fifo"),
+            )
         ),
     )
 

@@ -20,14 +20,17 @@ def _server(flags, monkeypatch, device="cpu"):
     return config, resolve(config, device, flags=frozenset())
 
 
-def test_the_pacing_suite_compares_paced_unpaced_and_fifo(monkeypatch):
+def test_the_pacing_suite_compares_paced_unheld_unpaced_and_fifo(monkeypatch):
     comparison = pacing()
     servers = {v.name: _server(v.flags, monkeypatch) for v in comparison.variants}
-    assert set(servers) == {"paced", "unpaced", "fifo"}
+    assert set(servers) == {"paced", "unheld", "unpaced", "fifo"}
 
     config, paced = servers["paced"]
     assert config == ServerConfig(models=("default",))  # the defaults, as a user starts it
-    assert paced.stepped and paced.interactive_slo_s == 0.25
+    assert paced.stepped and paced.interactive_slo_s == 0.25 and config.hold_bulk_tokenizing
+
+    config, unheld = servers["unheld"]
+    assert unheld.stepped and unheld.interactive_slo_s == 0.25 and not config.hold_bulk_tokenizing
 
     config, unpaced = servers["unpaced"]
     assert config.scheduling == "classes" and unpaced.stepped and unpaced.interactive_slo_s is None
@@ -38,6 +41,8 @@ def test_the_pacing_suite_compares_paced_unpaced_and_fifo(monkeypatch):
     names = {v.name for v in comparison.variants}
     assert {(r.numerator, r.denominator) for r in comparison.ratios} == {
         ("paced", "unpaced"),
+        ("paced", "unheld"),
+        ("unheld", "unpaced"),
         ("paced", "fifo"),
         ("unpaced", "fifo"),
     }
