@@ -177,6 +177,10 @@ class BatchQueue:
         return self._queued_interactive_rows
 
     @property
+    def queued_bulk_rows(self) -> int:
+        return self._queued_rows - self._queued_interactive_rows
+
+    @property
     def waiting_bulk_callers(self) -> int:
         return len(self._bulk)
 

@@ -130,9 +130,7 @@ class ModelRuntime:
         metrics.queued_rows.labels(spec.name).set_function(lambda: self.queue.queued_rows)
         queued = metrics.queued_class_rows
         queued.labels(spec.name, "interactive").set_function(lambda: self.queue.queued_interactive_rows)
-        queued.labels(spec.name, "bulk").set_function(
-            lambda: self.queue.queued_rows - self.queue.queued_interactive_rows
-        )
+        queued.labels(spec.name, "bulk").set_function(lambda: self.queue.queued_bulk_rows)
         # With an interactive target, bulk requests are tokenized as the engines drain the queue
         # (server/tokenizing_gate.py): enough queued for every engine's batches in flight.
         self.tokenizing_gate = None

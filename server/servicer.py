@@ -206,7 +206,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 pooling=rt.spec.pooling,
                 replicas=rt.supervisor.healthy_count,
                 queued_interactive_rows=rt.queue.queued_interactive_rows,
-                queued_bulk_rows=rt.queue.queued_rows - rt.queue.queued_interactive_rows,
+                queued_bulk_rows=rt.queue.queued_bulk_rows,
                 waiting_bulk_callers=rt.queue.waiting_bulk_callers,
                 interactive_slo_ms=(rt.interactive_slo_s or 0.0) * 1000,
                 bulk_batch_tokens=rt.queue.bulk_batch_tokens,

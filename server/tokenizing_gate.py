@@ -71,8 +71,7 @@ class TokenizingGate:
         return self.tokenizing_rows + self.waiting_rows
 
     def _room(self) -> bool:
-        bulk_queued = self.queue.queued_rows - self.queue.queued_interactive_rows
-        return bulk_queued + self.tokenizing_rows < self.ahead_rows
+        return self.queue.queued_bulk_rows + self.tokenizing_rows < self.ahead_rows
 
     async def enter(self, rows: int, caller: str, deadline: float | None) -> None:
         """Wait until a bulk request of ``rows`` rows may be tokenized; ``leave(rows)`` once they
