@@ -36,7 +36,7 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import ExitStack
 
-from embedtext.bench.measure import make_case
+from embedtext.bench.measure import make_case, percentiles_ms
 from embedtext.bench.rounds import SETTLE_S
 from embedtext.bench.servers import embedtext_server
 from embedtext.connectors.client import AsyncClient
@@ -45,8 +45,11 @@ from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS
 
 SUITE = "mixed"
 MODES = ("classes", "fifo")
+# On a GPU, which holds no target by default, a third server holds the GPU target: the defaults
+# (vLLM's priority scheduler alone) and pacing are measured apart.
+GPU_MODES = ("classes", "paced", "fifo")
 # What each mode adds to the servers' arguments: the defaults, and the order and engine loop before them.
-MODE_ARGS = {"classes": (), "fifo": ("--scheduling", "fifo", "--engine-loop", "async")}
+MODE_ARGS = {"classes": (), "paced": (), "fifo": ("--scheduling", "fifo", "--engine-loop", "async")}
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes' starts: a few people's queries, not a load of their own
 MIN_PROBES = 5  # per phase, even when the phase is shorter
@@ -57,9 +60,21 @@ GPU_SLO_MS = 20.0
 
 
 def server_args(mode: str, slo_ms: float | None = None) -> tuple[str, ...]:
-    """A mode's server arguments; the classes server holds ``slo_ms`` when given one."""
-    target = ("--interactive-slo-ms", f"{slo_ms:g}") if slo_ms and mode == "classes" else ()
+    """A mode's server arguments; the paced server holds ``slo_ms`` when given one (the classes
+    server keeps the default: 250 ms on a CPU, none on a GPU)."""
+    target = ("--interactive-slo-ms", f"{slo_ms:g}") if slo_ms and mode == "paced" else ()
     return (*MODE_ARGS[mode], *target)
+
+
+def _phase_line(got: dict) -> str:
+    """A phase's figures for the progress line: a run cut short still leaves them in its log."""
+    line = f"{len(got.get('latencies', ()))} probes, {got['rows']} rows in {got['elapsed']:.1f}s"
+    p50, p99 = percentiles_ms(got.get("latencies", ()))
+    if p99 is not None:
+        line += f", p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+    if got["rows"] and got["elapsed"]:
+        line += f", {got['rows'] / got['elapsed']:,.0f} rows/s"
+    return line + (f", {got['failed_calls']} calls failed" if "failed_calls" in got else "")
 
 
 async def _probes(
@@ -197,13 +212,15 @@ def run_mixed(
     flood_seconds: float = 60.0,
     args: Sequence[str] = (),
     slo_ms: float | None = None,
+    modes: Sequence[str] = MODES,
     settle_s: float = SETTLE_S,
     progress=print,
 ) -> list[dict]:
     """``models``: the servers' --model arguments; ``bulk_texts``: BULK_ROWS texts or more (a
     scan cycles through them); ``probe_texts``: short texts (also the flood's rows).
-    ``flood_clients`` 0: no flood phase. ``slo_ms``: the classes server's
-    ``--interactive-slo-ms`` (None: its default, 250 ms on a CPU)."""
+    ``flood_clients`` 0: no flood phase. ``slo_ms``: the paced server's ``--interactive-slo-ms``
+    and the target the probes' p99 is read against (None: the CPU default, 250 ms); ``modes``:
+    MODES, or GPU_MODES with a paced server."""
     scan_texts = list(itertools.islice(itertools.cycle(bulk_texts), scan_rows))
     flood_texts = list(itertools.islice(itertools.cycle(probe_texts), BULK_ROWS))
 
@@ -239,24 +256,20 @@ def run_mixed(
     ]
     seen: dict[tuple[str, str], dict] = {}
     with ExitStack() as stack:
-        progress(f"mixed: two servers ({', '.join(MODES)}) on {models[0]}")
+        progress(f"mixed: {len(modes)} servers ({', '.join(modes)}) on {models[0]}")
         servers = {
             mode: stack.enter_context(embedtext_server(list(models), args=[*args, *server_args(mode, slo_ms)]))
-            for mode in MODES
+            for mode in modes
         }
         for number in range(rounds):
-            order = MODES if number % 2 == 0 else MODES[::-1]
+            order = tuple(modes) if number % 2 == 0 else tuple(modes)[::-1]
             last = number == rounds - 1
             for mode in order:
                 for kind, phase in phases + ([(f"flood{flood_clients}", flood)] if last and flood_clients else []):
                     time.sleep(settle_s)  # the other engine stops spinning first
                     got = asyncio.run(phase(servers[mode].target))
                     _merge(seen.setdefault((mode, kind), {}), got)
-                    progress(
-                        f"mixed: round {number + 1} {mode} {kind}: {len(got.get('latencies', ()))} probes, "
-                        f"{got['rows']} rows in {got['elapsed']:.1f}s"
-                        + (f", {got['failed_calls']} calls failed" if "failed_calls" in got else "")
-                    )
+                    progress(f"mixed: round {number + 1} {mode} {kind}: {_phase_line(got)}")
     cases = []
     for (mode, kind), got in sorted(seen.items()):
         extra = {k: v for k, v in got.items() if k not in ("latencies", "rows", "elapsed")}
@@ -302,29 +315,34 @@ def _merge(into: dict, got: dict) -> None:
 
 
 def mixed_ratios(cases: Sequence[dict]) -> dict[str, float]:
+    """Each mode against FIFO: ``mixed_...`` for the defaults (the targets), ``mixed_paced_...``
+    for a paced server where one ran."""
     mine = {(c["mode"], c["kind"]): c for c in cases if c["suite"] == SUITE}
     ratios: dict[str, float] = {}
     for (mode, kind), new in sorted(mine.items()):
-        if mode != "classes":
+        if mode == "fifo":
             continue
+        key = "mixed_" if mode == "classes" else f"mixed_{mode}_"
         if kind == "two_scans":
-            ratios["mixed_two_scans_ratio"] = new["scan_ratio"]
+            ratios[f"{key}two_scans_ratio"] = new["scan_ratio"]
             continue
         if kind.startswith("flood"):
-            ratios["mixed_flood_errors"] = new["failed_calls"]
+            ratios[f"{key}flood_errors"] = new["failed_calls"]
             continue
         old = mine.get(("fifo", kind))
         if old is None or kind == "idle":
             continue
         if kind.endswith("_alone"):
             if new["rows_per_s"] and old["rows_per_s"]:
-                ratios["mixed_bulk_rows_per_s_alone"] = round(new["rows_per_s"] / old["rows_per_s"], 3)
+                ratios[f"{key}bulk_rows_per_s_alone"] = round(new["rows_per_s"] / old["rows_per_s"], 3)
             continue
         if new.get("p99_ms"):
-            ratios[f"mixed_interactive_p99_ms_{kind}"] = new["p99_ms"]
-            ratios[f"mixed_interactive_p99_vs_slo_{kind}"] = round(new["p99_ms"] / new["slo_ms"], 3)
+            ratios[f"{key}interactive_p99_ms_{kind}"] = new["p99_ms"]
+            ratios[f"{key}interactive_p99_vs_slo_{kind}"] = round(new["p99_ms"] / new["slo_ms"], 3)
         if new.get("p99_ms") and old.get("p99_ms"):
-            ratios[f"mixed_interactive_p99_{kind}"] = round(new["p99_ms"] / old["p99_ms"], 3)
+            ratios[f"{key}interactive_p99_{kind}"] = round(new["p99_ms"] / old["p99_ms"], 3)
         if kind.startswith("bulk") and new["rows_per_s"] and old["rows_per_s"]:
-            ratios["mixed_bulk_rows_per_s"] = round(new["rows_per_s"] / old["rows_per_s"], 3)
+            ratios[f"{key}bulk_rows_per_s"] = round(new["rows_per_s"] / old["rows_per_s"], 3)
+        if kind == "scan" and new["rows_per_s"] and old["rows_per_s"]:
+            ratios[f"{key}scan_rows_per_s"] = round(new["rows_per_s"] / old["rows_per_s"], 3)
     return ratios

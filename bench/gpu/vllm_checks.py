@@ -194,7 +194,7 @@ def engine_config(model: str, platform: bool, check: Check) -> None:
 
 
 def engine_smoke(model: str, check: Check) -> None:
-    """One AsyncLLM through VllmBackend, 3 rows, against sentence-transformers on the same GPU."""
+    """One AsyncLLM through VllmBackend, 3 rows, against sentence-transformers (float32, CPU)."""
 
     def run():
         import asyncio
@@ -208,7 +208,7 @@ def engine_smoke(model: str, check: Check) -> None:
 
         spec = load_model_spec(model)
         tok = Tokenizer.from_file(str(Path(spec.path) / "tokenizer.json"))
-        texts = ["hello world", "a somewhat longer sentence about tables and embeddings", "x " * 40]
+        texts = SMOKE_TEXTS
         rows = [tok.encode(t).ids for t in texts]
         backend = VllmBackend(
             spec, EngineSettings(memory_fraction=0.1, max_batch_tokens=16384, max_num_seqs=64, device="cuda")
@@ -225,20 +225,113 @@ def engine_smoke(model: str, check: Check) -> None:
 
         vecs, started = asyncio.run(go())
         assert vecs.shape[0] == 3 and np.isfinite(vecs).all(), vecs.shape
-        detail = f"shape {vecs.shape}, engine start {started:.0f}s"
-        try:
-            from sentence_transformers import SentenceTransformer
-
-            ref = SentenceTransformer(str(spec.path), device="cuda").encode(texts, normalize_embeddings=True)
-            ours = vecs / np.linalg.norm(vecs, axis=1, keepdims=True)
-            cos = (ours * ref).sum(axis=1)
-            detail += f", cosine vs sentence-transformers {cos.min():.4f}"
-            assert cos.min() > 0.99, detail
-        except ImportError:
-            pass
+        cos = _cosines_to_reference(spec.path, texts, vecs)
+        detail = f"shape {vecs.shape}, engine start {started:.0f}s, cosine vs sentence-transformers {cos}"
+        assert min(cos) > 0.99, detail
         return detail
 
     check("engine: VllmBackend start + embed 3 rows", run)
+
+
+SMOKE_TEXTS = ["hello world", "a somewhat longer sentence about tables and embeddings", "x " * 40]
+
+
+def _cosines_to_reference(model_dir, texts, vecs) -> list[float]:
+    """Per row, the cosine of ``vecs`` to sentence-transformers in float32 on the CPU (the plainest
+    reference; run after vLLM's engine, so that CUDA is not initialized ahead of its fork)."""
+    import numpy as np
+    import torch
+    from sentence_transformers import SentenceTransformer
+
+    ref = SentenceTransformer(str(model_dir), device="cpu", model_kwargs={"torch_dtype": torch.float32})
+    ref = ref.encode(list(texts), normalize_embeddings=True)
+    ours = np.asarray(vecs, dtype=np.float64)
+    ours = ours / np.linalg.norm(ours, axis=1, keepdims=True)
+    return [round(float(c), 4) for c in (ours * ref).sum(axis=1)]
+
+
+def attention_backends(model: str, backends: list[str], check: Check) -> None:
+    """vLLM's own ``LLM.embed`` per attention backend, each in a process of its own, against the
+    same reference: tells a wrong kernel from a wrong path of ours."""
+    import json
+    import subprocess
+    import sys
+
+    code = (
+        "import json, sys; from vllm import LLM; from embedtext.server.models import load_model_spec\n"
+        "b = sys.argv[1]; kw = {} if b == 'auto' else {'attention_backend': b}\n"
+        "llm = LLM(model=str(load_model_spec(sys.argv[2]).path), runner='pooling', convert='embed',\n"
+        "          enforce_eager=True, gpu_memory_utilization=0.1, **kw)\n"
+        "out = [o.outputs.embedding for o in llm.embed(json.loads(sys.argv[3]))]\n"
+        "print('VECTORS ' + json.dumps(out), flush=True)\n"
+    )
+    for backend in backends:
+
+        def run(backend=backend):
+            from embedtext.server.models import load_model_spec
+
+            done = subprocess.run(
+                [sys.executable, "-c", code, backend, model, json.dumps(SMOKE_TEXTS)],
+                capture_output=True,
+                text=True,
+                timeout=240,
+            )
+            lines = [x for x in done.stdout.splitlines() if x.startswith("VECTORS ")]
+            assert lines, (done.stderr.strip().splitlines() or ["no output"])[-1]
+            cos = _cosines_to_reference(load_model_spec(model).path, SMOKE_TEXTS, json.loads(lines[-1][8:]))
+            assert min(cos) > 0.99, f"cosine vs sentence-transformers {cos}"
+            return f"cosine vs sentence-transformers {cos}"
+
+        check(f"engine: vLLM LLM.embed with attention backend {backend}", run)
+
+
+def priority_order(model: str, check: Check, device: str = "cuda", bulk_rows: int = 16384) -> None:
+    """vLLM's priority scheduler on the pooling path: one engine with ``scheduling_policy="priority"``
+    (as a server with latency classes starts it) gets a large bulk call, then a one-row interactive
+    call; the interactive call must come back while the bulk call is still running. Steps are kept
+    small (2,048 tokens) so the bulk call spans many of them. Order, not timing."""
+
+    def run():
+        import asyncio
+
+        from tokenizers import Tokenizer
+
+        from embedtext.server.engine.base import EngineSettings
+        from embedtext.server.engine.vllm_backend import VllmBackend
+        from embedtext.server.models import load_model_spec
+
+        spec = load_model_spec(model)
+        tok = Tokenizer.from_file(str(Path(spec.path) / "tokenizer.json"))
+        bulk = [tok.encode(f"row {i} of a bulk scan over a table of documents " * 4).ids[:50] for i in range(bulk_rows)]
+        query = [tok.encode("an interactive search query").ids]
+        settings = EngineSettings(
+            memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device=device, priority_scheduling=True
+        )
+        backend = VllmBackend(spec, settings)
+
+        async def go():
+            await backend.start()
+            try:
+                finished: list[str] = []
+
+                async def call(name, rows, interactive):
+                    await backend.embed(rows, interactive_rows=interactive)
+                    finished.append(name)
+
+                bulk_task = asyncio.create_task(call("bulk", bulk, 0))
+                await asyncio.sleep(0.5)  # the bulk rows are handed to the engine first
+                await call("interactive", query, 1)
+                bulk_done_first = bulk_task.done()
+                await bulk_task
+                return finished, bulk_done_first
+            finally:
+                await backend.stop()
+
+        finished, bulk_done_first = asyncio.run(go())
+        assert finished == ["interactive", "bulk"] and not bulk_done_first, f"finish order {finished}"
+        return f"a 1-row priority-0 call finished before a {bulk_rows}-row priority-1 call sent ahead of it"
+
+    check("engine: vLLM priority scheduling orders pooling requests", run)
 
 
 def fake_gpu() -> None:

@@ -41,6 +41,11 @@ class VllmBackend:
     def _build(self):
         from vllm.v1.engine.async_llm import AsyncLLM
 
+        if self.settings.device == "cuda":
+            # vLLM forks its EngineCore by default, and a child forked from this server (CUDA
+            # touched, gRPC threads running) cannot use the GPU: "Cannot re-initialize CUDA in
+            # forked subprocess" on an H200. Spawning is vLLM's own remedy.
+            os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")
         return AsyncLLM.from_engine_args(self._engine_args())
 
     async def spawn(self) -> None:

@@ -44,9 +44,41 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         "mixed_interactive_p99_vs_slo_bulk2",
         "mixed_bulk_rows_per_s",
         "mixed_bulk_rows_per_s_alone",
+        "mixed_scan_rows_per_s",
         "mixed_two_scans_ratio",
         "mixed_flood_errors",
     }
+
+
+def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
+    """With GPU_MODES the defaults keep the target keys and the paced server gets its own, each
+    over FIFO's same phase."""
+    from embedtext.bench.mixed import GPU_MODES
+
+    def case(mode, kind, rows_per_s, p99_ms=None, **extra):
+        return {
+            "suite": "mixed",
+            "mode": mode,
+            "kind": kind,
+            "rows_per_s": rows_per_s,
+            "p99_ms": p99_ms,
+            "slo_ms": 20.0,
+            **extra,
+        }
+
+    cases = []
+    for mode, speed in zip(GPU_MODES, (900.0, 200.0, 1000.0)):
+        cases += [
+            case(mode, "scan", speed, p99_ms=speed / 50),
+            case(mode, "bulk4", speed, p99_ms=speed / 50),
+            case(mode, "bulk4_alone", speed),
+            case(mode, "two_scans", speed, scan_ratio=1.1),
+        ]
+    ratios = mixed_ratios(cases)
+    assert ratios["mixed_bulk_rows_per_s"] == 0.9 and ratios["mixed_paced_bulk_rows_per_s"] == 0.2
+    assert ratios["mixed_scan_rows_per_s"] == 0.9 and ratios["mixed_paced_scan_rows_per_s"] == 0.2
+    assert ratios["mixed_interactive_p99_vs_slo_scan"] == 0.9 and ratios["mixed_paced_interactive_p99_scan"] == 0.2
+    assert not any(key.startswith("mixed_fifo") for key in ratios)
 
 
 def test_probes_keep_their_schedule_while_earlier_ones_wait_open_loop():

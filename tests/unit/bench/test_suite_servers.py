@@ -4,7 +4,7 @@ serve` parses them and resolved for the device, give the settings the suite's na
 import os
 
 from embedtext.bench.evidence import pacing
-from embedtext.bench.mixed import GPU_SLO_MS, MODES, server_args
+from embedtext.bench.mixed import GPU_MODES, GPU_SLO_MS, MODES, server_args
 from embedtext.server.config import ServerConfig
 from embedtext.server.resolved import resolve
 
@@ -49,15 +49,16 @@ def test_the_pacing_suite_compares_paced_unheld_unpaced_and_fifo(monkeypatch):
     assert all(r.numerator in names and r.denominator in names for r in comparison.ratios)
 
 
-def test_the_mixed_suite_gives_the_classes_server_the_gpu_target(monkeypatch):
-    """On a CPU the classes server keeps its default target; on a GPU, which has none by default,
-    the suite gives it 20 ms. The FIFO server holds no target either way."""
-    assert MODES == ("classes", "fifo")
+def test_the_mixed_suite_gives_its_paced_server_the_gpu_target(monkeypatch):
+    """On a CPU the classes server keeps its default target. On a GPU, which has none by default,
+    the classes server keeps that default and a third, paced server holds 20 ms. The FIFO server
+    holds no target either way."""
+    assert MODES == ("classes", "fifo") and GPU_MODES == ("classes", "paced", "fifo")
     on_cpu = {mode: _server(server_args(mode), monkeypatch)[1] for mode in MODES}
     assert on_cpu["classes"].interactive_slo_s == 0.25 and on_cpu["classes"].stepped
     assert on_cpu["fifo"].interactive_slo_s is None and on_cpu["fifo"].engine_loop == "async"
 
-    on_gpu = {mode: _server(server_args(mode, GPU_SLO_MS), monkeypatch, "cuda")[1] for mode in MODES}
-    assert on_gpu["classes"].interactive_slo_s == GPU_SLO_MS / 1000
+    on_gpu = {mode: _server(server_args(mode, GPU_SLO_MS), monkeypatch, "cuda")[1] for mode in GPU_MODES}
+    assert on_gpu["paced"].interactive_slo_s == GPU_SLO_MS / 1000
+    assert on_gpu["classes"].interactive_slo_s is None  # the GPU default
     assert on_gpu["fifo"].interactive_slo_s is None
-    assert _server(server_args("classes"), monkeypatch, "cuda")[1].interactive_slo_s is None  # the GPU default

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# On the GPU host, from the checkout's root, with every part of the kit in PARTS:
+#
+#   bash bench/gpu/host_run.sh install PARTS          # the venv (~/gpu-venv) and the editable install (~1 min)
+#   bash bench/gpu/host_run.sh checks  OUTDIR         # imports, engine smoke, attention backends, priority (~3 min)
+#   bash bench/gpu/host_run.sh mixed   OUTDIR [S]     # the mixed suite, --quick, cut at S seconds (default 500)
+#
+# Each step writes its whole log under OUTDIR and prints the lines worth reading; a step cut
+# short still leaves each finished phase's p50/p99 and rows/s in mixed.log.
+set -uo pipefail
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1 VLLM_DO_NOT_TRACK=1
+VENV=${VENV:-$HOME/gpu-venv}
+step=$1
+shift
+case $step in
+  install)
+    nvidia-smi -L && ldd --version | head -1
+    python3 bench/gpu/install_wheels.py --parts "$1" --venv "$VENV" 2>&1 | tail -4
+    "$VENV/bin/pip" install -q --no-deps --no-index --no-build-isolation -e . >/dev/null 2>&1 \
+      && echo "editable install: ok"
+    ;;
+  checks)
+    mkdir -p "$1"
+    timeout -k 10 400 "$VENV/bin/python" bench/gpu/check_imports.py --model default --engine --priority \
+      --attention-backends auto,FLEX_ATTENTION --lean 2>&1 | tee "$1/checks.log" | grep -E "^(FAIL|skip)|^ok +engine|checks passed"
+    ;;
+  mixed)
+    mkdir -p "$1"
+    timeout -k 10 "${2:-500}" "$VENV/bin/embedtext" bench --quick --only mixed --json "$1/mixed-quick.json" 2>&1 \
+      | tee "$1/mixed.log" | grep -E "mixed:|Error|warning|cannot hold"
+    ;;
+  *)
+    echo "usage: $0 install PARTS | checks OUTDIR | mixed OUTDIR [SECONDS]" >&2
+    exit 2
+    ;;
+esac
