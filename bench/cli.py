@@ -67,8 +67,25 @@ def _progress(t0: float, message: str) -> None:
     help="GPU suite: the servers' --replica-processes (cases get _rp-on / _rp-off unless auto).",
 )
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where generated models go.")
+@click.option(
+    "--compiled",
+    is_flag=True,
+    help="Compiled engines in a --quick run too (on a GPU: CUDA graphs, as a server starts them by default; "
+    "a quick run's engines are otherwise eager).",
+)
 def bench_command(
-    quick, only, json_path, rows, dims, replicas, gpu_model, gpu_http, gpu_processes, gpu_replica_processes, workdir
+    quick,
+    only,
+    json_path,
+    rows,
+    dims,
+    replicas,
+    gpu_model,
+    gpu_http,
+    gpu_processes,
+    gpu_replica_processes,
+    workdir,
+    compiled,
 ) -> None:
     """Benchmarks, side by side in rotating rounds: ratios on one machine.
 
@@ -83,7 +100,7 @@ def bench_command(
     uneven = uneven_replica_counts(_ints(replicas), gpu_processes)
     if uneven:
         raise click.UsageError(f"replica counts {uneven} do not split evenly over --gpu-processes {gpu_processes}")
-    plan = make_plan(quick, rows=rows, dims=_ints(dims), workdir=workdir)
+    plan = make_plan(quick, rows=rows, dims=_ints(dims), workdir=workdir, compiled=compiled)
     suites = tuple(only) or DEFAULT_SUITES
     command = "embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     run_bench(

@@ -110,9 +110,17 @@ FULL = replace(
 
 
 def make_plan(
-    quick: bool, *, rows: int | None = None, dims: tuple[int, ...] = (), workdir: str | None = None
+    quick: bool,
+    *,
+    rows: int | None = None,
+    dims: tuple[int, ...] = (),
+    workdir: str | None = None,
+    compiled: bool = False,
 ) -> BenchPlan:
+    """``compiled``: compiled engines even in a quick run."""
     plan = QUICK if quick else FULL
+    if compiled:
+        plan = replace(plan, eager=False)
     plan = replace(plan, workdir=Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="embedtext-bench-")))
     if rows:
         long_tokens = plan.cpu_work[1][0]

@@ -3,7 +3,10 @@
 #
 #   bash bench/gpu/host_run.sh install PARTS          # the venv (~/gpu-venv) and the editable install (~1 min)
 #   bash bench/gpu/host_run.sh checks  OUTDIR         # imports, engine smoke, attention backends, priority (~3 min)
-#   bash bench/gpu/host_run.sh mixed   OUTDIR [S]     # the mixed suite, --quick, cut at S seconds (default 500)
+#   bash bench/gpu/host_run.sh mixed   OUTDIR [S]     # the mixed suite, --quick --compiled, cut at S seconds (default 500)
+#
+# The mixed step compiles its engines (CUDA graphs, as a server runs by default): a quick run's
+# eager engines pay more per step, and pacing's cost grows with that (EAGER=1 for eager ones).
 #
 # Each step writes its whole log under OUTDIR and prints the lines worth reading; a step cut
 # short still leaves each finished phase's p50/p99 and rows/s in mixed.log.
@@ -26,7 +29,9 @@ case $step in
     ;;
   mixed)
     mkdir -p "$1"
-    timeout -k 10 "${2:-500}" "$VENV/bin/embedtext" bench --quick --only mixed --json "$1/mixed-quick.json" 2>&1 \
+    compiled=--compiled
+    [[ -n ${EAGER:-} ]] && compiled=
+    timeout -k 10 "${2:-500}" "$VENV/bin/embedtext" bench --quick $compiled --only mixed --json "$1/mixed-quick.json" 2>&1 \
       | tee "$1/mixed.log" | grep -E "mixed:|Error|warning|cannot hold"
     ;;
   *)
