@@ -332,17 +332,18 @@ def mixed_ratios(cases: Sequence[dict]) -> dict[str, float]:
         old = mine.get(("fifo", kind))
         if old is None or kind == "idle":
             continue
+        speed = round(new["rows_per_s"] / old["rows_per_s"], 3) if new["rows_per_s"] and old["rows_per_s"] else None
         if kind.endswith("_alone"):
-            if new["rows_per_s"] and old["rows_per_s"]:
-                ratios[f"{key}bulk_rows_per_s_alone"] = round(new["rows_per_s"] / old["rows_per_s"], 3)
+            if speed:
+                ratios[f"{key}bulk_rows_per_s_alone"] = speed
             continue
         if new.get("p99_ms"):
             ratios[f"{key}interactive_p99_ms_{kind}"] = new["p99_ms"]
             ratios[f"{key}interactive_p99_vs_slo_{kind}"] = round(new["p99_ms"] / new["slo_ms"], 3)
         if new.get("p99_ms") and old.get("p99_ms"):
             ratios[f"{key}interactive_p99_{kind}"] = round(new["p99_ms"] / old["p99_ms"], 3)
-        if kind.startswith("bulk") and new["rows_per_s"] and old["rows_per_s"]:
-            ratios[f"{key}bulk_rows_per_s"] = round(new["rows_per_s"] / old["rows_per_s"], 3)
-        if kind == "scan" and new["rows_per_s"] and old["rows_per_s"]:
-            ratios[f"{key}scan_rows_per_s"] = round(new["rows_per_s"] / old["rows_per_s"], 3)
+        if speed and kind.startswith("bulk"):
+            ratios[f"{key}bulk_rows_per_s"] = speed
+        if speed and kind == "scan":
+            ratios[f"{key}scan_rows_per_s"] = speed
     return ratios

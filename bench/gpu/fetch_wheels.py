@@ -186,7 +186,8 @@ def unneeded(names: list[str], lean: bool = False) -> list[str]:
     """Pins needed only by what SKIP leaves out (mcp -> pyjwt -> cryptography, cutlass-dsl ->
     cuda-python -> cuda-core, ...): shipping them would be dead weight."""
     via = dependents()
-    gone = {n for n in names if skip(n, lean)}
+    skipped = {n for n in names if skip(n, lean)}
+    gone = set(skipped)
     changed = True
     while changed:
         changed = False
@@ -195,7 +196,7 @@ def unneeded(names: list[str], lean: bool = False) -> list[str]:
             if n not in gone and users and "-r" not in users and users <= gone:
                 gone.add(n)
                 changed = True
-    return sorted(gone - {n for n in names if skip(n, lean)})
+    return sorted(gone - skipped)
 
 
 def download(wanted: list[str], dest: Path) -> None:

@@ -193,39 +193,47 @@ def engine_config(model: str, platform: bool, check: Check) -> None:
         check("engine front end (tokenizer, InputProcessor, OutputProcessor)", front_end)
 
 
+def _on_engine(model: str, settings, work):
+    """Start one VllmBackend for ``model``, await ``work(backend, tokenizer)`` on it, stop it.
+    Returns (what ``work`` returned, the start's seconds, the model's spec)."""
+    import asyncio
+
+    from tokenizers import Tokenizer
+
+    from embedtext.server.engine.vllm_backend import VllmBackend
+    from embedtext.server.models import load_model_spec
+
+    spec = load_model_spec(model)
+    tok = Tokenizer.from_file(str(Path(spec.path) / "tokenizer.json"))
+    backend = VllmBackend(spec, settings)
+
+    async def go():
+        t = time.perf_counter()
+        await backend.start()
+        started = time.perf_counter() - t
+        try:
+            return await work(backend, tok), started
+        finally:
+            await backend.stop()
+
+    return (*asyncio.run(go()), spec)
+
+
 def engine_smoke(model: str, check: Check) -> None:
     """One AsyncLLM through VllmBackend, 3 rows, against sentence-transformers (float32, CPU)."""
 
     def run():
-        import asyncio
-
         import numpy as np
-        from tokenizers import Tokenizer
 
         from embedtext.server.engine.base import EngineSettings
-        from embedtext.server.engine.vllm_backend import VllmBackend
-        from embedtext.server.models import load_model_spec
 
-        spec = load_model_spec(model)
-        tok = Tokenizer.from_file(str(Path(spec.path) / "tokenizer.json"))
-        texts = SMOKE_TEXTS
-        rows = [tok.encode(t).ids for t in texts]
-        backend = VllmBackend(
-            spec, EngineSettings(memory_fraction=0.1, max_batch_tokens=16384, max_num_seqs=64, device="cuda")
-        )
+        async def embed(backend, tok):
+            return await backend.embed([tok.encode(t).ids for t in SMOKE_TEXTS])
 
-        async def go():
-            t = time.perf_counter()
-            await backend.start()
-            started = time.perf_counter() - t
-            try:
-                return await backend.embed(rows), started
-            finally:
-                await backend.stop()
-
-        vecs, started = asyncio.run(go())
+        settings = EngineSettings(memory_fraction=0.1, max_batch_tokens=16384, max_num_seqs=64, device="cuda")
+        vecs, started, spec = _on_engine(model, settings, embed)
         assert vecs.shape[0] == 3 and np.isfinite(vecs).all(), vecs.shape
-        cos = _cosines_to_reference(spec.path, texts, vecs)
+        cos = _cosines_to_reference(spec.path, SMOKE_TEXTS, vecs)
         detail = f"shape {vecs.shape}, engine start {started:.0f}s, cosine vs sentence-transformers {cos}"
         assert min(cos) > 0.99, detail
         return detail
@@ -294,40 +302,30 @@ def priority_order(model: str, check: Check, device: str = "cuda", bulk_rows: in
     def run():
         import asyncio
 
-        from tokenizers import Tokenizer
-
         from embedtext.server.engine.base import EngineSettings
-        from embedtext.server.engine.vllm_backend import VllmBackend
-        from embedtext.server.models import load_model_spec
 
-        spec = load_model_spec(model)
-        tok = Tokenizer.from_file(str(Path(spec.path) / "tokenizer.json"))
-        bulk = [tok.encode(f"row {i} of a bulk scan over a table of documents " * 4).ids[:50] for i in range(bulk_rows)]
-        query = [tok.encode("an interactive search query").ids]
+        async def race(backend, tok):
+            bulk = [
+                tok.encode(f"row {i} of a bulk scan over a table of documents " * 4).ids[:50] for i in range(bulk_rows)
+            ]
+            query = [tok.encode("an interactive search query").ids]
+            finished: list[str] = []
+
+            async def call(name, rows, interactive):
+                await backend.embed(rows, interactive_rows=interactive)
+                finished.append(name)
+
+            bulk_task = asyncio.create_task(call("bulk", bulk, 0))
+            await asyncio.sleep(0.5)  # the bulk rows are handed to the engine first
+            await call("interactive", query, 1)
+            bulk_done_first = bulk_task.done()
+            await bulk_task
+            return finished, bulk_done_first
+
         settings = EngineSettings(
             memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device=device, priority_scheduling=True
         )
-        backend = VllmBackend(spec, settings)
-
-        async def go():
-            await backend.start()
-            try:
-                finished: list[str] = []
-
-                async def call(name, rows, interactive):
-                    await backend.embed(rows, interactive_rows=interactive)
-                    finished.append(name)
-
-                bulk_task = asyncio.create_task(call("bulk", bulk, 0))
-                await asyncio.sleep(0.5)  # the bulk rows are handed to the engine first
-                await call("interactive", query, 1)
-                bulk_done_first = bulk_task.done()
-                await bulk_task
-                return finished, bulk_done_first
-            finally:
-                await backend.stop()
-
-        finished, bulk_done_first = asyncio.run(go())
+        (finished, bulk_done_first), _, _ = _on_engine(model, settings, race)
         assert finished == ["interactive", "bulk"] and not bulk_done_first, f"finish order {finished}"
         return f"a 1-row priority-0 call finished before a {bulk_rows}-row priority-1 call sent ahead of it"
 
