@@ -205,6 +205,9 @@ def _on_engine(model: str, settings, work):
 
     spec = load_model_spec(model)
     tok = Tokenizer.from_file(str(Path(spec.path) / "tokenizer.json"))
+    # As the server's tokenizer stage does: a tokenizer.json may pad every row to a fixed length
+    # (all-MiniLM-L6-v2's pads to 128), and the engine would pool the [PAD]s too.
+    tok.no_padding()
     backend = VllmBackend(spec, settings)
 
     async def go():
