@@ -20,6 +20,17 @@ no engine in it, so its rules are tested on their own (tests/unit/server/test_st
 >>> query = plan.add(StepBatch([[12]], interactive_rows=1))
 >>> [(b is query, i) for b, i in plan.next_step(budget_tokens=6, query_pair_tokens=9)]  # 3 tokens after those 6
 [(True, 0), (False, 3)]
+
+With queries in most steps, the steps without them shrink towards half of the pair budget
+(``bulk_step_tokens``): two equal steps instead of a long one and a short one.
+
+>>> plan = StepPlan()
+>>> plan.bulk_step_tokens(pair_tokens=1000)  # no queries yet: the long step of a long/short pair
+800
+>>> for _ in range(20):
+...     _ = plan.add(StepBatch([[1]], interactive_rows=1)), plan.next_step(budget_tokens=6)
+>>> plan.bulk_step_tokens(pair_tokens=1000)  # a query in every step: about two equal halves
+502
 """
 
 from __future__ import annotations
@@ -27,6 +38,17 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+
+# A step that carries queries and the step before it (the one running when they came) hold at
+# most this many bulk step budgets: with queries rare, the query's own step is short, so the
+# steps without them may be longer than two equal steps would allow.
+QUERY_STEPS_BUDGETS = 1.25
+# With a query in every step, the pair is two equal steps: a short step computes fewer tokens a
+# second on a busy host, and with queries in every step it would come every other step
+# (bench/RESULTS.md, mixed: "two equal steps").
+EQUAL_STEPS_BUDGETS = 2.0
+# Weight of the latest step in the share of steps that carried queries.
+QUERY_SHARE_SMOOTHING = 0.2
 
 
 @dataclass(eq=False)
@@ -66,6 +88,7 @@ class StepPlan:
         self._bulk: deque[_Run] = deque()
         self.queued_rows = 0
         self.last_step_tokens = 0
+        self.query_share = 0.0  # of recent steps, those that carried interactive rows (a moving average)
 
     def add(self, batch: StepBatch) -> StepBatch:
         """Queue a batch; its first ``interactive_rows`` rows go ahead of every bulk row."""
@@ -95,7 +118,17 @@ class StepPlan:
             tokens += self._tokens(batch, index)
         self.queued_rows -= len(step)
         self.last_step_tokens = tokens
+        if step:
+            carried = 1.0 if step[0][1] < step[0][0].interactive_rows else 0.0  # interactive rows go first
+            self.query_share += QUERY_SHARE_SMOOTHING * (carried - self.query_share)
         return step
+
+    def bulk_step_tokens(self, pair_tokens: int) -> int:
+        """The bulk budget of a step, given ``pair_tokens``, what a query's step and the step before
+        it may hold together: ``pair_tokens / QUERY_STEPS_BUDGETS`` while queries are rare, moving
+        towards half as the share of steps that carry queries grows."""
+        budgets = QUERY_STEPS_BUDGETS + (EQUAL_STEPS_BUDGETS - QUERY_STEPS_BUDGETS) * self.query_share
+        return max(int(pair_tokens / budgets), 1)
 
     @staticmethod
     def _tokens(batch: StepBatch, index: int) -> int:

@@ -12,8 +12,10 @@ server/engine/worker.py) holds the whole engine, and a thread of ours calls ``st
   over the moment a step ends, so the engine never idles while rows are queued;
 * a step that carries interactive rows takes bulk rows only while it and the step before it
   (the one running when they came) stay within 1.25 budgets: after a full step, a quarter of
-  one. The query's own step is short, so the steps without queries may be longer than two
-  equal steps would allow, and vLLM's fixed work per step weighs less on bulk work.
+  one. While queries are rare, the query's own step is short, so the steps without queries may
+  be longer than two equal steps would allow, and vLLM's fixed work per step weighs less on
+  bulk work. As queries come in most steps, the steps tend to two equal halves of that pair
+  (``StepPlan.bulk_step_tokens``): a short step computes fewer tokens a second on a busy host.
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import threading
 import numpy as np
 
 from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
-from embedtext.server.engine.step_plan import StepBatch, StepPlan
+from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS, StepBatch, StepPlan
 from embedtext.server.engine.vllm_args import engine_arguments, max_step_tokens
 from embedtext.server.models import ModelSpec
 from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport
@@ -39,8 +41,6 @@ INPROCESS_VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
 # An interactive row waits for the step running when it comes and then its own, which may take
 # this share of the target; the rest is for the server's work and noise.
 STEPS_SHARE_OF_SLO = 0.7
-# Those two steps together hold at most this many step budgets (the query's own step is short).
-QUERY_STEPS_BUDGETS = 1.25
 
 
 def use_inprocess_engine() -> None:
@@ -167,8 +167,9 @@ class SteppedVllmBackend:
                     self._drop(engine, plan, batch, in_engine, waiters)
                 if not in_engine:
                     if self.pacer is not None:
-                        budget = self.pacer.batch_tokens
-                        step = plan.next_step(budget, int(budget * QUERY_STEPS_BUDGETS))
+                        # The pacer's budget is the longest step; two steps a query waits for hold 1.25 of it.
+                        pair = int(self.pacer.batch_tokens * QUERY_STEPS_BUDGETS)
+                        step = plan.next_step(plan.bulk_step_tokens(pair), pair)
                     else:
                         step = plan.next_step(self._step_tokens)
                     for batch, index in step:

@@ -12,7 +12,8 @@ import pytest
 import embedtext
 from embedtext.protocol.errors import DeadlineExceededError
 from embedtext.server.config import ServerConfig
-from embedtext.server.engine.vllm_stepped import QUERY_STEPS_BUDGETS, STEPS_SHARE_OF_SLO
+from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS
+from embedtext.server.engine.vllm_stepped import STEPS_SHARE_OF_SLO
 from embedtext.server.pacing import BULK_SHARE_OF_SLO
 from embedtext.server.resolved import resolve
 

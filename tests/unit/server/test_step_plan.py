@@ -86,3 +86,46 @@ def test_a_step_that_carries_queries_stays_within_the_pair_budget_with_the_step_
     long_query = plan.add(StepBatch(_rows(1, 25), interactive_rows=1))
     assert _ids(plan.next_step(budget_tokens=40, query_pair_tokens=60)) == [(id(long_query), 0)]  # no bulk row
     assert len(plan.next_step(budget_tokens=40, query_pair_tokens=60)) == 4  # no query: full steps again
+
+
+def _paced_steps(plan: StepPlan, pair: int, steps: int, query_every: int) -> list[int]:
+    """Tokens of each step as the stepped engine plans them, a one-token query before every
+    ``query_every``-th step (0: none)."""
+    tokens = []
+    for number in range(steps):
+        if query_every and number % query_every == 0:
+            plan.add(StepBatch([[7]], interactive_rows=1))
+        step = plan.next_step(plan.bulk_step_tokens(pair), pair)
+        tokens.append(sum(len(batch.rows[index]) for batch, index in step))
+    return tokens
+
+
+def test_the_share_of_steps_that_carry_queries_follows_the_recent_steps():
+    plan = StepPlan()
+    plan.add(StepBatch(_rows(2000, 10), interactive_rows=0))
+    _paced_steps(plan, pair=250, steps=10, query_every=0)
+    assert plan.query_share == 0.0
+    _paced_steps(plan, pair=250, steps=30, query_every=1)
+    assert plan.query_share > 0.95
+    # A batch with an interactive head counts once its head is taken; its bulk rows do not.
+    plan.add(StepBatch(_rows(3, 10), interactive_rows=1))
+    plan.next_step(budget_tokens=100)
+    rising = plan.query_share
+    _paced_steps(plan, pair=250, steps=10, query_every=0)
+    assert plan.query_share < 0.15 < rising
+
+
+def test_with_a_query_in_every_step_steps_are_two_equal_halves_of_the_pair():
+    plan = StepPlan()
+    plan.add(StepBatch(_rows(2000, 10), interactive_rows=0))
+    # No queries: the long step of a long/short pair, 250 / 1.25 tokens.
+    assert set(_paced_steps(plan, pair=250, steps=5, query_every=0)) == {200}
+    # Queries rare: long steps, and the query's own step short (within the pair with the one before).
+    rare = _paced_steps(plan, pair=250, steps=20, query_every=10)
+    assert min(rare[1:10]) >= 170 and rare[10] <= 250 - rare[9]
+    assert sorted(rare)[:2] == sorted((rare[0], rare[10])) and max(rare[0], rare[10]) <= 60
+    # A query in every step: the share grows, and the steps settle at about half the pair each,
+    # never a short one after a long one.
+    every = _paced_steps(plan, pair=250, steps=40, query_every=1)[20:]
+    assert all(115 <= tokens <= 125 for tokens in every), every
+    assert all(a + b <= 250 for a, b in zip(every, every[1:]))
