@@ -47,7 +47,8 @@ class EngineSpeed:
 
     Each replica's busy time (any batch in flight) and the tokens it finished are summed until
     the window is full, then averaged in. Per batch would not do: batches in flight overlap, and
-    an engine may run two in one step, so one finishes late and the next at once.
+    an engine may run two in one step, so one finishes late and the next at once. Callers count
+    only batches or steps with bulk rows: a few query rows alone are mostly fixed work.
     """
 
     WINDOW_S = 0.5

@@ -378,7 +378,11 @@ class ModelRuntime:
         # Stop the engine's work as soon as nobody waits for any row of the batch
         # (callers cancelled or past their deadline): cancelling vLLM's encode aborts it.
         work = asyncio.ensure_future(replica.backend.embed(batch.rows, batch.interactive_rows))
-        self.speed.started(replica.index)
+        # Only batches with bulk rows measure the engines: a batch of a few query rows is mostly
+        # fixed work, and pacing would size the next bulk batches from that (EngineSpeed).
+        measured = batch.interactive_rows < batch.row_count
+        if measured:
+            self.speed.started(replica.index)
 
         def abandon_if_unwanted(_future: asyncio.Future) -> None:
             if not batch.live and not work.done():
@@ -401,7 +405,8 @@ class ModelRuntime:
         finally:
             for part in batch.parts:
                 part.job.future.remove_done_callback(abandon_if_unwanted)
-            self.speed.finished(replica.index, done_tokens)
+            if measured:
+                self.speed.finished(replica.index, done_tokens)
         elapsed = time.monotonic() - now
         self._pace()
         self.metrics.inference_time.labels(self.spec.name).observe(elapsed)

@@ -36,7 +36,7 @@ With queries in most steps, the steps without them shrink towards half of the pa
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 # A step that carries queries and the step before it (the one running when they came) hold at
@@ -69,6 +69,18 @@ class StepBatch:
     @property
     def done(self) -> bool:
         return self.unfinished == 0
+
+
+def carries_bulk(rows: Iterable[tuple[StepBatch, int]]) -> bool:
+    """Some of these (batch, row index) rows are bulk rows. A replica measures its engine's speed
+    on such steps only: a step of a few query rows is mostly the step's fixed work, and a speed
+    learned from them would start the next bulk work at a fraction of the budget it needs.
+
+    >>> query, bulk = StepBatch([[1]], interactive_rows=1), StepBatch([[2], [3]], interactive_rows=0)
+    >>> carries_bulk([(query, 0)]), carries_bulk([(query, 0), (bulk, 1)])
+    (False, True)
+    """
+    return any(index >= batch.interactive_rows for batch, index in rows)
 
 
 @dataclass

@@ -29,7 +29,7 @@ import threading
 import numpy as np
 
 from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
-from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS, StepBatch, StepPlan
+from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS, StepBatch, StepPlan, carries_bulk
 from embedtext.server.engine.vllm_args import engine_arguments, max_step_tokens
 from embedtext.server.models import ModelSpec
 from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport
@@ -184,7 +184,9 @@ class SteppedVllmBackend:
                         in_engine[request_id] = (batch, index)
                 if not in_engine:
                     continue
-                self.speed.started(0)
+                measured = carries_bulk(in_engine.values())
+                if measured:
+                    self.speed.started(0)
                 outputs = engine.step()
                 finished_tokens = 0  # a step may leave rows for the next (more rows than max_num_seqs)
                 for out in outputs:
@@ -195,9 +197,10 @@ class SteppedVllmBackend:
                     if plan.finished(batch, index, out.outputs.data) and not batch.cancelled:
                         _, waiter = waiters.pop(id(batch))
                         self._deliver(waiter, batch)
-                self.speed.finished(0, finished_tokens)
-                if self.pacer is not None:
-                    self._pace()
+                if measured:
+                    self.speed.finished(0, finished_tokens)
+                    if self.pacer is not None:
+                        self._pace()
         except Exception as exc:  # the engine broke: every batch fails, the server restarts this replica
             log.exception("%s: the engine failed", self.name)
             self._dead = f"its engine failed: {type(exc).__name__}: {exc}"

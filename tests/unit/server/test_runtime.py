@@ -133,3 +133,40 @@ def test_queries_reach_a_busy_engine_without_waiting_for_the_queries_before_them
             await runtime.stop()
 
     asyncio.run(run())
+
+
+class TakesATenthBackend(NullBackend):
+    """An engine with a fixed time per batch (test stand-in: the null engine, slowed), so that the
+    runtime measures a speed from it; what is tested is which batches the runtime measures."""
+
+    def __init__(self, spec) -> None:
+        super().__init__(spec, name="takes-a-tenth")
+
+    async def embed(self, rows, interactive_rows=0):
+        await asyncio.sleep(0.1)
+        return await super().embed(rows, interactive_rows)
+
+
+def test_only_batches_with_bulk_rows_measure_the_engines_speed(tiny_spec):
+    """Queries alone are mostly an engine's fixed work per batch: a speed learned from them would
+    size the next bulk batches to a fraction of what the target allows. So a runtime that has
+    served only queries has measured nothing, and bulk batches then measure the engine."""
+
+    async def run():
+        config = ServerConfig(replicas=1, max_batches_per_replica=2, max_batch_delay_ms=1.0)
+        runtime = ModelRuntime(
+            tiny_spec, config, ServerMetrics(), lambda _index: TakesATenthBackend(tiny_spec), interactive_slo_s=0.25
+        )
+        await runtime.start()
+        try:
+            for i in range(8):  # 0.8 s of engine time, over the speed's window
+                await runtime.embed_token_ids([[101, 7 + i, 102]], INTERACTIVE, None)
+            assert runtime.speed.tokens_per_s is None
+            assert runtime.queue.bulk_batch_tokens == runtime.pacer.batch_tokens  # still the first, cautious budget
+            for i in range(8):
+                await runtime.embed_token_ids([[101, 7 + i, 102]] * 4, BULK, None)
+            assert runtime.speed.tokens_per_s is not None and runtime.speed.tokens_per_s > 0
+        finally:
+            await runtime.stop()
+
+    asyncio.run(run())
