@@ -123,16 +123,16 @@ class StepPlan:
         for batch, index in self._take(self._interactive, None):
             step.append((batch, index))
             tokens += self._tokens(batch, index)
-        if step and query_pair_tokens is not None:
+        carries_queries = bool(step)
+        if carries_queries and query_pair_tokens is not None:
             budget_tokens = min(budget_tokens, query_pair_tokens - self.last_step_tokens)
-        for batch, index in self._take(self._bulk, budget_tokens - tokens, first_goes=not step):
+        for batch, index in self._take(self._bulk, budget_tokens - tokens, first_goes=not carries_queries):
             step.append((batch, index))
             tokens += self._tokens(batch, index)
         self.queued_rows -= len(step)
         self.last_step_tokens = tokens
         if step:
-            carried = 1.0 if step[0][1] < step[0][0].interactive_rows else 0.0  # interactive rows go first
-            self.query_share += QUERY_SHARE_SMOOTHING * (carried - self.query_share)
+            self.query_share += QUERY_SHARE_SMOOTHING * (float(carries_queries) - self.query_share)
         return step
 
     def bulk_step_tokens(self, pair_tokens: int) -> int:
