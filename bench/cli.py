@@ -66,6 +66,12 @@ def _progress(t0: float, message: str) -> None:
     show_default=True,
     help="GPU suite: the servers' --replica-processes (cases get _rp-on / _rp-off unless auto).",
 )
+@click.option(
+    "--mixed-modes",
+    default=None,
+    help="Mixed suite: its servers, comma-separated, fifo among them (classes, paced, stepped, fifo) "
+    "[default: classes,fifo on a CPU; all four on a GPU].",
+)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where generated models go.")
 @click.option(
     "--compiled",
@@ -84,6 +90,7 @@ def bench_command(
     gpu_http,
     gpu_processes,
     gpu_replica_processes,
+    mixed_modes,
     workdir,
     compiled,
 ) -> None:
@@ -100,6 +107,14 @@ def bench_command(
     uneven = uneven_replica_counts(_ints(replicas), gpu_processes)
     if uneven:
         raise click.UsageError(f"replica counts {uneven} do not split evenly over --gpu-processes {gpu_processes}")
+    modes = tuple(m.strip() for m in mixed_modes.split(",") if m.strip()) if mixed_modes else ()
+    if modes:
+        from embedtext.bench.mixed import check_modes
+
+        try:
+            check_modes(modes)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--mixed-modes") from None
     plan = make_plan(quick, rows=rows, dims=_ints(dims), workdir=workdir, compiled=compiled)
     suites = tuple(only) or DEFAULT_SUITES
     command = "embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
@@ -114,5 +129,6 @@ def bench_command(
         gpu_rows=rows,
         gpu_processes=gpu_processes,
         gpu_replica_processes=gpu_replica_processes,
+        mixed_modes=modes,
         progress=lambda msg, t0=time.perf_counter(): _progress(t0, msg),
     )

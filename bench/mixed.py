@@ -2,8 +2,8 @@
 defaults (latency classes, paced to ``--interactive-slo-ms``; on a CPU the engine stepped by the
 server, ``--engine-loop stepped``) and as before them (``--scheduling fifo --engine-loop async``).
 
-Two servers run side by side on the same model, one per mode; the rounds alternate which goes
-first, so drift on a shared machine hits both alike. Cases, per mode:
+Two servers run side by side on the same model, one per mode (on a GPU four: GPU_MODES); the rounds
+alternate which goes first, so drift on a shared machine hits them alike. Cases, per mode:
 
   mixed_{mode}_idle          interactive single rows, one started every 50 ms whether or not the last
                              was answered (open loop), nothing else running
@@ -45,11 +45,18 @@ from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS
 
 SUITE = "mixed"
 MODES = ("classes", "fifo")
-# On a GPU, which holds no target by default, a third server holds the GPU target: the defaults
-# (vLLM's priority scheduler alone) and pacing are measured apart.
-GPU_MODES = ("classes", "paced", "fifo")
+# On a GPU, which holds no target by default, two more servers hold the GPU target, one per engine
+# loop: the defaults (vLLM's priority scheduler alone), pacing bulk batches (the GPU's default
+# loop, async) and pacing engine steps (the CPU's, stepped) are measured apart.
+GPU_MODES = ("classes", "paced", "stepped", "fifo")
 # What each mode adds to the servers' arguments: the defaults, and the order and engine loop before them.
-MODE_ARGS = {"classes": (), "paced": (), "fifo": ("--scheduling", "fifo", "--engine-loop", "async")}
+MODE_ARGS = {
+    "classes": (),
+    "paced": (),
+    "stepped": ("--engine-loop", "stepped"),
+    "fifo": ("--scheduling", "fifo", "--engine-loop", "async"),
+}
+PACED_MODES = ("paced", "stepped")  # the modes given ``slo_ms``
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes' starts: a few people's queries, not a load of their own
 MIN_PROBES = 5  # per phase, even when the phase is shorter
@@ -60,9 +67,9 @@ GPU_SLO_MS = 20.0
 
 
 def server_args(mode: str, slo_ms: float | None = None) -> tuple[str, ...]:
-    """A mode's server arguments; the paced server holds ``slo_ms`` when given one (the classes
+    """A mode's server arguments; the paced servers hold ``slo_ms`` when given one (the classes
     server keeps the default: 250 ms on a CPU, none on a GPU)."""
-    target = ("--interactive-slo-ms", f"{slo_ms:g}") if slo_ms and mode == "paced" else ()
+    target = ("--interactive-slo-ms", f"{slo_ms:g}") if slo_ms and mode in PACED_MODES else ()
     return (*MODE_ARGS[mode], *target)
 
 
@@ -220,7 +227,8 @@ def run_mixed(
     scan cycles through them); ``probe_texts``: short texts (also the flood's rows).
     ``flood_clients`` 0: no flood phase. ``slo_ms``: the paced server's ``--interactive-slo-ms``
     and the target the probes' p99 is read against (None: the CPU default, 250 ms); ``modes``:
-    MODES, or GPU_MODES with a paced server."""
+    MODES, GPU_MODES, or any of MODE_ARGS with fifo (the ratios' denominator)."""
+    check_modes(modes)
     scan_texts = list(itertools.islice(itertools.cycle(bulk_texts), scan_rows))
     flood_texts = list(itertools.islice(itertools.cycle(probe_texts), BULK_ROWS))
 
@@ -297,6 +305,20 @@ def run_mixed(
     return cases
 
 
+def check_modes(modes: Sequence[str]) -> None:
+    """Known modes, FIFO among them (every ratio is over FIFO's same phase).
+
+    >>> check_modes(["stepped"])
+    Traceback (most recent call last):
+    ValueError: mixed modes need fifo, the ratios' denominator: got stepped
+    """
+    unknown = [m for m in modes if m not in MODE_ARGS]
+    if unknown:
+        raise ValueError(f"unknown mixed modes {unknown}: choose from {', '.join(MODE_ARGS)}")
+    if "fifo" not in modes:
+        raise ValueError(f"mixed modes need fifo, the ratios' denominator: got {','.join(modes)}")
+
+
 def _merge(into: dict, got: dict) -> None:
     """Add one round's numbers to a phase's totals (lists are joined, the worst scan ratio kept)."""
     for key, value in got.items():
@@ -315,8 +337,8 @@ def _merge(into: dict, got: dict) -> None:
 
 
 def mixed_ratios(cases: Sequence[dict]) -> dict[str, float]:
-    """Each mode against FIFO: ``mixed_...`` for the defaults (the targets), ``mixed_paced_...``
-    for a paced server where one ran."""
+    """Each mode against FIFO: ``mixed_...`` for the defaults (the targets), ``mixed_{mode}_...``
+    for the paced servers where they ran (``mixed_paced_...``, ``mixed_stepped_...``)."""
     mine = {(c["mode"], c["kind"]): c for c in cases if c["suite"] == SUITE}
     ratios: dict[str, float] = {}
     for (mode, kind), new in sorted(mine.items()):

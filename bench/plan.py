@@ -20,6 +20,7 @@ SUITES = (
     "ascii-normalizer",
     "word-cache",
     "mixed",
+    "batch-cost",
     "dtype",
     "startup",
     "compile",

@@ -26,6 +26,7 @@ def run_bench(
     gpu_rows: int | None = None,
     gpu_processes: int = 1,
     gpu_replica_processes: str = "auto",
+    mixed_modes: Sequence[str] = (),
     progress: Callable[[str], None] = print,
 ) -> dict:
     from embedtext.bench.hardware import hardware_info
@@ -85,6 +86,24 @@ def run_bench(
             args=plan.engine_flags,
             progress=progress,
         )
+    if "batch-cost" in suites:
+        from embedtext.bench.batch_cost import ROW_COUNTS, TOKENS_PER_ROW, run_batch_cost
+        from embedtext.bench.corpus import BenchCorpus
+        from embedtext.bench.mixed import GPU_SLO_MS
+        from embedtext.server.engine.base import detect_device
+        from embedtext.server.models import load_model_spec
+        from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS
+
+        corpus = BenchCorpus(load_model_spec("default").path)
+        cases += run_batch_cost(
+            "default",
+            corpus.token_ids(corpus.texts(max(ROW_COUNTS), TOKENS_PER_ROW)),
+            rounds=2 if plan.quick else 3,
+            repeats=3 if plan.quick else 5,
+            eager=plan.eager,
+            slo_ms=GPU_SLO_MS if detect_device() == "cuda" else CPU_INTERACTIVE_SLO_MS,
+            progress=progress,
+        )
     if "mixed" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.mixed import BULK_ROWS, GPU_MODES, GPU_SLO_MS, MODES, run_mixed
@@ -93,10 +112,10 @@ def run_bench(
         from embedtext.server.resolved import GPU_MEMORY_FRACTION
 
         corpus = BenchCorpus(load_model_spec("default").path)  # the default model, as a new user runs it
-        # A GPU embeds 6,000 rows in well under a second: its scans are longer, and a third server
-        # holds the GPU target.
+        # A GPU embeds 6,000 rows in well under a second: its scans are longer, and two more servers
+        # hold the GPU target (bench/mixed.py, GPU_MODES).
         gpu = detect_device() == "cuda"
-        modes = GPU_MODES if gpu else MODES
+        modes = tuple(mixed_modes) or (GPU_MODES if gpu else MODES)
         # Its servers share one GPU: each takes its part of what a server takes alone (vLLM refuses
         # to start an engine whose share is more than the device has free).
         share = ["--memory-fraction", f"{GPU_MEMORY_FRACTION / len(modes):.2f}"] if gpu else []
@@ -177,6 +196,7 @@ def run_bench(
 def all_ratios(cases: list[dict]) -> dict[str, float]:
     """Every ratio of ``cases``: the declared ones they carry (bench/rounds.py), and those of the
     suites that compute their own from several cases (suites absent from ``cases`` give none)."""
+    from embedtext.bench.batch_cost import batch_cost_ratios
     from embedtext.bench.dtype_quality import dtype_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
     from embedtext.bench.mixed import mixed_ratios
@@ -184,7 +204,7 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     from embedtext.bench.scaling import scaling_ratios
     from embedtext.bench.startup import startup_ratios
 
-    computed = (scaling_ratios, mixed_ratios, dtype_ratios, startup_ratios, gpu_ratios)
+    computed = (scaling_ratios, mixed_ratios, dtype_ratios, startup_ratios, gpu_ratios, batch_cost_ratios)
     return {**declared_ratios(cases), **{k: v for ratios in computed for k, v in ratios(cases).items()}}
 
 

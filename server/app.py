@@ -15,7 +15,6 @@ from grpc_reflection.v1alpha import reflection
 from embedtext.protocol import KEEPALIVE_MS
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.server.config import ServerConfig
-from embedtext.server.engine.base import EngineSettings
 from embedtext.server.engine.factory import backend_factory
 from embedtext.server.host.tuning import host_tuning
 from embedtext.server.metrics import ServerMetrics
@@ -57,16 +56,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
     for arg in config.models:
         name, source = _parse_model(arg)
         spec = load_model_spec(source, name)
-        settings = EngineSettings(
-            memory_fraction=share,
-            max_batch_tokens=config.max_batch_tokens,
-            max_num_seqs=config.max_num_seqs,
-            device=resolved.device,
-            dtype=resolved.dtype.dtype,
-            enforce_eager=resolved.enforce_eager,
-            priority_scheduling=config.scheduling == "classes",
-            interactive_slo_s=resolved.interactive_slo_s if resolved.stepped else None,
-        )
+        settings = resolved.engine_settings(config, share)
         runtimes.append(
             ModelRuntime(
                 spec,

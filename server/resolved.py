@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from embedtext.server.config import ServerConfig
-from embedtext.server.engine.base import detect_device
+from embedtext.server.engine.base import EngineSettings, detect_device
 from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
 
 CPU_INTERACTIVE_SLO_MS = 250.0
@@ -37,6 +37,19 @@ class ResolvedSettings:
     def backend(self) -> str:
         """The engine the factory builds: ``vllm-stepped`` for the stepped loop, else ``--engine``."""
         return "vllm-stepped" if self.stepped else ("vllm" if self.engine_loop else "null")
+
+    def engine_settings(self, config: ServerConfig, memory_fraction: float) -> EngineSettings:
+        """What each engine starts with, holding ``memory_fraction`` of the device."""
+        return EngineSettings(
+            memory_fraction=memory_fraction,
+            max_batch_tokens=config.max_batch_tokens,
+            max_num_seqs=config.max_num_seqs,
+            device=self.device,
+            dtype=self.dtype.dtype,
+            enforce_eager=self.enforce_eager,
+            priority_scheduling=config.scheduling == "classes",
+            interactive_slo_s=self.interactive_slo_s if self.stepped else None,
+        )
 
 
 def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[str] | None = None) -> ResolvedSettings:

@@ -104,12 +104,7 @@ class ModelRuntime:
         self.pacer = None
         self.interactive_slo_s = interactive_slo_s if self.queue.classes else None
         if interactive_slo_s and self.queue.classes and engine_loop != "stepped":
-            self.pacer = BulkPacer(
-                slo_s=interactive_slo_s,
-                max_batch_tokens=config.max_batch_tokens,
-                budgets_waited=config.max_batches_per_replica,
-                min_batch_tokens=spec.max_tokens,
-            )
+            self.pacer = bulk_batch_pacer(spec, config, interactive_slo_s)
             self.queue.bulk_batch_tokens = self.pacer.batch_tokens
             log.info(
                 "model %s: bulk batches paced for interactive requests within %.0f ms",
@@ -213,7 +208,7 @@ class ModelRuntime:
             await gate.enter(len(texts), options.caller, deadline)
         try:
             rows = await self.tokenizers.tokenize(texts, truncate=options.truncate, interactive=interactive)
-            job = self._submit(rows, options, deadline)
+            job = self._submit(rows, options, deadline, interactive)
         finally:
             if gate is not None:
                 gate.leave(len(texts))  # its rows are queued (or refused): counted there now
@@ -224,7 +219,8 @@ class ModelRuntime:
     ) -> EmbedResult:
         self.admission.check_request(len(rows), options, started=self.started)
         rows = self.tokenizers.check_token_ids(rows, truncate=options.truncate)
-        return await self._finish(self._submit(rows, options, deadline), options)
+        job = self._submit(rows, options, deadline, self._interactive(len(rows), options))
+        return await self._finish(job, options)
 
     def _interactive(self, rows: int, options: EmbedOptions) -> bool:
         """The request's latency class: as it says, or by size (at most INTERACTIVE_MAX_ROWS rows)."""
@@ -232,9 +228,10 @@ class ModelRuntime:
             return False
         return rows <= INTERACTIVE_MAX_ROWS if options.interactive is None else options.interactive
 
-    def _submit(self, rows: list[list[int]], options: EmbedOptions, deadline: float | None) -> EmbedJob:
-        """Queue a request's rows, or refuse them (deadline, room) before they are queued."""
-        interactive = self._interactive(len(rows), options)
+    def _submit(
+        self, rows: list[list[int]], options: EmbedOptions, deadline: float | None, interactive: bool
+    ) -> EmbedJob:
+        """Queue a request's rows in their latency class, or refuse them (deadline, room) before they are queued."""
         self.admission.check_deadline(rows, interactive, deadline)
         job = EmbedJob(
             rows=rows,
@@ -413,6 +410,16 @@ class ModelRuntime:
         for part in batch.parts:
             part.job.inference_s += elapsed
         batch.deliver(pooled)
+
+
+def bulk_batch_pacer(spec: ModelSpec, config: ServerConfig, slo_s: float) -> BulkPacer:
+    """The async loop's pacer: an interactive row may wait behind every batch a replica holds."""
+    return BulkPacer(
+        slo_s=slo_s,
+        max_batch_tokens=config.max_batch_tokens,
+        budgets_waited=config.max_batches_per_replica,
+        min_batch_tokens=spec.max_tokens,
+    )
 
 
 def _reported_pace(replica) -> PaceReport | None:

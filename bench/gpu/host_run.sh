@@ -3,7 +3,11 @@
 #
 #   bash bench/gpu/host_run.sh install PARTS          # the venv (~/gpu-venv) and the editable install (~1 min)
 #   bash bench/gpu/host_run.sh checks  OUTDIR         # imports, engine smoke, attention backends, priority (~3 min)
+#   bash bench/gpu/host_run.sh batches OUTDIR         # what a batch costs on each engine loop, compiled (~3 min)
 #   bash bench/gpu/host_run.sh mixed   OUTDIR [S]     # the mixed suite, --quick --compiled, cut at S seconds (default 500)
+#
+# MODES=classes,stepped,fifo picks the mixed suite's servers (default: all four GPU_MODES of
+# bench/mixed.py; each compiled server takes a minute or more to start, one after another).
 #
 # The mixed step compiles its engines (CUDA graphs, as a server runs by default): a quick run's
 # eager engines pay more per step, and pacing's cost grows with that (EAGER=1 for eager ones).
@@ -27,15 +31,22 @@ case $step in
     timeout -k 10 400 "$VENV/bin/python" bench/gpu/check_imports.py --model default --engine --priority \
       --attention-backends auto,FLEX_ATTENTION --lean 2>&1 | tee "$1/checks.log" | grep -E "^(FAIL|skip)|^ok +engine|checks passed"
     ;;
+  batches)
+    mkdir -p "$1"
+    timeout -k 10 "${2:-400}" "$VENV/bin/embedtext" bench --quick --compiled --only batch-cost \
+      --json "$1/batch-cost.json" 2>&1 | tee "$1/batch-cost.log" | grep -E "batch-cost|batch_cost_|Error"
+    ;;
   mixed)
     mkdir -p "$1"
     compiled=--compiled
     [[ -n ${EAGER:-} ]] && compiled=
-    timeout -k 10 "${2:-500}" "$VENV/bin/embedtext" bench --quick $compiled --only mixed --json "$1/mixed-quick.json" 2>&1 \
-      | tee "$1/mixed.log" | grep -E "mixed:|Error|warning|cannot hold"
+    modes=()
+    [[ -n ${MODES:-} ]] && modes=(--mixed-modes "$MODES")
+    timeout -k 10 "${2:-500}" "$VENV/bin/embedtext" bench --quick $compiled --only mixed "${modes[@]}" \
+      --json "$1/mixed-quick.json" 2>&1 | tee "$1/mixed.log" | grep -E "mixed:|Error|warning|cannot hold"
     ;;
   *)
-    echo "usage: $0 install PARTS | checks OUTDIR | mixed OUTDIR [SECONDS]" >&2
+    echo "usage: $0 install PARTS | checks OUTDIR | batches OUTDIR [SECONDS] | mixed OUTDIR [SECONDS]" >&2
     exit 2
     ;;
 esac

@@ -62,6 +62,21 @@ def api(platform: bool, check: Check) -> None:
         assert hasattr(AsyncLLM, "errored"), "AsyncLLM has no 'errored'"
         return f"add_request{add}"[:120]
 
+    def llm_engine():
+        """The stepped loop's engine (server/engine/vllm_stepped.py): in this process, stepped by us."""
+        import vllm.envs as envs
+        from vllm.v1.engine.llm_engine import LLMEngine
+
+        missing = [m for m in ("from_engine_args", "add_request", "step", "abort_request") if not hasattr(LLMEngine, m)]
+        assert not missing, f"LLMEngine lacks {missing}"
+        add = inspect.signature(LLMEngine.add_request)
+        assert list(add.parameters)[1:4] == ["request_id", "prompt", "params"], f"add_request{add}"
+        internal = inspect.signature(LLMEngine.abort_request).parameters.get("internal")
+        # The loop aborts by its own ids, and reads them back from each output's request_id.
+        assert internal is None or internal.default is False, "abort_request takes vLLM's internal ids by default"
+        assert hasattr(envs, "VLLM_ENABLE_V1_MULTIPROCESSING"), "no VLLM_ENABLE_V1_MULTIPROCESSING (in-process core)"
+        return f"add_request{add}"[:120]
+
     def collector():
         from vllm.v1.engine.output_processor import RequestOutputCollector
 
@@ -127,6 +142,7 @@ def api(platform: bool, check: Check) -> None:
         ("PoolingParams(task='embed', use_activation=False)", pooling_params),
         ("vllm.inputs.tokens_input", tokens_input),
         ("AsyncLLM API", async_llm),
+        ("LLMEngine API (stepped loop)", llm_engine),
         ("RequestOutputCollector API", collector),
         ("engine exceptions", exceptions),
         ("vllm.LLM", llm_class),

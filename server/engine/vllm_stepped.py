@@ -48,6 +48,20 @@ def use_inprocess_engine() -> None:
     os.environ[INPROCESS_VAR] = "0"
 
 
+def step_pacer(spec: ModelSpec, settings: EngineSettings) -> BulkPacer | None:
+    """The stepped loop's pacer (None without a target): an interactive row waits for the step
+    running when it comes, then its own."""
+    if not settings.interactive_slo_s:
+        return None
+    return BulkPacer(
+        slo_s=settings.interactive_slo_s,
+        max_batch_tokens=max_step_tokens(spec, settings),
+        budgets_waited=QUERY_STEPS_BUDGETS,
+        min_batch_tokens=spec.max_tokens,
+        share=STEPS_SHARE_OF_SLO,
+    )
+
+
 class SteppedVllmBackend:
     """One vLLM ``LLMEngine`` in this process; an engine thread steps it."""
 
@@ -66,15 +80,7 @@ class SteppedVllmBackend:
         self._step_tokens = max_step_tokens(spec, settings)
         self.plan = StepPlan()  # the engine thread's; others only read its counts
         self.speed = EngineSpeed()
-        self.pacer = None
-        if settings.interactive_slo_s:
-            self.pacer = BulkPacer(
-                slo_s=settings.interactive_slo_s,
-                max_batch_tokens=self._step_tokens,
-                budgets_waited=QUERY_STEPS_BUDGETS,
-                min_batch_tokens=spec.max_tokens,
-                share=STEPS_SHARE_OF_SLO,
-            )
+        self.pacer = step_pacer(spec, settings)
 
     def _build(self):
         from vllm import EngineArgs

@@ -23,3 +23,11 @@ def test_help_lists_every_command_without_importing_the_benchmarks():
 def test_the_bench_command_loads_when_asked_for():
     out = _run("r = CliRunner().invoke(main, ['bench', '--help']); print(r.exit_code, r.output)")
     assert out.startswith("0 ") and "--only" in out
+
+
+def test_mixed_modes_without_fifo_are_refused_before_anything_runs():
+    out = _run(
+        "r = CliRunner().invoke(main, ['bench', '--only', 'mixed', '--mixed-modes', 'classes,stepped']); "
+        "print(r.exit_code, r.output)"
+    )
+    assert out.startswith("2 ") and "--mixed-modes" in out and "need fifo" in out

@@ -51,7 +51,7 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
 
 
 def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
-    """With GPU_MODES the defaults keep the target keys and the paced server gets its own, each
+    """With GPU_MODES the defaults keep the target keys and each paced server gets its own, each
     over FIFO's same phase."""
     from embedtext.bench.mixed import GPU_MODES
 
@@ -67,7 +67,7 @@ def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
         }
 
     cases = []
-    for mode, speed in zip(GPU_MODES, (900.0, 200.0, 1000.0)):
+    for mode, speed in zip(GPU_MODES, (900.0, 200.0, 500.0, 1000.0), strict=True):
         cases += [
             case(mode, "scan", speed, p99_ms=speed / 50),
             case(mode, "bulk4", speed, p99_ms=speed / 50),
@@ -78,6 +78,7 @@ def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
     assert ratios["mixed_bulk_rows_per_s"] == 0.9 and ratios["mixed_paced_bulk_rows_per_s"] == 0.2
     assert ratios["mixed_scan_rows_per_s"] == 0.9 and ratios["mixed_paced_scan_rows_per_s"] == 0.2
     assert ratios["mixed_interactive_p99_vs_slo_scan"] == 0.9 and ratios["mixed_paced_interactive_p99_scan"] == 0.2
+    assert ratios["mixed_stepped_bulk_rows_per_s"] == 0.5 and ratios["mixed_stepped_interactive_p99_bulk4"] == 0.5
     assert not any(key.startswith("mixed_fifo") for key in ratios)
 
 
@@ -129,3 +130,11 @@ def test_the_p99_is_judged_against_the_target_the_classes_server_held():
     assert on_gpu["mixed_interactive_p99_ms_scan"] == 30.0
     on_cpu = mixed_ratios([case("classes", 200.0, 250.0), case("fifo", 900.0, 250.0)])
     assert on_cpu["mixed_interactive_p99_vs_slo_scan"] == 0.8
+
+
+def test_a_run_without_fifo_or_with_an_unknown_mode_is_refused_before_any_server_starts():
+    import pytest
+
+    for modes, why in ((("classes", "stepped"), "need fifo"), (("fifo", "turbo"), "unknown mixed modes")):
+        with pytest.raises(ValueError, match=why):
+            run_mixed(["no-such-model"], ["x"], ["q"], modes=modes, progress=lambda _line: None)

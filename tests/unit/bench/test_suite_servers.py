@@ -51,14 +51,15 @@ def test_the_pacing_suite_compares_paced_unheld_unpaced_and_fifo(monkeypatch):
 
 def test_the_mixed_suite_gives_its_paced_server_the_gpu_target(monkeypatch):
     """On a CPU the classes server keeps its default target. On a GPU, which has none by default,
-    the classes server keeps that default and a third, paced server holds 20 ms. The FIFO server
-    holds no target either way."""
-    assert MODES == ("classes", "fifo") and GPU_MODES == ("classes", "paced", "fifo")
+    the classes server keeps that default and two paced servers hold 20 ms, one on each engine
+    loop. The FIFO server holds no target either way."""
+    assert MODES == ("classes", "fifo") and GPU_MODES == ("classes", "paced", "stepped", "fifo")
     on_cpu = {mode: _server(server_args(mode), monkeypatch)[1] for mode in MODES}
     assert on_cpu["classes"].interactive_slo_s == 0.25 and on_cpu["classes"].stepped
     assert on_cpu["fifo"].interactive_slo_s is None and on_cpu["fifo"].engine_loop == "async"
 
     on_gpu = {mode: _server(server_args(mode, GPU_SLO_MS), monkeypatch, "cuda")[1] for mode in GPU_MODES}
-    assert on_gpu["paced"].interactive_slo_s == GPU_SLO_MS / 1000
+    assert on_gpu["paced"].interactive_slo_s == GPU_SLO_MS / 1000 and on_gpu["paced"].engine_loop == "async"
+    assert on_gpu["stepped"].interactive_slo_s == GPU_SLO_MS / 1000 and on_gpu["stepped"].stepped
     assert on_gpu["classes"].interactive_slo_s is None  # the GPU default
     assert on_gpu["fifo"].interactive_slo_s is None
