@@ -31,8 +31,8 @@ import asyncio
 import dataclasses
 import os
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
+from unittest import mock
 
 import numpy as np
 
@@ -74,21 +74,6 @@ def settled_pace(pacer, fixed_s: float, per_token_s: float, updates: int = 200) 
         pacer.update(tokens / (fixed_s + per_token_s * tokens))
     tokens = pacer.batch_tokens
     return tokens, round(per_token_s * tokens / (fixed_s + per_token_s * tokens), 3)
-
-
-@contextmanager
-def _environment(extra: dict[str, str]) -> Iterator[None]:
-    """``extra`` in os.environ while the engines' processes start (they inherit it), then as before."""
-    before = {k: os.environ.get(k) for k in extra}
-    os.environ.update(extra)
-    try:
-        yield
-    finally:
-        for key, value in before.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
 
 
 class LoopUnderTest:
@@ -214,7 +199,8 @@ async def _run(
     }
     started: list[LoopUnderTest] = []
     try:
-        with _environment(host_tuning(device).env):
+        # The engines' processes inherit the server's tuning (threads, allocator) as they start.
+        with mock.patch.dict(os.environ, host_tuning(device).env):
             for u in under:  # one after another: an engine sizes its memory from what is free
                 progress(f"batch-cost: starting the {u.loop} loop's engine")
                 await u.backend.start()
