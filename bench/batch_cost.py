@@ -209,13 +209,12 @@ async def _run(
             for n in row_counts:
                 await u.time_batch(list(ids[:n]))
         for number in range(rounds):
-            for loop in round_order([u.loop for u in under], number):
-                u = next(x for x in under if x.loop == loop)
+            for u in round_order(under, number):
                 await asyncio.sleep(settle_s)  # the other engine stops spinning first
                 for n in round_order(list(row_counts), number):
                     rows = list(ids[:n])
-                    seconds[(loop, n, "alone")] += [await u.time_batch(rows) for _ in range(repeats)]
-                    seconds[(loop, n, "queued")].append(await u.time_queued(rows, repeats))
+                    seconds[(u.loop, n, "alone")] += [await u.time_batch(rows) for _ in range(repeats)]
+                    seconds[(u.loop, n, "queued")].append(await u.time_queued(rows, repeats))
             progress(
                 f"batch-cost: round {number + 1}/{rounds}, ms a batch alone / queued: "
                 + "; ".join(

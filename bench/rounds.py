@@ -20,8 +20,11 @@ import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from embedtext.bench.measure import make_case
+
+Item = TypeVar("Item")  # what round_order orders: paths' labels, or the paths themselves
 
 HEADLINE_TOKENS = 50  # ratio keys with {suffix} have none at this length, else _{tokens}
 SETTLE_S = 1.5  # longer than vLLM-CPU's 1 s busy-poll after an engine's last step
@@ -78,7 +81,7 @@ class Ratio:
     across: tuple[str, str] | None = None
 
 
-def round_order(labels: Sequence[str], round_: int) -> list[str]:
+def round_order(labels: Sequence[Item], round_: int) -> list[Item]:
     """The order of the paths in a round: rotated every two rounds, reversed in odd rounds, so
     that no path is always first (after an idle spell) or always last.
 
