@@ -15,10 +15,12 @@ Each case also reports its share of the compute ceiling (BERT-base on an H200: 4
 
 ``--gpu-processes K`` splits each replica count over K embedtext server processes (N/K replicas and
 1/K of the device memory each; cases ``..._r{N}_p{K}``); the client and DuckDB spread calls over
-all of them. ``--gpu-replica-processes on|off`` sets the servers' ``--replica-processes`` (cases
-``..._rp-on`` / ``..._rp-off``; without it the servers' ``auto``: on for several replicas on a GPU).
-With it off, one server process adds every row to vLLM from one event loop (~93 us a 50-token row
-on the CPU here), which caps 50-token rows far below the target (bench/GPU.md).
+all of them. The servers hold no interactive target (``--interactive-slo-ms 0``): the suite is bulk
+work alone, as a server that only runs indexing jobs is set up. ``--gpu-replica-processes on|off``
+runs them on the async loop with that ``--replica-processes`` (cases ``..._rp-on`` / ``..._rp-off``;
+without it the default, stepped, engine loop, whose engines each live in a worker process). With it
+off, one server process adds every row to vLLM from one event loop (~93 us a 50-token row on the
+CPU here), which caps 50-token rows far below the target (bench/GPU.md).
 
 A GPU machine allows 10 minutes per command: run one replica count per command and merge:
 
@@ -126,7 +128,9 @@ def run_gpu_suite(
         with ExitStack() as stack:
             # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
             share = ["--memory-fraction", str(round((0.9 if on_gpu else 0.2) / k, 4))] if k > 1 else []
-            share += ["--replica-processes", replica_processes]
+            share += ["--interactive-slo-ms", "0"]  # bulk work alone: no query's wait to pace steps for
+            if replica_processes != "auto":  # where the async loop's engine clients run
+                share += ["--engine-loop", "async", "--replica-processes", replica_processes]
             servers = [
                 stack.enter_context(embedtext_server([f"{model}={model_dir}"], replicas=n // k, args=share))
                 for _ in range(k)

@@ -1,6 +1,6 @@
 """Mixed workloads: single-row interactive calls while bulk work loads the same server, with the
-defaults (latency classes, paced to ``--interactive-slo-ms``; on a CPU the engine stepped by the
-server, ``--engine-loop stepped``) and as before them (``--scheduling fifo --engine-loop async``).
+defaults (latency classes, engine steps paced to ``--interactive-slo-ms``: 250 ms on a CPU, 20 ms
+on a GPU) and as before them (``--scheduling fifo --engine-loop async``).
 
 Two servers run side by side on the same model, one per mode (on a GPU four: GPU_MODES); the rounds
 alternate which goes first, so drift on a shared machine hits them alike. Cases, per mode:
@@ -21,7 +21,7 @@ Ratios (classes / fifo): ``mixed_interactive_p99_{phase}`` (lower is better; p99
 round's probes), ``mixed_bulk_rows_per_s`` and ``mixed_bulk_rows_per_s_alone`` (target: at least
 0.95); and for classes alone ``mixed_interactive_p99_ms_{phase}`` (its p99) and
 ``mixed_interactive_p99_vs_slo_{phase}`` (that over the interactive target the classes server
-holds, ``slo_ms``: the server's 250 ms on a CPU, 20 ms given to it on a GPU; target: at most 1),
+holds, ``slo_ms``: the server's default, 250 ms on a CPU, 20 ms on a GPU; target: at most 1),
 ``mixed_two_scans_ratio`` (target: at most 1.25) and ``mixed_flood_errors`` (target: 0). Not in
 the default suites:
 
@@ -41,34 +41,32 @@ from embedtext.bench.rounds import SETTLE_S
 from embedtext.bench.servers import embedtext_server
 from embedtext.connectors.client import AsyncClient
 from embedtext.protocol.errors import EmbedTextError
-from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS
+from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS, GPU_INTERACTIVE_SLO_MS
 
 SUITE = "mixed"
 MODES = ("classes", "fifo")
-# On a GPU, which holds no target by default, two more servers hold the GPU target, one per engine
-# loop: the defaults (vLLM's priority scheduler alone), pacing bulk batches (the GPU's default
-# loop, async) and pacing engine steps (the CPU's, stepped) are measured apart.
-GPU_MODES = ("classes", "paced", "stepped", "fifo")
+# On a GPU two more servers tell what the defaults' parts give there: the same stepped engine with
+# no target (what pacing costs), and the target held by pacing bulk batches on the async loop.
+GPU_MODES = ("classes", "unpaced", "paced", "fifo")
 # What each mode adds to the servers' arguments: the defaults, and the order and engine loop before them.
 MODE_ARGS = {
     "classes": (),
-    "paced": (),
-    "stepped": ("--engine-loop", "stepped"),
+    "unpaced": ("--interactive-slo-ms", "0"),
+    "paced": ("--engine-loop", "async"),
     "fifo": ("--scheduling", "fifo", "--engine-loop", "async"),
 }
-PACED_MODES = ("paced", "stepped")  # the modes given ``slo_ms``
+PACED_MODES = ("classes", "paced")  # the modes given ``slo_ms`` where it is given
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes' starts: a few people's queries, not a load of their own
 MIN_PROBES = 5  # per phase, even when the phase is shorter
 MAX_PROBES_A_PHASE = 2000  # 100 s of probes; the prober's client may hold them all in flight
 SCAN_SQL = "CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs"
-# The target on a GPU, where the server holds none unless given one (server/resolved.py).
-GPU_SLO_MS = 20.0
+GPU_SLO_MS = GPU_INTERACTIVE_SLO_MS  # the server's default on a GPU (server/resolved.py)
 
 
 def server_args(mode: str, slo_ms: float | None = None) -> tuple[str, ...]:
-    """A mode's server arguments; the paced servers hold ``slo_ms`` when given one (the classes
-    server keeps the default: 250 ms on a CPU, none on a GPU)."""
+    """A mode's server arguments; the paced servers hold ``slo_ms`` when given one (else the
+    server's default: 250 ms on a CPU, 20 ms on a GPU)."""
     target = ("--interactive-slo-ms", f"{slo_ms:g}") if slo_ms and mode in PACED_MODES else ()
     return (*MODE_ARGS[mode], *target)
 
@@ -308,9 +306,9 @@ def run_mixed(
 def check_modes(modes: Sequence[str]) -> None:
     """Known modes, FIFO among them (every ratio is over FIFO's same phase).
 
-    >>> check_modes(["stepped"])
+    >>> check_modes(["paced"])
     Traceback (most recent call last):
-    ValueError: mixed modes need fifo, the ratios' denominator: got stepped
+    ValueError: mixed modes need fifo, the ratios' denominator: got paced
     """
     unknown = [m for m in modes if m not in MODE_ARGS]
     if unknown:
@@ -338,7 +336,7 @@ def _merge(into: dict, got: dict) -> None:
 
 def mixed_ratios(cases: Sequence[dict]) -> dict[str, float]:
     """Each mode against FIFO: ``mixed_...`` for the defaults (the targets), ``mixed_{mode}_...``
-    for the paced servers where they ran (``mixed_paced_...``, ``mixed_stepped_...``)."""
+    for the others where they ran (``mixed_unpaced_...``, ``mixed_paced_...``)."""
     mine = {(c["mode"], c["kind"]): c for c in cases if c["suite"] == SUITE}
     ratios: dict[str, float] = {}
     for (mode, kind), new in sorted(mine.items()):

@@ -87,7 +87,7 @@ class ServerConfig:
     interactive_slo_ms: float | None = setting(
         None,
         min=0,
-        show_default="250 on a CPU, off on a GPU",
+        show_default="250 on a CPU, 20 on a GPU",
         help="With classes: size engine steps (stepped) or bulk batches (async) from the engines' measured speed "
         "so an interactive request waits about this long at most; bulk work gives up the throughput of smaller "
         "engine steps. 0: off.",

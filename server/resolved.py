@@ -13,6 +13,7 @@ from embedtext.server.engine.base import EngineSettings, detect_device
 from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
 
 CPU_INTERACTIVE_SLO_MS = 250.0
+GPU_INTERACTIVE_SLO_MS = 20.0
 CPU_MEMORY_FRACTION = 0.2
 GPU_MEMORY_FRACTION = 0.9
 
@@ -23,7 +24,7 @@ class ResolvedSettings:
     engine_loop: str  # "stepped", "async", or "" (the null engine)
     replica_processes: bool  # each replica's engine client in a worker process of its own
     word_cache: bool
-    interactive_slo_s: float | None  # None: no latency target (fifo, 0, or a GPU until measured there)
+    interactive_slo_s: float | None  # None: no latency target (fifo, 0, or the null engine)
     memory_fraction: float  # of the device, for all engines together
     dtype: EngineDtype
     enforce_eager: bool = False  # no torch.compile, no CUDA graphs
@@ -55,8 +56,10 @@ class ResolvedSettings:
 def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[str] | None = None) -> ResolvedSettings:
     """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one).
 
-    - ``--engine-loop auto``: stepped on a CPU, where vLLM's extra processes cost start-up time and
-      cores; async on a GPU, where AsyncLLM overlaps the server's work with the GPU's.
+    - ``--engine-loop auto``: stepped. On a CPU vLLM's extra processes (async) cost start-up time
+      and cores; on a GPU a stepped engine's batches cost less than AsyncLLM's at every size, and
+      pacing its steps (not bulk batches) keeps most of its rate under a 20 ms target
+      (bench/results/gpu-batch-cost-h100.json, gpu-mixed-quick-h100.json).
     - ``--replica-processes auto``: on for several replicas on a GPU, where one event loop adding
       every row to vLLM would cap it; on a small CPU the extra process takes cores from the model
       (bench: --only replica-processes). A stepped engine always lives in its replica's worker.
@@ -64,7 +67,7 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
       engine competes for, but holds the GIL, where the tokenizer's Rust spreads over a GPU
       machine's spare cores (bench: --only word-cache).
     - ``--interactive-slo-ms`` unset: 250 ms on a CPU, whose engine steps at --max-batch-tokens take
-      seconds; off on a GPU until measured there. Off with ``--scheduling fifo``.
+      seconds; 20 ms on a GPU. Off with ``--scheduling fifo``.
     - ``--memory-fraction`` unset: 0.9 of a GPU, 0.2 of a CPU's memory.
     - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
       ``flags`` (by default /proc/cpuinfo's).
@@ -74,7 +77,7 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     ('', 'null', False, None)
     >>> r = resolve(ServerConfig(), "cuda")
     >>> (r.engine_loop, r.backend, r.word_cache, r.interactive_slo_s, r.memory_fraction)
-    ('async', 'vllm', False, None, 0.9)
+    ('stepped', 'vllm-stepped', False, 0.02, 0.9)
     """
     vllm = config.engine == "vllm"
     if device is None:
@@ -84,7 +87,7 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     elif config.engine_loop != "auto":
         loop = config.engine_loop
     else:
-        loop = "stepped" if device == "cpu" else "async"
+        loop = "stepped"
     if config.replica_processes != "auto":
         own_processes = config.replica_processes == "on"
     else:
@@ -92,7 +95,7 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     word_cache = config.word_cache == "on" if config.word_cache != "auto" else device != "cuda"
     slo_ms = config.interactive_slo_ms
     if slo_ms is None:
-        slo_ms = CPU_INTERACTIVE_SLO_MS if device == "cpu" and vllm else 0.0
+        slo_ms = (CPU_INTERACTIVE_SLO_MS if device == "cpu" else GPU_INTERACTIVE_SLO_MS) if vllm else 0.0
     memory = config.memory_fraction
     if memory is None:
         memory = GPU_MEMORY_FRACTION if device == "cuda" else CPU_MEMORY_FRACTION

@@ -6,7 +6,7 @@
 #   bash bench/gpu/host_run.sh batches OUTDIR         # what a batch costs on each engine loop, compiled (~3 min)
 #   bash bench/gpu/host_run.sh mixed   OUTDIR [S]     # the mixed suite, --quick --compiled, cut at S seconds (default 500)
 #
-# MODES=classes,stepped,fifo picks the mixed suite's servers (default: all four GPU_MODES of
+# MODES=classes,unpaced,fifo picks the mixed suite's servers (default: all four GPU_MODES of
 # bench/mixed.py; each compiled server takes a minute or more to start, one after another).
 #
 # The mixed step compiles its engines (CUDA graphs, as a server runs by default): a quick run's

@@ -75,10 +75,10 @@ def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
             case(mode, "two_scans", speed, scan_ratio=1.1),
         ]
     ratios = mixed_ratios(cases)
-    assert ratios["mixed_bulk_rows_per_s"] == 0.9 and ratios["mixed_paced_bulk_rows_per_s"] == 0.2
-    assert ratios["mixed_scan_rows_per_s"] == 0.9 and ratios["mixed_paced_scan_rows_per_s"] == 0.2
-    assert ratios["mixed_interactive_p99_vs_slo_scan"] == 0.9 and ratios["mixed_paced_interactive_p99_scan"] == 0.2
-    assert ratios["mixed_stepped_bulk_rows_per_s"] == 0.5 and ratios["mixed_stepped_interactive_p99_bulk4"] == 0.5
+    assert ratios["mixed_bulk_rows_per_s"] == 0.9 and ratios["mixed_unpaced_bulk_rows_per_s"] == 0.2
+    assert ratios["mixed_scan_rows_per_s"] == 0.9 and ratios["mixed_unpaced_scan_rows_per_s"] == 0.2
+    assert ratios["mixed_interactive_p99_vs_slo_scan"] == 0.9 and ratios["mixed_unpaced_interactive_p99_scan"] == 0.2
+    assert ratios["mixed_paced_bulk_rows_per_s"] == 0.5 and ratios["mixed_paced_interactive_p99_bulk4"] == 0.5
     assert not any(key.startswith("mixed_fifo") for key in ratios)
 
 
@@ -135,6 +135,6 @@ def test_the_p99_is_judged_against_the_target_the_classes_server_held():
 def test_a_run_without_fifo_or_with_an_unknown_mode_is_refused_before_any_server_starts():
     import pytest
 
-    for modes, why in ((("classes", "stepped"), "need fifo"), (("fifo", "turbo"), "unknown mixed modes")):
+    for modes, why in ((("classes", "paced"), "need fifo"), (("fifo", "turbo"), "unknown mixed modes")):
         with pytest.raises(ValueError, match=why):
             run_mixed(["no-such-model"], ["x"], ["q"], modes=modes, progress=lambda _line: None)

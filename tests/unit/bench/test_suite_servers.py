@@ -49,17 +49,20 @@ def test_the_pacing_suite_compares_paced_unheld_unpaced_and_fifo(monkeypatch):
     assert all(r.numerator in names and r.denominator in names for r in comparison.ratios)
 
 
-def test_the_mixed_suite_gives_its_paced_server_the_gpu_target(monkeypatch):
-    """On a CPU the classes server keeps its default target. On a GPU, which has none by default,
-    the classes server keeps that default and two paced servers hold 20 ms, one on each engine
-    loop. The FIFO server holds no target either way."""
-    assert MODES == ("classes", "fifo") and GPU_MODES == ("classes", "paced", "stepped", "fifo")
+def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
+    """On a CPU the classes server keeps its default target. On a GPU the classes server (the
+    defaults: a stepped engine) and the paced one (pacing bulk batches on the async loop) hold
+    20 ms, and the unpaced one is the defaults without a target. The FIFO server holds no target
+    either way."""
+    assert MODES == ("classes", "fifo") and GPU_MODES == ("classes", "unpaced", "paced", "fifo")
     on_cpu = {mode: _server(server_args(mode), monkeypatch)[1] for mode in MODES}
     assert on_cpu["classes"].interactive_slo_s == 0.25 and on_cpu["classes"].stepped
     assert on_cpu["fifo"].interactive_slo_s is None and on_cpu["fifo"].engine_loop == "async"
 
     on_gpu = {mode: _server(server_args(mode, GPU_SLO_MS), monkeypatch, "cuda")[1] for mode in GPU_MODES}
+    assert on_gpu["classes"].interactive_slo_s == GPU_SLO_MS / 1000 and on_gpu["classes"].stepped
     assert on_gpu["paced"].interactive_slo_s == GPU_SLO_MS / 1000 and on_gpu["paced"].engine_loop == "async"
-    assert on_gpu["stepped"].interactive_slo_s == GPU_SLO_MS / 1000 and on_gpu["stepped"].stepped
-    assert on_gpu["classes"].interactive_slo_s is None  # the GPU default
-    assert on_gpu["fifo"].interactive_slo_s is None
+    assert on_gpu["unpaced"].interactive_slo_s is None and on_gpu["unpaced"].stepped
+    assert on_gpu["fifo"].interactive_slo_s is None and on_gpu["fifo"].engine_loop == "async"
+    # Without the bench's target the server's GPU default is the same.
+    assert _server(server_args("classes"), monkeypatch, "cuda")[1].interactive_slo_s == GPU_SLO_MS / 1000

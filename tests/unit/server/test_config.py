@@ -51,13 +51,13 @@ def test_replica_processes_takes_auto_on_or_off():
     "setting, device, engine, stepped",
     [
         ("auto", "cpu", "vllm", True),  # one vLLM import at start-up, steps paced by the server
-        ("auto", "cuda", "vllm", False),  # AsyncLLM overlaps the server's work with the GPU's
-        ("stepped", "cuda", "vllm", True),
+        ("auto", "cuda", "vllm", True),  # cheaper batches than AsyncLLM's on an H100, paced cheaply
+        ("async", "cuda", "vllm", False),
         ("async", "cpu", "vllm", False),
         ("auto", "cpu", "null", False),  # the null engine has no steps
     ],
 )
-def test_engine_loop_auto_steps_the_engine_on_a_cpu(setting, device, engine, stepped):
+def test_engine_loop_auto_steps_the_engine_on_either_device(setting, device, engine, stepped):
     assert resolve(ServerConfig(engine_loop=setting, engine=engine), device).stepped is stepped
 
 
@@ -86,14 +86,14 @@ def test_engine_loop_takes_auto_async_or_stepped():
     ("settings", "device", "slo_s"),
     [
         ({}, "cpu", 0.25),  # engine steps on a CPU take seconds at --max-batch-tokens
-        ({}, "cuda", None),  # not measured on a GPU yet
+        ({}, "cuda", 0.02),  # the GPU's target: one step of bulk rows costs milliseconds there
         ({"interactive_slo_ms": 100}, "cuda", 0.1),
         ({"interactive_slo_ms": 0}, "cpu", None),
         ({"scheduling": "fifo"}, "cpu", None),  # one queue: no class to hold a target for
         ({"engine": "null"}, "cpu", None),
     ],
 )
-def test_the_interactive_target_defaults_to_250_ms_on_a_cpu(settings, device, slo_s):
+def test_the_interactive_target_defaults_to_250_ms_on_a_cpu_and_20_on_a_gpu(settings, device, slo_s):
     assert resolve(ServerConfig(**settings), device).interactive_slo_s == slo_s
 
 
