@@ -3,7 +3,8 @@ defaults (latency classes, engine steps paced to ``--interactive-slo-ms``: 250 m
 on a GPU) and as before them (``--scheduling fifo --engine-loop async``).
 
 Two servers run side by side on the same model, one per mode (on a GPU four: GPU_MODES); the rounds
-alternate which goes first, so drift on a shared machine hits them alike. Cases, per mode:
+alternate which goes first, so drift on a shared machine hits them alike. Each server first gets
+one untimed bulk call (``_warm_up``). Cases, per mode:
 
   mixed_{mode}_idle          interactive single rows, one started every 50 ms whether or not the last
                              was answered (open loop), nothing else running
@@ -16,6 +17,11 @@ alternate which goes first, so drift on a shared machine hits them alike. Cases,
   mixed_{mode}_bulk{N}_alone the N bulk clients without the probe (bulk rows/s on its own)
   mixed_{mode}_flood{M}      M clients each calling embed(2048 short rows) in a loop for the phase
                              (one round): calls served, calls failed at the caller, rows lost
+
+A probed case also splits the probes' time by each reply's timings (p50 and p99 of each part):
+``queue_*_ms`` (its rows waiting for an engine), ``engine_*_ms`` (the time its batch took on a
+replica: with the stepped engine, the step running when it came too) and ``rest_*_ms`` (the
+client, gRPC both ways, tokenizing, the server's hand-overs).
 
 Ratios (classes / fifo): ``mixed_interactive_p99_{phase}`` (lower is better; p99 over every
 round's probes), ``mixed_bulk_rows_per_s`` and ``mixed_bulk_rows_per_s_alone`` (target: at least
@@ -35,11 +41,13 @@ import itertools
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import ExitStack
+from dataclasses import dataclass
 
 from embedtext.bench.measure import make_case, percentiles_ms
 from embedtext.bench.rounds import SETTLE_S
 from embedtext.bench.servers import embedtext_server
 from embedtext.connectors.client import AsyncClient
+from embedtext.connectors.requests import RequestOptions, plan_text_requests
 from embedtext.protocol.errors import EmbedTextError
 from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS, GPU_INTERACTIVE_SLO_MS
 
@@ -71,12 +79,61 @@ def server_args(mode: str, slo_ms: float | None = None) -> tuple[str, ...]:
     return (*MODE_ARGS[mode], *target)
 
 
+@dataclass(frozen=True)
+class ProbeTime:
+    """One probe's latency from its scheduled start, and the server's parts of it from its reply."""
+
+    total_s: float
+    queue_s: float | None = None  # its rows waiting for an engine (the reply's queue_time_ns)
+    engine_s: float | None = None  # the engine time of the batch that carried it (inference_time_ns)
+
+    @property
+    def rest_s(self) -> float | None:
+        """The client, gRPC both ways, tokenizing and the hand-overs around the engine."""
+        if self.queue_s is None or self.engine_s is None:
+            return None
+        return self.total_s - self.queue_s - self.engine_s
+
+    @staticmethod
+    def of(total_s: float, reply) -> ProbeTime:
+        if reply is None or not hasattr(reply, "inference_time_ns"):
+            return ProbeTime(total_s)
+        return ProbeTime(total_s, reply.queue_time_ns / 1e9, reply.inference_time_ns / 1e9)
+
+
+PROBE_PARTS = ("queue", "engine", "rest")  # where a probe's time went: ProbeTime's parts
+
+
+def _timed_phase(times: Sequence[ProbeTime]) -> dict:
+    """A phase's probe figures: the latencies, and each part's where every reply carried them."""
+    got: dict = {"latencies": [t.total_s for t in times]}
+    if times and all(t.rest_s is not None for t in times):
+        for part in PROBE_PARTS:
+            got[f"probe_{part}"] = [getattr(t, f"{part}_s") for t in times]
+    return got
+
+
+def _parts_ms(got: dict) -> dict[str, float]:
+    """p50 and p99 of each part of the probes' time (``queue_p50_ms`` ...), where they were timed."""
+    out = {}
+    for part in PROBE_PARTS:
+        p50, p99 = percentiles_ms(got.get(f"probe_{part}", ()))
+        if p50 is not None:
+            out[f"{part}_p50_ms"], out[f"{part}_p99_ms"] = p50, p99
+    return out
+
+
 def _phase_line(got: dict) -> str:
     """A phase's figures for the progress line: a run cut short still leaves them in its log."""
     line = f"{len(got.get('latencies', ()))} probes, {got['rows']} rows in {got['elapsed']:.1f}s"
     p50, p99 = percentiles_ms(got.get("latencies", ()))
     if p99 is not None:
         line += f", p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+        parts = _parts_ms(got)
+        if parts:
+            line += " (p50 queue {queue_p50_ms:.1f}, engine {engine_p50_ms:.1f}, rest {rest_p50_ms:.1f} ms)".format(
+                **parts
+            )
     if got["rows"] and got["elapsed"]:
         line += f", {got['rows'] / got['elapsed']:,.0f} rows/s"
     return line + (f", {got['failed_calls']} calls failed" if "failed_calls" in got else "")
@@ -84,17 +141,18 @@ def _phase_line(got: dict) -> str:
 
 async def _probes(
     send: Callable[[str], Awaitable], probe_texts: Sequence[str], done: Callable[[], bool]
-) -> list[float]:
+) -> list[ProbeTime]:
     """Single interactive rows (``send``) on a fixed schedule, one every ``PROBE_GAP_S`` whether or
     not the earlier ones were answered, until ``done()`` (and ``MIN_PROBES`` sent); their
-    latencies from each one's scheduled start. Open loop: a slow server does not slow the probes
-    down, so both modes get the same queries and every wait is counted (a prober that waits for
-    each answer sends fewer queries to the slower server and misses the waits it skipped)."""
-    latencies: list[float] = []
+    latencies from each one's scheduled start, with the server's parts where ``send`` returns its
+    reply. Open loop: a slow server does not slow the probes down, so both modes get the same
+    queries and every wait is counted (a prober that waits for each answer sends fewer queries to
+    the slower server and misses the waits it skipped)."""
+    times: list[ProbeTime] = []
 
     async def probe(text: str, scheduled: float) -> None:
-        await send(text)
-        latencies.append(time.perf_counter() - scheduled)
+        reply = await send(text)
+        times.append(ProbeTime.of(time.perf_counter() - scheduled, reply))
 
     sent: list[asyncio.Task] = []
     start = time.perf_counter()
@@ -105,21 +163,28 @@ async def _probes(
         await asyncio.sleep(max(0.0, scheduled - time.perf_counter()))
         sent.append(asyncio.create_task(probe(text, scheduled)))
     await asyncio.gather(*sent)
-    return latencies
+    return times
 
 
-async def _probing(target: str, probe_texts: Sequence[str], done: Callable[[], bool]) -> list[float]:
-    """``_probes`` through one client that may hold them all in flight."""
+def _probe_request(text: str):
+    """One probe's request as ``client.embed([text])`` sends it (classed interactive by its size)."""
+    _, (batch,) = plan_text_requests([text], RequestOptions(), max_rows=1)
+    return batch.request
+
+
+async def _probing(target: str, probe_texts: Sequence[str], done: Callable[[], bool]) -> list[ProbeTime]:
+    """``_probes`` through one client that may hold them all in flight; each reply says how long
+    its rows waited for an engine and how long the engine took."""
     async with AsyncClient(target, timeout=600, max_in_flight=MAX_PROBES_A_PHASE) as client:
         await client.embed([probe_texts[0]])  # connect; not timed
-        return await _probes(lambda text: client.embed([text]), probe_texts, done)
+        return await _probes(lambda text: client.embed_request(_probe_request(text)), probe_texts, done)
 
 
 async def _load(
     target: str, bulk_texts: Sequence[str], probe_texts: Sequence[str], clients: int, seconds: float
-) -> tuple[list[float], int, float]:
+) -> tuple[list[ProbeTime], int, float]:
     """``clients`` bulk loops (none if 0) for ``seconds`` and, if ``probe_texts``, the probes;
-    returns the probe latencies, bulk rows served and the bulk loops' elapsed seconds."""
+    returns the probes' times, bulk rows served and the bulk loops' elapsed seconds."""
     stop_at = time.monotonic() + seconds
     bulk_rows = 0
 
@@ -140,8 +205,8 @@ async def _load(
         asyncio.create_task(_probing(target, probe_texts, lambda: time.monotonic() >= stop_at)) if probe_texts else None
     )
     elapsed = await loads()
-    latencies = await probing if probing else []
-    return latencies, bulk_rows, elapsed
+    times = await probing if probing else []
+    return times, bulk_rows, elapsed
 
 
 def _scan_seconds(target: str, texts: Sequence[str]) -> float:
@@ -166,11 +231,20 @@ def _scan_seconds(target: str, texts: Sequence[str]) -> float:
         con.close()
 
 
-async def _probe_during(target: str, probe_texts: Sequence[str], work) -> tuple[list[float], object]:
+async def _probe_during(target: str, probe_texts: Sequence[str], work) -> tuple[list[ProbeTime], object]:
     """Probe (``_probes``) until ``work`` (an awaitable) is done; its result too."""
     task = asyncio.ensure_future(work)
-    latencies = await _probing(target, probe_texts, task.done)
-    return latencies, await task
+    times = await _probing(target, probe_texts, task.done)
+    return times, await task
+
+
+async def _warm_up(target: str, bulk_texts: Sequence[str]) -> float:
+    """One untimed bulk call, so no server meets its first bulk rows in a timed phase: a paced
+    engine sizes its steps from a cautious start until it has measured its speed on bulk work."""
+    began = time.monotonic()
+    async with AsyncClient(target, timeout=600, max_batch_rows=BULK_ROWS) as client:
+        await client.embed(list(bulk_texts), latency_class="bulk")
+    return time.monotonic() - began
 
 
 async def _flood(target: str, texts: Sequence[str], clients: int, seconds: float) -> dict:
@@ -231,12 +305,12 @@ def run_mixed(
     flood_texts = list(itertools.islice(itertools.cycle(probe_texts), BULK_ROWS))
 
     async def idle(target: str) -> dict:
-        lat, _ = await _probe_during(target, probe_texts, asyncio.sleep(seconds / 4))
-        return {"latencies": lat, "rows": 0, "elapsed": seconds / 4}
+        times, _ = await _probe_during(target, probe_texts, asyncio.sleep(seconds / 4))
+        return {**_timed_phase(times), "rows": 0, "elapsed": seconds / 4}
 
     async def scan(target: str) -> dict:
-        lat, took = await _probe_during(target, probe_texts, asyncio.to_thread(_scan_seconds, target, scan_texts))
-        return {"latencies": lat, "rows": scan_rows, "elapsed": took}
+        times, took = await _probe_during(target, probe_texts, asyncio.to_thread(_scan_seconds, target, scan_texts))
+        return {**_timed_phase(times), "rows": scan_rows, "elapsed": took}
 
     async def two_scans(target: str) -> dict:
         half = scan_texts[: scan_rows // 2]
@@ -245,8 +319,8 @@ def run_mixed(
 
     def bulk(probing: bool):
         async def run(target: str) -> dict:
-            lat, rows, elapsed = await _load(target, bulk_texts, probe_texts if probing else (), clients, seconds)
-            return {"latencies": lat, "rows": rows, "elapsed": elapsed}
+            times, rows, elapsed = await _load(target, bulk_texts, probe_texts if probing else (), clients, seconds)
+            return {**_timed_phase(times), "rows": rows, "elapsed": elapsed}
 
         return run
 
@@ -267,6 +341,9 @@ def run_mixed(
             mode: stack.enter_context(embedtext_server(list(models), args=[*args, *server_args(mode, slo_ms)]))
             for mode in modes
         }
+        for mode, server in servers.items():
+            took = asyncio.run(_warm_up(server.target, bulk_texts[:BULK_ROWS]))
+            progress(f"mixed: {mode} warmed up ({took:.1f}s, untimed)")
         for number in range(rounds):
             order = tuple(modes) if number % 2 == 0 else tuple(modes)[::-1]
             last = number == rounds - 1
@@ -278,7 +355,8 @@ def run_mixed(
                     progress(f"mixed: round {number + 1} {mode} {kind}: {_phase_line(got)}")
     cases = []
     for (mode, kind), got in sorted(seen.items()):
-        extra = {k: v for k, v in got.items() if k not in ("latencies", "rows", "elapsed")}
+        timed = ("latencies", "rows", "elapsed")
+        extra = {k: v for k, v in got.items() if k not in timed and not k.startswith("probe_")} | _parts_ms(got)
         if "scan_seconds" in extra:
             half = scan_rows // 2
             extra["scan_rows_per_s"] = [round(half / s, 1) for s in extra["scan_seconds"]]

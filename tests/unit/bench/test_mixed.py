@@ -7,6 +7,7 @@ from embedtext.bench.mixed import MODES, mixed_ratios, run_mixed
 def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir):
     bulk = [f"bulk row {i} of a table" for i in range(64)]
     probes = [f"query {i}" for i in range(8)]
+    lines: list[str] = []
     cases = run_mixed(
         [f"tiny={tiny_model_dir}"],
         bulk,
@@ -19,8 +20,11 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         flood_seconds=0.5,
         args=["--engine", "null"],
         settle_s=0,
-        progress=lambda _line: None,
+        progress=lines.append,
     )
+    # Each server gets its untimed bulk call before the first timed phase.
+    first_round = next(i for i, line in enumerate(lines) if "round 1" in line)
+    assert {line.split()[1] for line in lines[:first_round] if "warmed up" in line} == set(MODES)
     by = {(c["mode"], c["kind"]): c for c in cases}
     kinds = ("idle", "scan", "two_scans", "bulk2", "bulk2_alone", "flood3")
     assert set(by) == {(m, k) for m in MODES for k in kinds}
@@ -30,6 +34,10 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         assert by[(mode, "bulk2_alone")]["probes"] == 0 and by[(mode, "bulk2_alone")]["rows"] > 0
         assert by[(mode, "bulk2")]["rows"] % len(bulk) == 0  # whole bulk calls only
         assert by[(mode, "scan")]["probes"] > 0 and by[(mode, "scan")]["rows"] == 2 * 100  # both rounds
+        for kind in ("idle", "scan", "bulk2"):  # each probe's reply said where its time went
+            case = by[(mode, kind)]
+            assert all(case[f"{part}_p99_ms"] >= case[f"{part}_p50_ms"] for part in ("queue", "engine", "rest"))
+        assert "engine_p50_ms" not in by[(mode, "bulk2_alone")] and "engine_p50_ms" not in by[(mode, "two_scans")]
         two = by[(mode, "two_scans")]
         assert len(two["scan_seconds"]) == 2 and len(two["scan_rows_per_s"]) == 2 and two["scan_ratio"] >= 1
         flood = by[(mode, "flood3")]  # one round only
@@ -110,7 +118,9 @@ def test_probes_keep_their_schedule_while_earlier_ones_wait_open_loop():
 
         return await _probes(slow_server, [f"q{i}" for i in range(3)], done)
 
-    latencies = asyncio.run(main())
+    times = asyncio.run(main())
+    latencies = [t.total_s for t in times]
+    assert all(t.rest_s is None for t in times)  # no reply, no server parts
     kinds = [kind for kind, _ in events]
     sent = kinds.count("sent")
     assert sent >= phase and kinds == ["sent"] * sent + ["answered"] * sent  # all sent before the first answer
@@ -138,3 +148,20 @@ def test_a_run_without_fifo_or_with_an_unknown_mode_is_refused_before_any_server
     for modes, why in ((("classes", "paced"), "need fifo"), (("fifo", "turbo"), "unknown mixed modes")):
         with pytest.raises(ValueError, match=why):
             run_mixed(["no-such-model"], ["x"], ["q"], modes=modes, progress=lambda _line: None)
+
+
+def test_a_probe_s_time_splits_into_the_server_s_parts_from_its_reply():
+    """The reply's queue and engine times are the server's; the rest is everything around them."""
+    from embedtext.bench.mixed import ProbeTime, _parts_ms, _timed_phase
+    from embedtext.protocol import embedding_pb2 as pb
+
+    reply = pb.EmbedResponse(queue_time_ns=2_000_000, inference_time_ns=5_000_000)
+    probe = ProbeTime.of(0.010, reply)
+    assert (probe.queue_s, probe.engine_s) == (0.002, 0.005)
+    assert abs(probe.rest_s - 0.003) < 1e-12
+    got = _timed_phase([probe, ProbeTime.of(0.020, reply)])
+    assert got["latencies"] == [0.010, 0.020] and len(got["probe_rest"]) == 2
+    parts = _parts_ms(got)
+    assert parts["engine_p50_ms"] == 5.0 and parts["queue_p99_ms"] == 2.0 and parts["rest_p50_ms"] == 8.0
+    # A phase where some reply lacked them reports the latencies alone.
+    assert set(_timed_phase([probe, ProbeTime(0.5)])) == {"latencies"}
