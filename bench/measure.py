@@ -58,9 +58,14 @@ def tree_rss_mb(pid: int) -> float:
     return sum(_rss_kib(p) for p in _tree(pid)) / 1024
 
 
+def process_names(pid: int) -> dict[int, str]:
+    """``pid`` and each descendant still running, with its process name (/proc/PID/comm)."""
+    return {p: name for p in _tree(pid) if (name := _comm(p)) is not None}
+
+
 def tree_rss_by_process(pid: int) -> dict[str, float]:
     """RSS (MB) of ``pid`` and each descendant, keyed ``name[pid]``: which process holds the memory."""
-    return {f"{name}[{p}]": round(_rss_kib(p) / 1024, 1) for p in _tree(pid) if (name := _comm(p)) is not None}
+    return {f"{name}[{p}]": round(_rss_kib(p) / 1024, 1) for p, name in process_names(pid).items()}
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100

@@ -4,7 +4,7 @@ on a GPU) and as before them (``--scheduling fifo --engine-loop async``).
 
 Two servers run side by side on the same model, one per mode (on a GPU four: GPU_MODES); the rounds
 alternate which goes first, so drift on a shared machine hits them alike. Each server first gets
-one untimed bulk call (``_warm_up``). Cases, per mode:
+one untimed bulk call (``warm_up``). Cases, per mode:
 
   mixed_{mode}_idle          interactive single rows, one started every 50 ms whether or not the last
                              was answered (open loop), nothing else running
@@ -104,7 +104,7 @@ class ProbeTime:
 PROBE_PARTS = ("queue", "engine", "rest")  # where a probe's time went: ProbeTime's parts
 
 
-def _timed_phase(times: Sequence[ProbeTime]) -> dict:
+def probe_figures(times: Sequence[ProbeTime]) -> dict:
     """A phase's probe figures: the latencies, and each part's where every reply carried them."""
     got: dict = {"latencies": [t.total_s for t in times]}
     if times and all(t.rest_s is not None for t in times):
@@ -180,7 +180,7 @@ async def _probing(target: str, probe_texts: Sequence[str], done: Callable[[], b
         return await _probes(lambda text: client.embed_request(_probe_request(text)), probe_texts, done)
 
 
-async def _load(
+async def probed_load(
     target: str, bulk_texts: Sequence[str], probe_texts: Sequence[str], clients: int, seconds: float
 ) -> tuple[list[ProbeTime], int, float]:
     """``clients`` bulk loops (none if 0) for ``seconds`` and, if ``probe_texts``, the probes;
@@ -238,7 +238,7 @@ async def _probe_during(target: str, probe_texts: Sequence[str], work) -> tuple[
     return times, await task
 
 
-async def _warm_up(target: str, bulk_texts: Sequence[str]) -> float:
+async def warm_up(target: str, bulk_texts: Sequence[str]) -> float:
     """One untimed bulk call, so no server meets its first bulk rows in a timed phase: a paced
     engine sizes its steps from a cautious start until it has measured its speed on bulk work."""
     began = time.monotonic()
@@ -306,11 +306,11 @@ def run_mixed(
 
     async def idle(target: str) -> dict:
         times, _ = await _probe_during(target, probe_texts, asyncio.sleep(seconds / 4))
-        return {**_timed_phase(times), "rows": 0, "elapsed": seconds / 4}
+        return {**probe_figures(times), "rows": 0, "elapsed": seconds / 4}
 
     async def scan(target: str) -> dict:
         times, took = await _probe_during(target, probe_texts, asyncio.to_thread(_scan_seconds, target, scan_texts))
-        return {**_timed_phase(times), "rows": scan_rows, "elapsed": took}
+        return {**probe_figures(times), "rows": scan_rows, "elapsed": took}
 
     async def two_scans(target: str) -> dict:
         half = scan_texts[: scan_rows // 2]
@@ -319,8 +319,9 @@ def run_mixed(
 
     def bulk(probing: bool):
         async def run(target: str) -> dict:
-            times, rows, elapsed = await _load(target, bulk_texts, probe_texts if probing else (), clients, seconds)
-            return {**_timed_phase(times), "rows": rows, "elapsed": elapsed}
+            load = probed_load(target, bulk_texts, probe_texts if probing else (), clients, seconds)
+            times, rows, elapsed = await load
+            return {**probe_figures(times), "rows": rows, "elapsed": elapsed}
 
         return run
 
@@ -342,7 +343,7 @@ def run_mixed(
             for mode in modes
         }
         for mode, server in servers.items():
-            took = asyncio.run(_warm_up(server.target, bulk_texts[:BULK_ROWS]))
+            took = asyncio.run(warm_up(server.target, bulk_texts[:BULK_ROWS]))
             progress(f"mixed: {mode} warmed up ({took:.1f}s, untimed)")
         for number in range(rounds):
             order = tuple(modes) if number % 2 == 0 else tuple(modes)[::-1]

@@ -5,6 +5,7 @@
 #   bash bench/gpu/host_run.sh checks  OUTDIR         # imports, engine smoke, attention backends, priority (~3 min)
 #   bash bench/gpu/host_run.sh batches OUTDIR         # what a batch costs on each engine loop, compiled (~3 min)
 #   bash bench/gpu/host_run.sh mixed   OUTDIR [S]     # the mixed suite, --quick --compiled, cut at S seconds (default 500)
+#   bash bench/gpu/host_run.sh profile OUTDIR [WHEEL] # py-spy on a default server under queries and bulk work (~2 min)
 #
 # MODES=classes,unpaced,fifo picks the mixed suite's servers (default: all four GPU_MODES of
 # bench/mixed.py; each compiled server takes a minute or more to start, one after another).
@@ -45,8 +46,15 @@ case $step in
     timeout -k 10 "${2:-500}" "$VENV/bin/embedtext" bench --quick $compiled --only mixed "${modes[@]}" \
       --json "$1/mixed-quick.json" 2>&1 | tee "$1/mixed.log" | grep -E "mixed:|Error|warning|cannot hold"
     ;;
+  profile)
+    # py-spy is not in the kit: install its wheel (carried beside the kit) into the venv first.
+    mkdir -p "$1"
+    [[ -n ${2:-} ]] && "$VENV/bin/pip" install -q --no-deps --no-index "$2"
+    timeout -k 10 300 "$VENV/bin/python" bench/gpu/profile_server.py --out "$1/profile" 2>&1 \
+      | tee "$1/profile.log" | grep -E "^(idle|bulk):|wrote|failed|Error|error"
+    ;;
   *)
-    echo "usage: $0 install PARTS | checks OUTDIR | batches OUTDIR [SECONDS] | mixed OUTDIR [SECONDS]" >&2
+    echo "usage: $0 install PARTS | checks OUTDIR | batches OUTDIR [SECONDS] | mixed OUTDIR [SECONDS] | profile OUTDIR [WHEEL]" >&2
     exit 2
     ;;
 esac

@@ -152,16 +152,16 @@ def test_a_run_without_fifo_or_with_an_unknown_mode_is_refused_before_any_server
 
 def test_a_probe_s_time_splits_into_the_server_s_parts_from_its_reply():
     """The reply's queue and engine times are the server's; the rest is everything around them."""
-    from embedtext.bench.mixed import ProbeTime, _parts_ms, _timed_phase
+    from embedtext.bench.mixed import ProbeTime, _parts_ms, probe_figures
     from embedtext.protocol import embedding_pb2 as pb
 
     reply = pb.EmbedResponse(queue_time_ns=2_000_000, inference_time_ns=5_000_000)
     probe = ProbeTime.of(0.010, reply)
     assert (probe.queue_s, probe.engine_s) == (0.002, 0.005)
     assert abs(probe.rest_s - 0.003) < 1e-12
-    got = _timed_phase([probe, ProbeTime.of(0.020, reply)])
+    got = probe_figures([probe, ProbeTime.of(0.020, reply)])
     assert got["latencies"] == [0.010, 0.020] and len(got["probe_rest"]) == 2
     parts = _parts_ms(got)
     assert parts["engine_p50_ms"] == 5.0 and parts["queue_p99_ms"] == 2.0 and parts["rest_p50_ms"] == 8.0
     # A phase where some reply lacked them reports the latencies alone.
-    assert set(_timed_phase([probe, ProbeTime(0.5)])) == {"latencies"}
+    assert set(probe_figures([probe, ProbeTime(0.5)])) == {"latencies"}

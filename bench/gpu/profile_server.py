@@ -1,0 +1,141 @@
+"""Where a server's time goes while queries meet bulk work: py-spy samples the server process and
+each replica's worker during the mixed suite's phases, and a summary names the frames per thread.
+
+    ~/gpu-venv/bin/python bench/gpu/profile_server.py --out ~/gpu-results/profile   # ~2 minutes
+
+One server with the defaults (on a GPU: the stepped engine paced to 20 ms, compiled engines),
+all-MiniLM-L6-v2; one untimed bulk call; then two phases, each sampled from start to end:
+``idle`` (the mixed suite's probes alone: one 12-token query every 50 ms) and ``bulk`` (the probes
+while 4 clients each send 2048-row calls in a loop). Per phase and process it writes py-spy's raw
+stacks (``{phase}-{process}.raw``, every thread, idle time included, so waits show) and
+``summary.txt``: the probes' p50/p99 split by their replies (queue, engine, rest), and per thread
+the frames holding the most samples. Arguments after ``--`` go to ``embedtext serve``.
+
+py-spy (a sampling profiler; reading another process's memory needs root or ptrace rights) is
+not in the GPU kit: install its wheel into the venv first (bench/GPU.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from embedtext.bench.corpus import BenchCorpus
+from embedtext.bench.measure import percentiles_ms, process_names
+from embedtext.bench.mixed import BULK_ROWS, PROBE_PARTS, probe_figures, probed_load, warm_up
+from embedtext.bench.servers import embedtext_server
+from embedtext.server.engine.worker import PROCESS_NAME as WORKER_NAME
+from embedtext.server.models import load_model_spec
+
+SAMPLES_A_SECOND = 200
+
+
+def top_frames(raw: Path, top: int = 20) -> dict[str, dict[str, list[tuple[float, str]]]]:
+    """Per thread of a py-spy raw file (``thread;frame;...;frame count`` lines), busiest first:
+    ``inside``, the frames with the largest share of the thread's samples (each counted once a
+    stack; those in nearly every sample, the thread's own entry, left out), and ``leaves``, where
+    the samples ended. With idle time sampled too, a thread's share is of its whole time."""
+    samples: collections.Counter = collections.Counter()
+    inside: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    leaves: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack or not count.isdigit():
+            continue
+        thread, *where = stack.split(";")
+        frames = [f.split(" (")[0] for f in where]  # "name (file:line)": by name
+        samples[thread] += int(count)
+        for frame in set(frames):
+            inside[thread][frame] += int(count)
+        if frames:
+            leaves[thread][frames[-1]] += int(count)
+
+    def shares(counts: collections.Counter, total: int, most: float) -> list[tuple[float, str]]:
+        ranked = [(round(100 * n / total, 1), frame) for frame, n in counts.most_common()]
+        return [(share, frame) for share, frame in ranked if 0.5 <= share < most][:top]
+
+    return {
+        thread: {"inside": shares(inside[thread], n, 99.5), "leaves": shares(leaves[thread], n, 100.1)}
+        for thread, n in samples.most_common()
+    }
+
+
+def _sample(py_spy: str, pid: int, seconds: float, out: Path) -> subprocess.Popen:
+    return subprocess.Popen(
+        [py_spy, "record", "-p", str(pid), "-d", str(max(1, round(seconds))), "-r", str(SAMPLES_A_SECOND)]
+        + ["-f", "raw", "-o", str(out), "--threads", "--idle", "--nonblocking"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+
+
+def _profiled(py_spy: str, server, phase: str, seconds: float, run, out: Path) -> dict:
+    """``run()`` (a coroutine's result: the probes' times) with py-spy on the server and its workers."""
+    names = {server.pid: "server"} | {
+        pid: f"worker{i}" for i, pid in enumerate(p for p, n in process_names(server.pid).items() if n == WORKER_NAME)
+    }
+    samplers = {name: _sample(py_spy, pid, seconds, out / f"{phase}-{name}.raw") for pid, name in names.items()}
+    times = asyncio.run(run())
+    for name, sampler in samplers.items():
+        _, err = sampler.communicate(timeout=seconds + 60)
+        if sampler.returncode:
+            print(f"py-spy on {name} failed: {err.strip()[-300:]}", file=sys.stderr)
+    return probe_figures(times)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--seconds", type=float, default=20.0, help="of the bulk phase (idle: a third)")
+    parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--py-spy", default=None, help="default: beside this python, else on PATH")
+    parser.add_argument("serve_args", nargs="*", help="after --: more `embedtext serve` arguments")
+    args = parser.parse_args(argv)
+    py_spy = args.py_spy or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(py_spy).exists():
+        py_spy = shutil.which("py-spy") or ""
+    if not py_spy:
+        parser.error("py-spy not found: install its wheel into this venv (bench/GPU.md)")
+    args.out.mkdir(parents=True, exist_ok=True)
+    corpus = BenchCorpus(load_model_spec("default").path)
+    bulk, probes = corpus.texts(BULK_ROWS, 50), corpus.texts(200, 12, seed=2)
+    phases = {"idle": (0, args.seconds / 3), "bulk": (args.clients, args.seconds)}
+    report = []
+    with embedtext_server(["default"], args=args.serve_args) as server:
+        asyncio.run(warm_up(server.target, bulk))
+        for phase, (clients, seconds) in phases.items():
+            started = time.monotonic()
+
+            async def run(clients=clients, seconds=seconds):
+                times, _rows, _elapsed = await probed_load(server.target, bulk, probes, clients, seconds)
+                return times
+
+            got = _profiled(py_spy, server, phase, seconds, run, args.out)
+            p50, p99 = percentiles_ms(got["latencies"])
+            took = time.monotonic() - started
+            line = f"{phase}: {len(got['latencies'])} probes in {took:.0f}s, p50 {p50} ms, p99 {p99} ms"
+            for part in PROBE_PARTS:
+                part_p50, part_p99 = percentiles_ms(got.get(f"probe_{part}", ()))
+                line += f"; {part} {part_p50} / {part_p99}"
+            print(line, flush=True)
+            report.append(line)
+    for raw in sorted(args.out.glob("*.raw")):
+        report.append(f"\n== {raw.name}")
+        for thread, frames in top_frames(raw).items():
+            report.append(f"-- {thread}")
+            report += [f"  {share:5.1f}% {frame}" for share, frame in frames["inside"]]
+            report.append("   ended in: " + ", ".join(f"{frame} {share}%" for share, frame in frames["leaves"][:8]))
+    (args.out / "summary.txt").write_text("\n".join(report) + "\n")
+    print(f"wrote {args.out / 'summary.txt'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
