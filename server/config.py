@@ -149,14 +149,16 @@ class ServerConfig:
         "auto",
         choices=AUTO_ON_OFF,
         help="Run each replica's engine client in a process of its own: vLLM's per-row request work then spreads "
-        "over cores instead of the server's one event loop. auto: on for several replicas on a GPU.",
+        "over cores instead of the server's one event loop. auto: on for several replicas on a GPU. A stepped engine "
+        "always runs in a worker process of its own.",
     )
     engine_loop: str = setting(
         "auto",
         choices=("auto", "async", "stepped"),
         help="async: vLLM's AsyncLLM, its engine core in processes of its own; stepped: each replica's worker "
         "process holds its whole engine and steps it itself, each step's rows chosen by latency class and sized to "
-        "--interactive-slo-ms (one vLLM import at start-up, no waiting between steps). auto: stepped on a CPU.",
+        "--interactive-slo-ms (one vLLM import at start-up, no waiting between steps). auto: stepped, on a CPU "
+        "and on a GPU.",
     )
     metrics_port: int | None = setting(None, "Serve Prometheus metrics on 127.0.0.1:PORT.", min=1, max=65535)
     log_level: str = setting("INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"), case_sensitive=False)
