@@ -239,8 +239,9 @@ async def _probe_during(target: str, probe_texts: Sequence[str], work) -> tuple[
 
 
 async def warm_up(target: str, bulk_texts: Sequence[str]) -> float:
-    """One untimed bulk call, so no server meets its first bulk rows in a timed phase: a paced
-    engine sizes its steps from a cautious start until it has measured its speed on bulk work."""
+    """One untimed bulk call, so that first-use costs stay out of the timed phases: a paced engine
+    sizes its steps from a cautious start until it has measured its speed on bulk work (the H100's
+    first scan on a stepped server ran at half the rate of its second, cause not known)."""
     began = time.monotonic()
     async with AsyncClient(target, timeout=600, max_batch_rows=BULK_ROWS) as client:
         await client.embed(list(bulk_texts), latency_class="bulk")
