@@ -67,6 +67,12 @@ def _progress(t0: float, message: str) -> None:
     help="GPU suite: the servers' --replica-processes (cases get _rp-on / _rp-off unless auto).",
 )
 @click.option(
+    "--gpu-paced",
+    is_flag=True,
+    help="GPU suite: the servers keep their default interactive target (20 ms on a GPU) instead of none "
+    "(cases get _paced): what several replicas keep as a server shared with queries runs them.",
+)
+@click.option(
     "--mixed-modes",
     default=None,
     help="Mixed suite: its servers, comma-separated, fifo among them (classes, unpaced, paced, fifo) "
@@ -90,6 +96,7 @@ def bench_command(
     gpu_http,
     gpu_processes,
     gpu_replica_processes,
+    gpu_paced,
     mixed_modes,
     workdir,
     compiled,
@@ -129,6 +136,7 @@ def bench_command(
         gpu_rows=rows,
         gpu_processes=gpu_processes,
         gpu_replica_processes=gpu_replica_processes,
+        gpu_paced=gpu_paced,
         mixed_modes=modes,
         progress=lambda msg, t0=time.perf_counter(): _progress(t0, msg),
     )

@@ -16,11 +16,13 @@ Each case also reports its share of the compute ceiling (BERT-base on an H200: 4
 ``--gpu-processes K`` splits each replica count over K embedtext server processes (N/K replicas and
 1/K of the device memory each; cases ``..._r{N}_p{K}``); the client and DuckDB spread calls over
 all of them. The servers hold no interactive target (``--interactive-slo-ms 0``): the suite is bulk
-work alone, as a server that only runs indexing jobs is set up. ``--gpu-replica-processes on|off``
-runs them on the async loop with that ``--replica-processes`` (cases ``..._rp-on`` / ``..._rp-off``;
-without it the default, stepped, engine loop, whose engines each live in a worker process). With it
-off, one server process adds every row to vLLM from one event loop (~93 us a 50-token row on the
-CPU here), which caps 50-token rows far below the target (bench/GPU.md).
+work alone, as a server that only runs indexing jobs is set up; ``--gpu-paced`` keeps the servers'
+default target (20 ms on a GPU; cases ``..._paced``), as a server shared with queries runs.
+``--gpu-replica-processes on|off`` runs them on the async loop with that ``--replica-processes``
+(cases ``..._rp-on`` / ``..._rp-off``; without it the default, stepped, engine loop, whose engines
+each live in a worker process). With it off, one server process adds every row to vLLM from one
+event loop (~93 us a 50-token row on the CPU here), which caps 50-token rows far below the target
+(bench/GPU.md).
 
 A GPU machine allows 10 minutes per command: run one replica count per command and merge:
 
@@ -90,6 +92,22 @@ def _client_case(target: str | list[str], texts: pa.Array, tokens: int, name: st
     )
 
 
+def gpu_server_args(
+    replicas: int, processes: int, *, on_gpu: bool, replica_processes: str = "auto", paced: bool = False
+) -> tuple[str, list[str]]:
+    """The case tag and ``embedtext serve`` arguments of each of ``processes`` servers that share
+    ``replicas`` replicas (``processes`` at most ``replicas``, dividing it)."""
+    tag = f"r{replicas}" + (f"_p{processes}" if processes > 1 else "")
+    tag += ("" if replica_processes == "auto" else f"_rp-{replica_processes}") + ("_paced" if paced else "")
+    # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
+    args = ["--memory-fraction", str(round((0.9 if on_gpu else 0.2) / processes, 4))] if processes > 1 else []
+    if not paced:  # bulk work alone: no query's wait to pace steps for
+        args += ["--interactive-slo-ms", "0"]
+    if replica_processes != "auto":  # where the async loop's engine clients run
+        args += ["--engine-loop", "async", "--replica-processes", replica_processes]
+    return tag, args
+
+
 def run_gpu_suite(
     models: GeneratedModels,
     *,
@@ -100,6 +118,7 @@ def run_gpu_suite(
     http: bool = True,
     processes: int = 1,
     replica_processes: str = "auto",
+    paced: bool = False,
     progress: Callable[[str], None] = print,
 ) -> list[dict]:
     if model == "base":
@@ -122,15 +141,8 @@ def run_gpu_suite(
     for n in replicas or GPU_REPLICAS:
         k = min(processes, n)
         progress(f"gpu: embedtext server, {n} replica(s)" + (f" in {k} processes" if k > 1 else ""))
-        tag = (
-            f"r{n}" + (f"_p{k}" if k > 1 else "") + ("" if replica_processes == "auto" else f"_rp-{replica_processes}")
-        )
+        tag, share = gpu_server_args(n, k, on_gpu=on_gpu, replica_processes=replica_processes, paced=paced)
         with ExitStack() as stack:
-            # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
-            share = ["--memory-fraction", str(round((0.9 if on_gpu else 0.2) / k, 4))] if k > 1 else []
-            share += ["--interactive-slo-ms", "0"]  # bulk work alone: no query's wait to pace steps for
-            if replica_processes != "auto":  # where the async loop's engine clients run
-                share += ["--engine-loop", "async", "--replica-processes", replica_processes]
             servers = [
                 stack.enter_context(embedtext_server([f"{model}={model_dir}"], replicas=n // k, args=share))
                 for _ in range(k)
@@ -157,6 +169,7 @@ def run_gpu_suite(
                 case = _client_case(targets, texts, tokens, f"gpu_client_embed_{tokens}tok_{tag}", pid)
                 case["processes"] = k
                 case["replica_processes"] = replica_processes
+                case["paced"] = paced
                 cases.append(_with_ceiling(case, tokens, n, model))
             con.close()
     if http:

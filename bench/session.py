@@ -26,6 +26,7 @@ def run_bench(
     gpu_rows: int | None = None,
     gpu_processes: int = 1,
     gpu_replica_processes: str = "auto",
+    gpu_paced: bool = False,
     mixed_modes: Sequence[str] = (),
     progress: Callable[[str], None] = print,
 ) -> dict:
@@ -167,6 +168,7 @@ def run_bench(
             http=gpu_http,
             processes=gpu_processes,
             replica_processes=gpu_replica_processes,
+            paced=gpu_paced,
             progress=progress,
         )
     ratios = all_ratios(cases)

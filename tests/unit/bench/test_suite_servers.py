@@ -66,3 +66,22 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     assert on_gpu["fifo"].interactive_slo_s is None and on_gpu["fifo"].engine_loop == "async"
     # Without the bench's target the server's GPU default is the same.
     assert _server(server_args("classes"), monkeypatch, "cuda")[1].interactive_slo_s == GPU_SLO_MS / 1000
+
+
+def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_target(monkeypatch):
+    """Its servers hold no target by default (bulk work alone: the throughput a bulk-only server
+    gets); --gpu-paced keeps the GPU's default target and held-back tokenizing, as a server shared
+    with queries runs; --gpu-replica-processes on|off runs the async loop with that setting."""
+    from embedtext.bench.gpu_suite import gpu_server_args
+
+    def on_gpu(**options):
+        tag, args = gpu_server_args(8, 2, on_gpu=True, **options)
+        config, resolved = _server(args, monkeypatch, "cuda")
+        return tag, config, resolved
+
+    tag, config, bulk = on_gpu()
+    assert tag == "r8_p2" and bulk.stepped and bulk.interactive_slo_s is None and config.memory_fraction == 0.45
+    tag, config, paced = on_gpu(paced=True)
+    assert tag == "r8_p2_paced" and paced.stepped and paced.interactive_slo_s == 0.02 and config.hold_bulk_tokenizing
+    tag, config, rp = on_gpu(replica_processes="off")
+    assert tag == "r8_p2_rp-off" and rp.engine_loop == "async" and not rp.replica_processes
