@@ -53,6 +53,7 @@ from embedtext.bench.plan import GPU_REPLICAS, GeneratedModels, uneven_replica_c
 from embedtext.bench.queries import embed_query_case
 from embedtext.bench.servers import embedtext_server, vllm_http_server
 from embedtext.connectors.client import Client
+from embedtext.server.resolved import CPU_MEMORY_FRACTION, GPU_MEMORY_FRACTION
 
 SUITE = "gpu"
 CEILING_TOKENS_PER_S = {50: 4.60e6, 512: 4.19e6}  # BERT-base on an H200, as published for vLLM
@@ -100,7 +101,8 @@ def gpu_server_args(
     tag = f"r{replicas}" + (f"_p{processes}" if processes > 1 else "")
     tag += ("" if replica_processes == "auto" else f"_rp-{replica_processes}") + ("_paced" if paced else "")
     # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
-    args = ["--memory-fraction", str(round((0.9 if on_gpu else 0.2) / processes, 4))] if processes > 1 else []
+    share = GPU_MEMORY_FRACTION if on_gpu else CPU_MEMORY_FRACTION
+    args = ["--memory-fraction", str(round(share / processes, 4))] if processes > 1 else []
     if not paced:  # bulk work alone: no query's wait to pace steps for
         args += ["--interactive-slo-ms", "0"]
     if replica_processes != "auto":  # where the async loop's engine clients run

@@ -92,7 +92,7 @@ def run_bench(
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.server.engine.base import detect_device
         from embedtext.server.models import load_model_spec
-        from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS, GPU_INTERACTIVE_SLO_MS
+        from embedtext.server.resolved import default_interactive_slo_ms
 
         corpus = BenchCorpus(load_model_spec("default").path)
         cases += run_batch_cost(
@@ -101,15 +101,15 @@ def run_bench(
             rounds=2 if plan.quick else 3,
             repeats=3 if plan.quick else 5,
             eager=plan.eager,
-            slo_ms=GPU_INTERACTIVE_SLO_MS if detect_device() == "cuda" else CPU_INTERACTIVE_SLO_MS,
+            slo_ms=default_interactive_slo_ms(detect_device()),
             progress=progress,
         )
     if "mixed" in suites:
         from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.mixed import BULK_ROWS, GPU_MODES, GPU_SLO_MS, MODES, run_mixed
+        from embedtext.bench.mixed import BULK_ROWS, GPU_MODES, MODES, run_mixed
         from embedtext.server.engine.base import detect_device
         from embedtext.server.models import load_model_spec
-        from embedtext.server.resolved import GPU_MEMORY_FRACTION
+        from embedtext.server.resolved import GPU_INTERACTIVE_SLO_MS, GPU_MEMORY_FRACTION
 
         corpus = BenchCorpus(load_model_spec("default").path)  # the default model, as a new user runs it
         # A GPU embeds 6,000 rows in well under a second: its scans are longer, and two more servers
@@ -130,7 +130,7 @@ def run_bench(
             flood_clients=16 if plan.quick else 64,
             flood_seconds=10.0 if plan.quick else 60.0,
             args=[*plan.engine_flags, *share],
-            slo_ms=GPU_SLO_MS if gpu else None,
+            slo_ms=GPU_INTERACTIVE_SLO_MS if gpu else None,
             modes=modes,
             progress=progress,
         )

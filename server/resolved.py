@@ -18,6 +18,11 @@ CPU_MEMORY_FRACTION = 0.2
 GPU_MEMORY_FRACTION = 0.9
 
 
+def default_interactive_slo_ms(device: str) -> float:
+    """The interactive target a vLLM server holds on ``device`` unless told otherwise."""
+    return CPU_INTERACTIVE_SLO_MS if device == "cpu" else GPU_INTERACTIVE_SLO_MS
+
+
 @dataclass(frozen=True)
 class ResolvedSettings:
     device: str  # "cuda" or "cpu" ("auto" for the null engine, which runs nowhere)
@@ -95,7 +100,7 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     word_cache = config.word_cache == "on" if config.word_cache != "auto" else device != "cuda"
     slo_ms = config.interactive_slo_ms
     if slo_ms is None:
-        slo_ms = (CPU_INTERACTIVE_SLO_MS if device == "cpu" else GPU_INTERACTIVE_SLO_MS) if vllm else 0.0
+        slo_ms = default_interactive_slo_ms(device) if vllm else 0.0
     memory = config.memory_fraction
     if memory is None:
         memory = GPU_MEMORY_FRACTION if device == "cuda" else CPU_MEMORY_FRACTION

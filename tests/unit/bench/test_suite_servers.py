@@ -4,9 +4,9 @@ serve` parses them and resolved for the device, give the settings the suite's na
 import os
 
 from embedtext.bench.evidence import pacing
-from embedtext.bench.mixed import GPU_MODES, GPU_SLO_MS, MODES, server_args
+from embedtext.bench.mixed import GPU_MODES, MODES, server_args
 from embedtext.server.config import ServerConfig
-from embedtext.server.resolved import resolve
+from embedtext.server.resolved import GPU_INTERACTIVE_SLO_MS, resolve
 
 
 def _server(flags, monkeypatch, device="cpu"):
@@ -59,13 +59,13 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     assert on_cpu["classes"].interactive_slo_s == 0.25 and on_cpu["classes"].stepped
     assert on_cpu["fifo"].interactive_slo_s is None and on_cpu["fifo"].engine_loop == "async"
 
-    on_gpu = {mode: _server(server_args(mode, GPU_SLO_MS), monkeypatch, "cuda")[1] for mode in GPU_MODES}
-    assert on_gpu["classes"].interactive_slo_s == GPU_SLO_MS / 1000 and on_gpu["classes"].stepped
-    assert on_gpu["paced"].interactive_slo_s == GPU_SLO_MS / 1000 and on_gpu["paced"].engine_loop == "async"
+    on_gpu = {mode: _server(server_args(mode, GPU_INTERACTIVE_SLO_MS), monkeypatch, "cuda")[1] for mode in GPU_MODES}
+    assert on_gpu["classes"].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000 and on_gpu["classes"].stepped
+    assert on_gpu["paced"].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000 and on_gpu["paced"].engine_loop == "async"
     assert on_gpu["unpaced"].interactive_slo_s is None and on_gpu["unpaced"].stepped
     assert on_gpu["fifo"].interactive_slo_s is None and on_gpu["fifo"].engine_loop == "async"
     # Without the bench's target the server's GPU default is the same.
-    assert _server(server_args("classes"), monkeypatch, "cuda")[1].interactive_slo_s == GPU_SLO_MS / 1000
+    assert _server(server_args("classes"), monkeypatch, "cuda")[1].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000
 
 
 def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_target(monkeypatch):
