@@ -161,6 +161,12 @@ class ServerConfig:
         "and on a GPU.",
     )
     metrics_port: int | None = setting(None, "Serve Prometheus metrics on 127.0.0.1:PORT.", min=1, max=65535)
+    step_timeline: str | None = setting(
+        None,
+        "Append one JSON line per batch with interactive rows to this file: where its time in a stepped engine "
+        "went (the step it waited for, its own step, the hand-back). Diagnostics for benchmarks; the file grows "
+        "with the queries.",
+    )
     log_level: str = setting("INFO", choices=("DEBUG", "INFO", "WARNING", "ERROR"), case_sensitive=False)
 
     def __post_init__(self) -> None:
@@ -174,6 +180,8 @@ class ServerConfig:
             raise ValueError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
         if self.token is not None and (not self.token.strip() or any(c in self.token for c in "\r\n")):
             raise ValueError("the token is empty or holds a line break")
+        if self.step_timeline and (self.engine_loop == "async" or self.engine != "vllm"):
+            raise ValueError("--step-timeline records a stepped engine's steps: it needs --engine-loop stepped or auto")
         if self.uds is None and not is_loopback_host(self.host) and not (self.tls_cert and self.token):
             raise ValueError(
                 f"refusing to listen on {self.host}: beyond loopback (127.0.0.1, ::1) or a Unix socket (--uds) "

@@ -7,6 +7,7 @@ start-up log report what was chosen.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
@@ -55,6 +56,7 @@ class ResolvedSettings:
             enforce_eager=self.enforce_eager,
             priority_scheduling=config.scheduling == "classes",
             interactive_slo_s=self.interactive_slo_s if self.stepped else None,
+            step_timeline=str(Path(config.step_timeline).absolute()) if self.stepped and config.step_timeline else None,
         )
 
 

@@ -50,10 +50,12 @@ def arctic_like_model_dir(tmp_path_factory):
 
 
 class RunningServers:
-    def __init__(self, minilm, tiny, tiny_metrics_port: int) -> None:
+    def __init__(self, minilm, tiny, tiny_metrics_port: int, minilm_step_timeline=None) -> None:
         self.minilm = minilm
         self.tiny = tiny
         self.tiny_metrics_port = tiny_metrics_port
+        # The minilm server's --step-timeline file (None for servers someone else started).
+        self.minilm_step_timeline = minilm_step_timeline
 
     def tiny_metrics(self) -> dict[str, float]:
         """The tiny server's Prometheus samples, as {'name{labels}': value}."""
@@ -86,7 +88,13 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
 
     logs = tmp_path_factory.mktemp("logs")
     metrics_port = free_port()
-    minilm = LocalServer(["default", f"arctic-like={arctic_like_model_dir}"], replicas=1, log_path=logs / "minilm.log")
+    step_timeline = logs / "minilm-steps.jsonl"  # a diagnostic file: the defaults otherwise
+    minilm = LocalServer(
+        ["default", f"arctic-like={arctic_like_model_dir}"],
+        replicas=1,
+        args=["--step-timeline", str(step_timeline)],
+        log_path=logs / "minilm.log",
+    )
     tiny = LocalServer(
         [f"tiny={tiny_model_dir}"],
         replicas=2,
@@ -109,7 +117,7 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
     try:
         minilm.wait_ready(START_TIMEOUT_S)
         tiny.wait_ready(START_TIMEOUT_S)
-        yield RunningServers(minilm, tiny, metrics_port)
+        yield RunningServers(minilm, tiny, metrics_port, step_timeline)
     finally:
         tiny.stop()
         minilm.stop()

@@ -8,8 +8,10 @@ all-MiniLM-L6-v2; one untimed bulk call; then two phases, each sampled from star
 ``idle`` (the mixed suite's probes alone: one 12-token query every 50 ms) and ``bulk`` (the probes
 while 4 clients each send 2048-row calls in a loop). Per phase and process it writes py-spy's raw
 stacks (``{phase}-{process}.raw``, every thread, idle time included, so waits show) and
-``summary.txt``: the probes' p50/p99 split by their replies (queue, engine, rest), and per thread
-the frames holding the most samples. Arguments after ``--`` go to ``embedtext serve``.
+``summary.txt``: the probes' p50/p99 split by their replies (queue, engine, rest), the engine part
+split by the server's step timeline (``steps.jsonl``, ``--step-timeline``: the step a query waited
+for, its own step, the hand-back to the worker's event loop), and per thread the frames holding
+the most samples. Arguments after ``--`` go to ``embedtext serve``.
 
 py-spy (a sampling profiler; reading another process's memory needs root or ptrace rights) is
 not in the GPU kit: install its wheel into the venv first (bench/GPU.md).
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import json
 import shutil
 import subprocess
 import sys
@@ -34,6 +37,42 @@ from embedtext.server.engine.worker import PROCESS_NAME as WORKER_NAME
 from embedtext.server.models import load_model_spec
 
 SAMPLES_A_SECOND = 200
+# What the step timeline's lines say of each batch with interactive rows (server/engine/step_timeline.py).
+TIMELINE_PARTS = ("waited_ms", "step_ms", "step_rows", "step_bulk_rows", "to_loop_ms", "worker_ms")
+
+
+def timeline_parts(path: Path, since: float, until: float) -> tuple[int, dict[str, tuple[float, float]]]:
+    """How many of the step timeline's lines were written between ``since`` and ``until`` (Unix
+    time), and the p50 and p99 of each of their ``TIMELINE_PARTS``."""
+    lines = [json.loads(text) for text in path.read_text().splitlines()] if path.exists() else []
+    lines = [line for line in lines if since <= line["at"] <= until]
+    if not lines:
+        return 0, {}
+    parts = {}
+    for part in TIMELINE_PARTS:
+        values = sorted(line[part] for line in lines)
+        parts[part] = (_nearest_rank(values, 0.50), _nearest_rank(values, 0.99))
+    return len(lines), parts
+
+
+def _nearest_rank(values: list[float], share: float) -> float:
+    return round(float(values[min(len(values) - 1, max(0, int(share * len(values) + 0.5) - 1))]), 2)
+
+
+def timeline_line(phase: str, batches: int, parts: dict[str, tuple[float, float]]) -> str:
+    """The summary's line for one phase's engine part (p50 / p99)."""
+    if not batches:
+        return f"{phase}: in the engine, no step timeline (a stepped engine writes it)"
+    say = {
+        "waited_ms": "the running step",
+        "step_ms": "own step",
+        "step_rows": "its rows",
+        "step_bulk_rows": "bulk rows in it",
+        "to_loop_ms": "back to the event loop",
+        "worker_ms": "in the worker",
+    }
+    figures = "; ".join(f"{say[part]} {p50:g} / {p99:g}" for part, (p50, p99) in parts.items())
+    return f"{phase}: in the engine ({batches} batches, ms and rows, p50 / p99): {figures}"
 
 
 def top_frames(raw: Path, top: int = 20) -> dict[str, dict[str, list[tuple[float, str]]]]:
@@ -108,10 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     bulk, probes = corpus.texts(BULK_ROWS, 50), corpus.texts(200, 12, seed=2)
     phases = {"idle": (0, args.seconds / 3), "bulk": (args.clients, args.seconds)}
     report = []
-    with embedtext_server(["default"], args=args.serve_args) as server:
+    steps = args.out / "steps.jsonl"
+    steps.unlink(missing_ok=True)  # the server appends to it
+    with embedtext_server(["default"], args=[*args.serve_args, "--step-timeline", str(steps)]) as server:
         asyncio.run(warm_up(server.target, bulk))
         for phase, (clients, seconds) in phases.items():
-            started = time.monotonic()
+            started, since = time.monotonic(), time.time()
 
             async def run(clients=clients, seconds=seconds):
                 times, _rows, _elapsed = await probed_load(server.target, bulk, probes, clients, seconds)
@@ -124,6 +165,9 @@ def main(argv: list[str] | None = None) -> int:
             for part in PROBE_PARTS:
                 part_p50, part_p99 = percentiles_ms(got.get(f"probe_{part}", ()))
                 line += f"; {part} {part_p50} / {part_p99}"
+            print(line, flush=True)
+            report.append(line)
+            line = timeline_line(phase, *timeline_parts(steps, since, time.time()))
             print(line, flush=True)
             report.append(line)
     for raw in sorted(args.out.glob("*.raw")):

@@ -67,6 +67,8 @@ class EngineSettings:
     priority_scheduling: bool = False
     # A stepped engine sizes its steps so interactive rows wait about this long at most (None: off).
     interactive_slo_s: float | None = None
+    # A stepped engine appends the timeline of each batch with interactive rows to this file (None: off).
+    step_timeline: str | None = None
 
 
 def detect_device() -> str:

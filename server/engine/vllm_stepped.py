@@ -25,11 +25,14 @@ import itertools
 import logging
 import os
 import threading
+import time
+from collections.abc import Callable
 
 import numpy as np
 
 from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
 from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS, StepBatch, StepPlan, carries_bulk
+from embedtext.server.engine.step_timeline import BatchTimes, StepTimeline
 from embedtext.server.engine.vllm_args import engine_arguments, max_step_tokens
 from embedtext.server.models import ModelSpec
 from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport
@@ -41,6 +44,13 @@ INPROCESS_VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
 # An interactive row waits for the step running when it comes and then its own, which may take
 # this share of the target; the rest is for the server's work and noise.
 STEPS_SHARE_OF_SLO = 0.7
+
+
+def _step_figures(rows) -> tuple[int, int, int]:
+    """Rows, tokens and bulk rows of a step's (batch, row index) pairs."""
+    rows = list(rows)
+    tokens = sum(max(len(batch.rows[index]), 1) for batch, index in rows)
+    return len(rows), tokens, sum(index >= batch.interactive_rows for batch, index in rows)
 
 
 def use_inprocess_engine() -> None:
@@ -72,7 +82,7 @@ class SteppedVllmBackend:
         self._engine = None
         self._thread: threading.Thread | None = None
         self._wake = threading.Condition()
-        self._inbox: list[tuple[StepBatch, asyncio.Future]] = []
+        self._inbox: list[tuple[StepBatch, asyncio.Future, BatchTimes | None]] = []
         self._cancelled: list[StepBatch] = []
         self._stopping = False
         self._dead: str | None = None
@@ -81,6 +91,7 @@ class SteppedVllmBackend:
         self.plan = StepPlan()  # the engine thread's; others only read its counts
         self.speed = EngineSpeed()
         self.pacer = step_pacer(spec, settings)
+        self.timeline = StepTimeline(settings.step_timeline, name) if settings.step_timeline else None
 
     def _build(self):
         from vllm import EngineArgs
@@ -129,8 +140,9 @@ class SteppedVllmBackend:
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
         batch = StepBatch(rows, interactive_rows)
+        times = BatchTimes(arrived=time.monotonic()) if self.timeline is not None and batch.interactive_rows else None
         with self._wake:
-            self._inbox.append((batch, waiter))
+            self._inbox.append((batch, waiter, times))
             self._wake.notify()
         try:
             return await waiter
@@ -157,6 +169,8 @@ class SteppedVllmBackend:
         plan = self.plan
         waiters: dict[int, tuple[StepBatch, asyncio.Future]] = {}  # id(batch) ->
         in_engine: dict[str, tuple[StepBatch, int]] = {}  # request id -> (batch, row)
+        timed: dict[int, BatchTimes] = {}  # id(batch) -> its moments, with --step-timeline
+        step_number = 0
         try:
             while True:
                 with self._wake:
@@ -166,11 +180,16 @@ class SteppedVllmBackend:
                         break
                     inbox, self._inbox = self._inbox, []
                     cancelled, self._cancelled = self._cancelled, []
-                for batch, waiter in inbox:
+                taken = time.monotonic()
+                for batch, waiter, times in inbox:
                     plan.add(batch)
                     waiters[id(batch)] = (batch, waiter)
+                    if times is not None:
+                        times.taken = taken
+                        timed[id(batch)] = times
                 for batch in cancelled:
                     self._drop(engine, plan, batch, in_engine, waiters)
+                    timed.pop(id(batch), None)
                 if not in_engine:
                     if self.pacer is not None:
                         # The pacer's budget is the longest step; two steps a query waits for hold 1.25 of it.
@@ -186,6 +205,7 @@ class SteppedVllmBackend:
                             engine.add_request(request_id, tokens_input(batch.rows[index]), params)
                         except (VLLMValidationError, ValueError) as exc:
                             self._drop(engine, plan, batch, in_engine, waiters, EngineRequestError(str(exc)))
+                            timed.pop(id(batch), None)
                             continue
                         in_engine[request_id] = (batch, index)
                 if not in_engine:
@@ -193,16 +213,24 @@ class SteppedVllmBackend:
                 measured = carries_bulk(in_engine.values())
                 if measured:
                     self.speed.started(0)
+                step_number += 1
+                started = time.monotonic()
                 outputs = engine.step()
+                ended = time.monotonic()
+                if timed:
+                    figures = _step_figures(in_engine.values())
                 finished_tokens = 0  # a step may leave rows for the next (more rows than max_num_seqs)
                 for out in outputs:
                     if not out.finished or out.request_id not in in_engine:
                         continue
                     batch, index = in_engine.pop(out.request_id)
                     finished_tokens += max(len(batch.rows[index]), 1)
+                    times = timed.get(id(batch))
+                    if times is not None:
+                        times.computed_in(step_number, started, ended, *figures)
                     if plan.finished(batch, index, out.outputs.data) and not batch.cancelled:
                         _, waiter = waiters.pop(id(batch))
-                        self._deliver(waiter, batch)
+                        self._deliver(waiter, batch, timed.pop(id(batch), None))
                 if measured:
                     self.speed.finished(0, finished_tokens)
                     if self.pacer is not None:
@@ -216,7 +244,7 @@ class SteppedVllmBackend:
             for _, waiter in waiters.values():
                 self._resolve(waiter, error)
             with self._wake:
-                for _, waiter in self._inbox:
+                for _, waiter, _ in self._inbox:
                     self._resolve(waiter, error)
                 self._inbox.clear()
 
@@ -248,15 +276,25 @@ class SteppedVllmBackend:
         if entry is not None and error is not None:
             self._resolve(entry[1], error)
 
-    def _deliver(self, waiter: asyncio.Future, batch: StepBatch) -> None:
+    def _deliver(self, waiter: asyncio.Future, batch: StepBatch, times: BatchTimes | None = None) -> None:
         import torch
 
         vectors = torch.stack(batch.vectors).to(torch.float32).numpy()
-        self._resolve(waiter, vectors)
+        if times is None:
+            self._resolve(waiter, vectors)
+            return
+        times.delivered = time.monotonic()
+
+        def record() -> None:  # on the event loop, as it takes the vectors
+            self.timeline.write(len(batch.rows), batch.interactive_rows, times, time.monotonic())
+
+        self._resolve(waiter, vectors, record)
 
     @staticmethod
-    def _resolve(waiter: asyncio.Future, outcome) -> None:
+    def _resolve(waiter: asyncio.Future, outcome, settled: Callable[[], None] | None = None) -> None:
         def settle() -> None:
+            if settled is not None:
+                settled()
             if waiter.done():
                 return
             if isinstance(outcome, BaseException):
@@ -272,6 +310,8 @@ class SteppedVllmBackend:
             self._wake.notify()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join)
+        if self.timeline is not None:
+            self.timeline.close()
         engine, self._engine = self._engine, None
         if engine is not None:
             try:

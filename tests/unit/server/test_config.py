@@ -77,6 +77,20 @@ def test_a_stepped_engine_paces_its_steps_and_the_server_its_batches_no_more():
         runtime.tokenizers.close()
 
 
+def test_the_step_timeline_reaches_a_stepped_engine_as_an_absolute_path(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    config = ServerConfig(step_timeline="steps.jsonl")
+    settings = resolve(config, "cpu").engine_settings(config, 0.2)
+    assert settings.step_timeline == str(tmp_path / "steps.jsonl")
+    assert resolve(ServerConfig(), "cpu").engine_settings(ServerConfig(), 0.2).step_timeline is None
+
+
+@pytest.mark.parametrize("settings", [{"engine_loop": "async"}, {"engine": "null"}])
+def test_a_step_timeline_needs_a_stepped_engine(settings):
+    with pytest.raises(ValueError, match="--step-timeline records a stepped engine's steps"):
+        ServerConfig(step_timeline="steps.jsonl", **settings)
+
+
 def test_engine_loop_takes_auto_async_or_stepped():
     with pytest.raises(ValueError, match="auto, async or stepped"):
         ServerConfig(engine_loop="own")
