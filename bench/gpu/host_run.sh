@@ -6,6 +6,8 @@
 #   bash bench/gpu/host_run.sh batches OUTDIR         # what a batch costs on each engine loop, compiled (~3 min)
 #   bash bench/gpu/host_run.sh mixed   OUTDIR [S]     # the mixed suite, --quick --compiled, cut at S seconds (default 500)
 #   bash bench/gpu/host_run.sh profile OUTDIR [WHEEL] # py-spy on a default server under queries and bulk work (~2 min)
+#   bash bench/gpu/host_run.sh replicas OUTDIR [N] [S] # the GPU suite's bulk rows/s at N replicas (default 4), with
+#                                                     # no target and then paced to the default 20 ms, each cut at S s
 #
 # MODES=classes,unpaced,fifo picks the mixed suite's servers (default: all four GPU_MODES of
 # bench/mixed.py; each compiled server takes a minute or more to start, one after another).
@@ -53,8 +55,19 @@ case $step in
     timeout -k 10 300 "$VENV/bin/python" bench/gpu/profile_server.py --out "$1/profile" 2>&1 \
       | tee "$1/profile.log" | grep -E "^(idle|bulk):|wrote|failed|Error|error"
     ;;
+  replicas)
+    # What several replicas keep of their bulk rows/s when they hold the GPU's default target.
+    mkdir -p "$1"
+    n=${2:-4}
+    for paced in "" --gpu-paced; do
+      name=gpu-r$n${paced:+-paced}
+      timeout -k 10 "${3:-270}" "$VENV/bin/embedtext" bench --quick --compiled --only gpu --replicas "$n" \
+        --no-gpu-http $paced ${GPU_MODEL:+--gpu-model "$GPU_MODEL"} ${ROWS:+--rows "$ROWS"} --json "$1/$name.json" \
+        2>&1 | tee "$1/$name.log" | grep -E "^gpu_|rows/s|Error"
+    done
+    ;;
   *)
-    echo "usage: $0 install PARTS | checks OUTDIR | batches OUTDIR [SECONDS] | mixed OUTDIR [SECONDS] | profile OUTDIR [WHEEL]" >&2
+    echo "usage: $0 install PARTS | checks OUTDIR | batches OUTDIR [SECONDS] | mixed OUTDIR [SECONDS] | profile OUTDIR [WHEEL] | replicas OUTDIR [N] [SECONDS]" >&2
     exit 2
     ;;
 esac
