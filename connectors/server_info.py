@@ -35,6 +35,10 @@ class ModelInfo:
     # Bulk rows (and requests) held before the tokenizer until the queue drains.
     held_bulk_rows: int = 0
     held_bulk_requests: int = 0
+    # The server-side latency of the last interactive requests (at most 1,000): p50, p99, how many.
+    interactive_p50_ms: float = 0.0
+    interactive_p99_ms: float = 0.0
+    interactive_requests: int = 0
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -90,6 +94,9 @@ class ServerInfo:
                     enforce_eager=m.enforce_eager,
                     held_bulk_rows=m.held_bulk_rows,
                     held_bulk_requests=m.held_bulk_requests,
+                    interactive_p50_ms=m.interactive_p50_ms,
+                    interactive_p99_ms=m.interactive_p99_ms,
+                    interactive_requests=m.interactive_requests,
                 )
                 for m in r.models
             ),

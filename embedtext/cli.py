@@ -102,6 +102,16 @@ def info(target: str) -> None:
             click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens")
         else:
             click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens, {target}; {speed}")
+        if m.interactive_requests:
+            held = ""
+            if m.interactive_slo_ms:
+                held = f"; target {m.interactive_slo_ms:.0f} ms " + (
+                    "held" if m.interactive_p99_ms <= m.interactive_slo_ms else "missed at p99"
+                )
+            click.echo(
+                f"    interactive requests (last {m.interactive_requests:,}, in the server): "
+                f"p50 {m.interactive_p50_ms:.1f} ms, p99 {m.interactive_p99_ms:.1f} ms{held}"
+            )
         if m.interactive_slo_missed:
             click.echo(
                 f"    the engines are too slow to hold {m.interactive_slo_ms:.0f} ms even at their smallest "

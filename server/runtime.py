@@ -28,6 +28,7 @@ from embedtext.server.admission import Admission
 from embedtext.server.batching import Batch, BatchQueue, EmbedJob
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
+from embedtext.server.latency_window import LatencyWindow
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import ModelSpec
 from embedtext.server.options import EmbedOptions
@@ -103,6 +104,7 @@ class ModelRuntime:
         # --max-batch-tokens, as without classes.
         self.pacer = None
         self.interactive_slo_s = interactive_slo_s if self.queue.classes else None
+        self.interactive_latency = LatencyWindow()  # the last interactive requests, for Info
         if interactive_slo_s and self.queue.classes and engine_loop != "stepped":
             self.pacer = bulk_batch_pacer(spec, config, interactive_slo_s)
             self.queue.bulk_batch_tokens = self.pacer.batch_tokens
@@ -199,6 +201,7 @@ class ModelRuntime:
     # --- requests ----------------------------------------------------------------------
 
     async def embed_texts(self, texts: list[str], options: EmbedOptions, deadline: float | None) -> EmbedResult:
+        arrived = time.monotonic()
         self.admission.check_request(len(texts), options, started=self.started)
         held = self.tokenizing_gate.held_rows if self.tokenizing_gate is not None else 0
         self.admission.check_room(len(texts), held)  # refuse before spending tokenizer time
@@ -212,15 +215,16 @@ class ModelRuntime:
         finally:
             if gate is not None:
                 gate.leave(len(texts))  # its rows are queued (or refused): counted there now
-        return await self._finish(job, options)
+        return await self._finish(job, options, arrived)
 
     async def embed_token_ids(
         self, rows: list[list[int]], options: EmbedOptions, deadline: float | None
     ) -> EmbedResult:
+        arrived = time.monotonic()
         self.admission.check_request(len(rows), options, started=self.started)
         rows = self.tokenizers.check_token_ids(rows, truncate=options.truncate)
         job = self._submit(rows, options, deadline, self._interactive(len(rows), options))
-        return await self._finish(job, options)
+        return await self._finish(job, options, arrived)
 
     def _interactive(self, rows: int, options: EmbedOptions) -> bool:
         """The request's latency class: as it says, or by size (at most INTERACTIVE_MAX_ROWS rows)."""
@@ -244,8 +248,9 @@ class ModelRuntime:
         self.queue.submit(job)
         return job
 
-    async def _finish(self, job: EmbedJob, options: EmbedOptions) -> EmbedResult:
-        """Wait for a queued job's vectors and shape them as the request asked."""
+    async def _finish(self, job: EmbedJob, options: EmbedOptions, arrived: float) -> EmbedResult:
+        """Wait for a queued job's vectors and shape them as the request asked (``arrived``: when
+        its request came, before tokenizing)."""
         rows = job.rows
         normalize = self.spec.normalize if options.normalize is None else options.normalize
         try:
@@ -261,7 +266,10 @@ class ModelRuntime:
         self.metrics.tokens.labels(self.spec.name).inc(int(counts.sum()))
         self.metrics.class_rows.labels(self.spec.name, latency_class).inc(len(rows))
         self.metrics.class_queue_time.labels(self.spec.name, latency_class).observe(max(0.0, started - job.enqueued_at))
-        self.metrics.class_latency.labels(self.spec.name, latency_class).observe(time.monotonic() - job.enqueued_at)
+        now = time.monotonic()
+        self.metrics.class_latency.labels(self.spec.name, latency_class).observe(now - job.enqueued_at)
+        if job.interactive:
+            self.interactive_latency.add(now - arrived)
         return EmbedResult(
             model=self.spec.name,
             embeddings=embeddings,

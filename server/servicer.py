@@ -218,6 +218,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 enforce_eager=rt.eager,
                 held_bulk_rows=rt.tokenizing_gate.waiting_rows if rt.tokenizing_gate else 0,
                 held_bulk_requests=rt.tokenizing_gate.waiting_requests if rt.tokenizing_gate else 0,
+                **_interactive_latency_fields(rt),
             )
             for rt in self.runtimes
         ]
@@ -255,3 +256,9 @@ def add_service(servicer, server) -> None:
     }
     server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE, handlers),))
     server.add_registered_method_handlers(SERVICE, handlers)
+
+
+def _interactive_latency_fields(runtime) -> dict:
+    """Info's p50, p99 and count of the model's last interactive requests."""
+    p50, p99, count = runtime.interactive_latency.figures()
+    return {"interactive_p50_ms": p50, "interactive_p99_ms": p99, "interactive_requests": count}

@@ -14,6 +14,7 @@ from embedtext.protocol.errors import DeadlineExceededError
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS
 from embedtext.server.engine.vllm_stepped import STEPS_SHARE_OF_SLO
+from embedtext.server.latency_window import RECENT_INTERACTIVE_REQUESTS
 from embedtext.server.pacing import BULK_SHARE_OF_SLO
 from embedtext.server.resolved import resolve
 
@@ -81,6 +82,21 @@ def test_a_stepped_engine_reports_the_step_budget_it_sized_from_its_speed(server
     out = _embedtext_info(servers.minilm.target)
     assert f"engine steps: {step:,} tokens, paced for interactive requests within 250 ms" in out
     assert (", eager" in out) is model.enforce_eager
+
+
+def test_info_reports_the_latency_of_the_last_interactive_requests(servers):
+    target = servers.minilm.target
+    with embedtext.Client(target) as client:
+        before = client.info(refresh=True).model()
+        for i in range(5):
+            client.embed([f"which orders did customer {i} place"])  # one row: interactive
+        client.embed([f"bulk row {i} of a scan" for i in range(64)], latency_class="bulk")  # not counted
+        after = client.info(refresh=True).model()
+    assert after.interactive_requests == min(RECENT_INTERACTIVE_REQUESTS, before.interactive_requests + 5)
+    assert 0 < after.interactive_p50_ms <= after.interactive_p99_ms
+    out = _embedtext_info(target)
+    assert f"interactive requests (last {after.interactive_requests:,}, in the server): p50" in out
+    assert "target 250 ms" in out
 
 
 def _embedtext_info(target: str) -> str:
