@@ -21,7 +21,11 @@ one untimed bulk call (``warm_up``). Cases, per mode:
 A probed case also splits the probes' time by each reply's timings (p50 and p99 of each part):
 ``queue_*_ms`` (its rows waiting for an engine), ``engine_*_ms`` (the time its batch took on a
 replica: with the stepped engine, the step running when it came too) and ``rest_*_ms`` (the
-client, gRPC both ways, tokenizing, the server's hand-overs).
+client, gRPC both ways, tokenizing, the server's hand-overs). A server that steps its engines
+also keeps a step timeline (``--step-timeline``, server/engine/step_timeline.py), which splits
+the engine part inside the replica's worker: ``step_waited_*_ms`` (the rest of the step running
+when a query came), ``own_step_*_ms`` (the step that computed it), ``to_loop_*_ms`` (the hand-back
+to the worker's event loop) and ``in_worker_*_ms`` (all of it).
 
 Ratios (classes / fifo): ``mixed_interactive_p99_{phase}`` (lower is better; p99 over every
 round's probes), ``mixed_bulk_rows_per_s`` and ``mixed_bulk_rows_per_s_alone`` (target: at least
@@ -38,18 +42,22 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 
 from embedtext.bench.measure import make_case, percentiles_ms
 from embedtext.bench.rounds import SETTLE_S
 from embedtext.bench.servers import embedtext_server
+from embedtext.bench.step_timeline import read_timeline, timeline_parts
 from embedtext.connectors.client import AsyncClient
 from embedtext.connectors.requests import RequestOptions, plan_text_requests
 from embedtext.protocol.errors import EmbedTextError
-from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS
+from embedtext.server.config import ServerConfig
+from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS, resolve
 
 SUITE = "mixed"
 MODES = ("classes", "fifo")
@@ -122,6 +130,36 @@ def _parts_ms(got: dict) -> dict[str, float]:
     return out
 
 
+# The case fields of the step timeline's parts (``{name}_p50_ms``, ``{name}_p99_ms``).
+TIMELINE_FIELDS = {"waited_ms": "step_waited", "step_ms": "own_step", "to_loop_ms": "to_loop", "worker_ms": "in_worker"}
+
+
+def _timeline_ms(got: dict) -> dict[str, float]:
+    """p50 and p99 of each part of the engine time inside the worker, where a step timeline was kept.
+
+    >>> lines = [{"waited_ms": 4.0, "step_ms": 6.0, "step_rows": 3, "step_bulk_rows": 2, "to_loop_ms": 1.0,
+    ...           "worker_ms": 11.5}]
+    >>> _timeline_ms({"timeline": lines})["own_step_p50_ms"], _timeline_ms({})
+    (6.0, {})
+    """
+    _, parts = timeline_parts(got.get("timeline", ()))
+    out = {}
+    for part, name in TIMELINE_FIELDS.items():
+        if part in parts:
+            out[f"{name}_p50_ms"], out[f"{name}_p99_ms"] = parts[part]
+    return out
+
+
+def steps_its_engines(args: Sequence[str]) -> bool:
+    """A server started with ``args`` steps its vLLM engines itself, so it can keep a step timeline:
+    the flags parsed as ``embedtext serve`` parses them and resolved as it resolves them."""
+    from embedtext.server.cli import serve_command
+
+    params = serve_command.make_context("serve", list(args)).params
+    params.pop("token_file", None)
+    return resolve(ServerConfig(**params), "cpu").stepped  # stepped or not, whatever the device
+
+
 def _phase_line(got: dict) -> str:
     """A phase's figures for the progress line: a run cut short still leaves them in its log."""
     line = f"{len(got.get('latencies', ()))} probes, {got['rows']} rows in {got['elapsed']:.1f}s"
@@ -133,6 +171,12 @@ def _phase_line(got: dict) -> str:
             line += " (p50 queue {queue_p50_ms:.1f}, engine {engine_p50_ms:.1f}, rest {rest_p50_ms:.1f} ms)".format(
                 **parts
             )
+        steps = _timeline_ms(got)
+        if steps:
+            line += (
+                " (in the worker, p50: the running step {step_waited_p50_ms:.1f}, own step {own_step_p50_ms:.1f}, "
+                "back to its loop {to_loop_p50_ms:.1f} ms)"
+            ).format(**steps)
     if got["rows"] and got["elapsed"]:
         line += f", {got['rows'] / got['elapsed']:,.0f} rows/s"
     return line + (f", {got['failed_calls']} calls failed" if "failed_calls" in got else "")
@@ -338,10 +382,13 @@ def run_mixed(
     seen: dict[tuple[str, str], dict] = {}
     with ExitStack() as stack:
         progress(f"mixed: {len(modes)} servers ({', '.join(modes)}) on {models[0]}")
-        servers = {
-            mode: stack.enter_context(embedtext_server(list(models), args=[*args, *server_args(mode, slo_ms)]))
-            for mode in modes
-        }
+        timelines = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="embedtext-mixed-")))
+        servers = {}
+        for mode in modes:
+            mode_args = [*args, *server_args(mode, slo_ms)]
+            if steps_its_engines(mode_args):
+                mode_args += ["--step-timeline", str(timelines / f"{mode}.jsonl")]
+            servers[mode] = stack.enter_context(embedtext_server(list(models), args=mode_args))
         for mode, server in servers.items():
             took = asyncio.run(warm_up(server.target, bulk_texts[:BULK_ROWS]))
             progress(f"mixed: {mode} warmed up ({took:.1f}s, untimed)")
@@ -351,13 +398,16 @@ def run_mixed(
             for mode in order:
                 for kind, phase in phases + ([(f"flood{flood_clients}", flood)] if last and flood_clients else []):
                     time.sleep(settle_s)  # the other engine stops spinning first
+                    since = time.time()
                     got = asyncio.run(phase(servers[mode].target))
+                    got["timeline"] = read_timeline(timelines / f"{mode}.jsonl", since, time.time())
                     _merge(seen.setdefault((mode, kind), {}), got)
                     progress(f"mixed: round {number + 1} {mode} {kind}: {_phase_line(got)}")
     cases = []
     for (mode, kind), got in sorted(seen.items()):
         timed = ("latencies", "rows", "elapsed")
-        extra = {k: v for k, v in got.items() if k not in timed and not k.startswith("probe_")} | _parts_ms(got)
+        kept = {k: v for k, v in got.items() if k not in timed and k != "timeline" and not k.startswith("probe_")}
+        extra = kept | _parts_ms(got) | _timeline_ms(got)
         if "scan_seconds" in extra:
             half = scan_rows // 2
             extra["scan_rows_per_s"] = [round(half / s, 1) for s in extra["scan_seconds"]]

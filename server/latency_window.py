@@ -19,6 +19,7 @@ requests are not counted. Prometheus has the same from the queue on, over any ra
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 
 # How many of the last interactive requests Info's p50 and p99 are taken over.
 RECENT_INTERACTIVE_REQUESTS = 1000
@@ -32,12 +33,17 @@ class LatencyWindow:
         self._seconds.append(seconds)
 
     def figures(self) -> tuple[float, float, int]:
-        """p50 and p99 in ms (nearest rank; 0.0 with nothing yet), and how many requests they cover."""
+        """p50 and p99 in ms (0.0 with nothing yet), and how many requests they cover."""
         ranked = sorted(self._seconds)
         if not ranked:
             return 0.0, 0.0, 0
+        return round(1000 * nearest_rank(ranked, 0.50), 2), round(1000 * nearest_rank(ranked, 0.99), 2), len(ranked)
 
-        def rank(share: float) -> float:
-            return round(1000 * ranked[min(len(ranked) - 1, max(0, round(share * len(ranked)) - 1))], 2)
 
-        return rank(0.50), rank(0.99), len(ranked)
+def nearest_rank(ranked: Sequence[float], share: float) -> float:
+    """The value at ``share`` of sorted, non-empty ``ranked`` (nearest rank: one of the values).
+
+    >>> nearest_rank([1.0, 2.0, 3.0, 4.0], 0.5), nearest_rank([1.0, 2.0, 3.0, 4.0], 0.99)
+    (2.0, 4.0)
+    """
+    return ranked[min(len(ranked) - 1, max(0, round(share * len(ranked)) - 1))]

@@ -22,7 +22,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
-import json
 import shutil
 import subprocess
 import sys
@@ -33,30 +32,11 @@ from embedtext.bench.corpus import BenchCorpus
 from embedtext.bench.measure import percentiles_ms, process_names
 from embedtext.bench.mixed import BULK_ROWS, PROBE_PARTS, probe_figures, probed_load, warm_up
 from embedtext.bench.servers import embedtext_server
+from embedtext.bench.step_timeline import read_timeline, timeline_parts
 from embedtext.server.engine.worker import PROCESS_NAME as WORKER_NAME
 from embedtext.server.models import load_model_spec
 
 SAMPLES_A_SECOND = 200
-# What the step timeline's lines say of each batch with interactive rows (server/engine/step_timeline.py).
-TIMELINE_PARTS = ("waited_ms", "step_ms", "step_rows", "step_bulk_rows", "to_loop_ms", "worker_ms")
-
-
-def timeline_parts(path: Path, since: float, until: float) -> tuple[int, dict[str, tuple[float, float]]]:
-    """How many of the step timeline's lines were written between ``since`` and ``until`` (Unix
-    time), and the p50 and p99 of each of their ``TIMELINE_PARTS``."""
-    lines = [json.loads(text) for text in path.read_text().splitlines()] if path.exists() else []
-    lines = [line for line in lines if since <= line["at"] <= until]
-    if not lines:
-        return 0, {}
-    parts = {}
-    for part in TIMELINE_PARTS:
-        values = sorted(line[part] for line in lines)
-        parts[part] = (_nearest_rank(values, 0.50), _nearest_rank(values, 0.99))
-    return len(lines), parts
-
-
-def _nearest_rank(values: list[float], share: float) -> float:
-    return round(float(values[min(len(values) - 1, max(0, int(share * len(values) + 0.5) - 1))]), 2)
 
 
 def timeline_line(phase: str, batches: int, parts: dict[str, tuple[float, float]]) -> str:
@@ -167,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                 line += f"; {part} {part_p50} / {part_p99}"
             print(line, flush=True)
             report.append(line)
-            line = timeline_line(phase, *timeline_parts(steps, since, time.time()))
+            line = timeline_line(phase, *timeline_parts(read_timeline(steps, since, time.time())))
             print(line, flush=True)
             report.append(line)
     for raw in sorted(args.out.glob("*.raw")):

@@ -165,3 +165,12 @@ def test_a_probe_s_time_splits_into_the_server_s_parts_from_its_reply():
     assert parts["engine_p50_ms"] == 5.0 and parts["queue_p99_ms"] == 2.0 and parts["rest_p50_ms"] == 8.0
     # A phase where some reply lacked them reports the latencies alone.
     assert set(probe_figures([probe, ProbeTime(0.5)])) == {"latencies"}
+
+
+def test_the_servers_that_step_their_engines_keep_a_step_timeline_and_the_others_do_not():
+    from embedtext.bench.mixed import GPU_MODES, server_args, steps_its_engines
+
+    stepped = {mode: steps_its_engines(server_args(mode, 20.0)) for mode in GPU_MODES}
+    assert stepped == {"classes": True, "unpaced": True, "paced": False, "fifo": False}
+    # The null engine (the bookkeeping test's servers) has no steps: it is given no timeline.
+    assert not any(steps_its_engines(["--engine", "null", *server_args(mode, None)]) for mode in GPU_MODES)

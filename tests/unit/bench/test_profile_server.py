@@ -33,24 +33,25 @@ def test_the_summary_ranks_each_thread_s_frames_by_share_leaving_out_its_entry(t
 
 
 def test_the_step_timeline_of_a_phase_is_split_into_its_parts(tmp_path):
+    from embedtext.bench.step_timeline import read_timeline, timeline_parts
+
     steps = tmp_path / "steps.jsonl"
-    line = {"replica": "m/0", "rows": 1, "interactive_rows": 1, "steps": 1, "step_tokens": 12}
+    line = {"replica": "m/0", "rows": 1, "interactive_rows": 1, "steps": 1, "step_tokens": 12, "to_loop_ms": 0.5}
     lines = [
         {**line, "at": 100.0, "waited_ms": 50.0, "step_ms": 50.0, "step_rows": 9, "step_bulk_rows": 8},  # before
         *(
             {**line, "at": 200.0 + i, "waited_ms": float(i), "step_ms": 2.0 * i, "step_rows": i, "step_bulk_rows": 0}
-            | {"to_loop_ms": 0.5, "worker_ms": 3.0 * i + 0.5}
+            | {"worker_ms": 3.0 * i + 0.5}
             for i in range(1, 101)
         ),
     ]
-    lines[0] |= {"to_loop_ms": 0.5, "worker_ms": 100.5}
+    lines[0] |= {"worker_ms": 100.5}
     steps.write_text("".join(json.dumps(one) + "\n" for one in lines))
-    script = _script()
-    batches, parts = script.timeline_parts(steps, since=150.0, until=400.0)
+    batches, parts = timeline_parts(read_timeline(steps, since=150.0, until=400.0))
     assert batches == 100
     assert parts["waited_ms"] == (50.0, 99.0) and parts["step_ms"] == (100.0, 198.0)
     assert parts["to_loop_ms"] == (0.5, 0.5) and parts["worker_ms"] == (150.5, 297.5)
-    said = script.timeline_line("bulk", batches, parts)
+    said = _script().timeline_line("bulk", batches, parts)
     assert said.startswith("bulk: in the engine (100 batches") and "the running step 50 / 99" in said
-    assert script.timeline_parts(tmp_path / "none.jsonl", 0.0, 1e12) == (0, {})
-    assert "no step timeline" in script.timeline_line("idle", 0, {})
+    assert read_timeline(tmp_path / "none.jsonl", 0.0, 1e12) == [] and timeline_parts([]) == (0, {})
+    assert "no step timeline" in _script().timeline_line("idle", 0, {})
