@@ -6,6 +6,7 @@ server/resolved.py."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
+from pathlib import Path
 from typing import Any
 
 from embedtext.protocol import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PORT
@@ -182,6 +183,8 @@ class ServerConfig:
             raise ValueError("the token is empty or holds a line break")
         if self.step_timeline and (self.engine_loop == "async" or self.engine != "vllm"):
             raise ValueError("--step-timeline records a stepped engine's steps: it needs --engine-loop stepped or auto")
+        if self.step_timeline and not Path(self.step_timeline).absolute().parent.is_dir():
+            raise ValueError(f"--step-timeline {self.step_timeline}: its folder does not exist")
         if self.uds is None and not is_loopback_host(self.host) and not (self.tls_cert and self.token):
             raise ValueError(
                 f"refusing to listen on {self.host}: beyond loopback (127.0.0.1, ::1) or a Unix socket (--uds) "

@@ -89,6 +89,8 @@ def test_the_step_timeline_reaches_a_stepped_engine_as_an_absolute_path(tmp_path
 def test_a_step_timeline_needs_a_stepped_engine(settings):
     with pytest.raises(ValueError, match="--step-timeline records a stepped engine's steps"):
         ServerConfig(step_timeline="steps.jsonl", **settings)
+    with pytest.raises(ValueError, match="its folder does not exist"):
+        ServerConfig(step_timeline="no-such-folder/steps.jsonl")
 
 
 def test_engine_loop_takes_auto_async_or_stepped():
