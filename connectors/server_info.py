@@ -39,6 +39,8 @@ class ModelInfo:
     interactive_p50_ms: float = 0.0
     interactive_p99_ms: float = 0.0
     interactive_requests: int = 0
+    # Of the healthy replicas, those that run interactive requests only (--interactive-replica).
+    interactive_replicas: int = 0
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -97,6 +99,7 @@ class ServerInfo:
                     interactive_p50_ms=m.interactive_p50_ms,
                     interactive_p99_ms=m.interactive_p99_ms,
                     interactive_requests=m.interactive_requests,
+                    interactive_replicas=m.interactive_replicas,
                 )
                 for m in r.models
             ),

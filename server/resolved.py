@@ -45,8 +45,13 @@ class ResolvedSettings:
         """The engine the factory builds: ``vllm-stepped`` for the stepped loop, else ``--engine``."""
         return "vllm-stepped" if self.stepped else ("vllm" if self.engine_loop else "null")
 
-    def engine_settings(self, config: ServerConfig, memory_fraction: float) -> EngineSettings:
-        """What each engine starts with, holding ``memory_fraction`` of the device."""
+    def engine_settings(
+        self, config: ServerConfig, memory_fraction: float, interactive: bool = False
+    ) -> EngineSettings:
+        """What each engine starts with, holding ``memory_fraction`` of the device. Beside an
+        interactive replica (``--interactive-replica``) the bulk engines run no queries and step
+        unpaced; the interactive one (``interactive``) keeps the target for when it runs bulk work."""
+        paced = self.stepped and (interactive or not config.interactive_replica)
         return EngineSettings(
             memory_fraction=memory_fraction,
             max_batch_tokens=config.max_batch_tokens,
@@ -55,8 +60,9 @@ class ResolvedSettings:
             dtype=self.dtype.dtype,
             enforce_eager=self.enforce_eager,
             priority_scheduling=config.scheduling == "classes",
-            interactive_slo_s=self.interactive_slo_s if self.stepped else None,
+            interactive_slo_s=self.interactive_slo_s if paced else None,
             step_timeline=str(Path(config.step_timeline).absolute()) if self.stepped and config.step_timeline else None,
+            switch_interval_s=config.switch_interval_ms / 1000.0 if config.switch_interval_ms else None,
         )
 
 

@@ -2,6 +2,10 @@
 
 Load is added and removed in exactly one place, :meth:`LeastInFlightTokensPolicy.lease`,
 with the same cost, synchronously, so the count cannot drift on errors or cancellation.
+
+With an interactive replica (``--interactive-replica``), each class has replicas of its own:
+interactive batches go to the interactive replica, bulk batches to the others, so a query never
+waits behind a bulk engine step. A class whose own replicas are all down borrows the others'.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ class Replica:
     batches_total: int = 0
     restarts: int = 0
     generation: int = 0
+    interactive_only: bool = False  # runs interactive batches only while a bulk replica is healthy
 
 
 class LeastInFlightTokensPolicy:
@@ -43,13 +48,16 @@ class LeastInFlightTokensPolicy:
         self._changed = asyncio.Event()
 
     @classmethod
-    def of_count(cls, count: int, *, max_batches_per_replica: int = 2) -> LeastInFlightTokensPolicy:
-        """A router over ``count`` replicas that have no engine yet (the supervisor starts them)."""
+    def of_count(
+        cls, count: int, *, max_batches_per_replica: int = 2, interactive_replicas: int = 0
+    ) -> LeastInFlightTokensPolicy:
+        """A router over ``count`` replicas that have no engine yet (the supervisor starts them),
+        and after them ``interactive_replicas`` that run interactive batches only."""
         if count < 1:
             raise ValueError("a model needs at least one replica")
-        return cls(
-            [Replica(index=i, backend=None) for i in range(count)], max_batches_per_replica=max_batches_per_replica
-        )
+        replicas = [Replica(index=i, backend=None) for i in range(count)]
+        replicas += [Replica(index=count + i, backend=None, interactive_only=True) for i in range(interactive_replicas)]
+        return cls(replicas, max_batches_per_replica=max_batches_per_replica)
 
     def changed(self) -> None:
         """Wake every waiter: a lease ended, or a replica's health changed."""
@@ -59,32 +67,45 @@ class LeastInFlightTokensPolicy:
     def _has_room(self, replica: Replica, extra: int = 0) -> bool:
         return replica.healthy and replica.inflight_batches < self.max_batches_per_replica + extra
 
-    def has_room(self, extra: int = 0) -> bool:
-        """Some healthy replica could take one more batch (``extra``: slots beyond the bound,
-        which interactive batches may use so they do not wait behind bulk work)."""
-        return any(self._has_room(r, extra) for r in self.replicas)
+    def _serving(self, interactive: bool) -> list[Replica]:
+        """The replicas a batch of this class may run on: its class's own while one is healthy,
+        else every replica (a class never waits for a restart while another class's engine runs)."""
+        own = [r for r in self.replicas if r.interactive_only == interactive]
+        return own if any(r.healthy for r in own) else self.replicas
 
-    def pick(self, avoid: Collection[Replica] = (), extra: int = 0) -> Replica | None:
-        candidates = [r for r in self.replicas if self._has_room(r, extra)]
+    def has_room(self, extra: int = 0, interactive: bool = False) -> bool:
+        """Some healthy replica could take one more batch of this class (``extra``: slots beyond
+        the bound, which interactive batches may use so they do not wait behind bulk work)."""
+        return any(self._has_room(r, extra) for r in self._serving(interactive))
+
+    def pick(self, avoid: Collection[Replica] = (), extra: int = 0, interactive: bool = False) -> Replica | None:
+        serving = self._serving(interactive)
+        candidates = [r for r in serving if self._has_room(r, extra)]
         preferred = [r for r in candidates if r not in avoid]
-        pool = preferred or ([] if any(r.healthy and r not in avoid for r in self.replicas) else candidates)
+        pool = preferred or ([] if any(r.healthy and r not in avoid for r in serving) else candidates)
         if not pool:
             return None
         return min(pool, key=lambda r: (r.inflight_tokens, r.inflight_batches, r.index))
 
     @property
     def any_idle(self) -> bool:
-        """Some healthy replica has no batch in flight."""
-        return any(r.healthy and r.inflight_batches == 0 for r in self.replicas)
+        """Some healthy replica that runs bulk batches has none in flight (interactive batches never wait)."""
+        return any(r.healthy and r.inflight_batches == 0 for r in self._serving(False))
+
+    def healthy_serving(self, interactive: bool = False) -> int:
+        """Healthy replicas a batch of this class may run on now."""
+        return sum(1 for r in self._serving(interactive) if r.healthy)
 
     @property
     def any_healthy(self) -> bool:
         return any(r.healthy for r in self.replicas)
 
     @asynccontextmanager
-    async def lease(self, cost: int, avoid: Collection[Replica] = (), extra: int = 0) -> AsyncIterator[Replica]:
+    async def lease(
+        self, cost: int, avoid: Collection[Replica] = (), extra: int = 0, interactive: bool = False
+    ) -> AsyncIterator[Replica]:
         """Hold ``cost`` tokens on the chosen replica for the duration of the block."""
-        while (replica := self.pick(avoid, extra)) is None:
+        while (replica := self.pick(avoid, extra, interactive)) is None:
             await self._changed.wait()
         replica.inflight_tokens += cost
         replica.inflight_batches += 1

@@ -76,6 +76,7 @@ class ModelRuntime:
         dtype: str = "",
         engine_loop: str = "",
         eager: bool = False,
+        interactive_replica: bool = False,
     ) -> None:
         self.spec = spec
         self.dtype = dtype  # what the engines compute in (server/host/cpu_features.py)
@@ -105,7 +106,8 @@ class ModelRuntime:
         self.pacer = None
         self.interactive_slo_s = interactive_slo_s if self.queue.classes else None
         self.interactive_latency = LatencyWindow()  # the last interactive requests, for Info
-        if interactive_slo_s and self.queue.classes and engine_loop != "stepped":
+        # With an interactive replica, queries never run behind bulk batches: those need no pacing.
+        if interactive_slo_s and self.queue.classes and engine_loop != "stepped" and not interactive_replica:
             self.pacer = bulk_batch_pacer(spec, config, interactive_slo_s)
             self.queue.bulk_batch_tokens = self.pacer.batch_tokens
             log.info(
@@ -116,7 +118,9 @@ class ModelRuntime:
         metrics.bulk_batch_tokens.labels(spec.name).set_function(lambda: self.queue.bulk_batch_tokens)
         metrics.engine_tokens_per_s.labels(spec.name).set_function(lambda: self.engine_tokens_per_s)
         self.router = LeastInFlightTokensPolicy.of_count(
-            config.replicas, max_batches_per_replica=config.max_batches_per_replica
+            config.replicas,
+            max_batches_per_replica=config.max_batches_per_replica,
+            interactive_replicas=1 if interactive_replica else 0,
         )
         self.supervisor = ReplicaSupervisor(spec.name, self.router, backend_factory, metrics=metrics)
         for replica in self.supervisor.replicas:
@@ -137,9 +141,8 @@ class ModelRuntime:
             self.queue.on_rows_left = self.tokenizing_gate.release
             metrics.bulk_rows_held.labels(spec.name).set_function(lambda: self.tokenizing_gate.waiting_rows)
         self.started = False
-        self.admission = Admission(
-            spec, config, self.queue, self.speed, metrics, healthy=lambda: self.supervisor.healthy_count
-        )
+        # Deadlines are estimated on the engines bulk rows run on (an interactive replica adds none).
+        self.admission = Admission(spec, config, self.queue, self.speed, metrics, healthy=self.router.healthy_serving)
         self._tasks: set[asyncio.Task] = set()
         self._dispatcher: asyncio.Task | None = None
 
@@ -291,7 +294,7 @@ class ModelRuntime:
         def room(interactive: bool) -> bool:
             # Rows pile up in the queue (bigger batches) while every replica is busy; interactive
             # rows may take one slot beyond the bound, so they never wait behind bulk batches.
-            return policy.has_room(INTERACTIVE_EXTRA_SLOTS if interactive else 0)
+            return policy.has_room(INTERACTIVE_EXTRA_SLOTS if interactive else 0, interactive)
 
         while True:
             batch = await self.queue.next_batch(engine_idle, room)
@@ -333,7 +336,9 @@ class ModelRuntime:
             try:
                 async with asyncio.timeout(wait):
                     extra = INTERACTIVE_EXTRA_SLOTS if batch.interactive_rows else 0
-                    async with policy.lease(batch.tokens, avoid=tried, extra=extra) as replica:
+                    async with policy.lease(
+                        batch.tokens, avoid=tried, extra=extra, interactive=bool(batch.interactive_rows)
+                    ) as replica:
                         await self._run_on(replica, batch)
                 return
             except TimeoutError:

@@ -345,3 +345,47 @@ def guarded(tiny_model_dir, tls_files, tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+# Batch rows of the interactive-replica server: a bulk call makes many batches, each counted.
+INTERACTIVE_REPLICA_BATCH_ROWS = 64
+
+
+class MetricsServer:
+    """A LocalServer and its Prometheus port."""
+
+    def __init__(self, server, metrics_port: int) -> None:
+        self.server = server
+        self.target = server.target
+        self.process = server.process
+        self.metrics_port = metrics_port
+
+    def metrics(self) -> dict[str, float]:
+        return read_metrics(self.metrics_port)
+
+
+@pytest.fixture(scope="module")
+def interactive_replica_server(tiny_model_dir, tmp_path_factory):
+    """The tiny model on one bulk engine and one interactive engine (``--interactive-replica``),
+    stepped as by default, with batches of at most INTERACTIVE_REPLICA_BATCH_ROWS rows."""
+    from embedtext.connectors.local_server import LocalServer
+
+    port = free_port()
+    server = LocalServer(
+        [f"tiny={tiny_model_dir}"],
+        replicas=1,
+        args=[
+            "--interactive-replica",
+            "--metrics-port",
+            str(port),
+            "--max-batch-rows",
+            str(INTERACTIVE_REPLICA_BATCH_ROWS),
+        ],
+        log_path=tmp_path_factory.mktemp("logs") / "interactive-replica.log",
+    )
+    server.start()
+    try:
+        server.wait_ready(START_TIMEOUT_S)
+        yield MetricsServer(server, port)
+    finally:
+        server.stop()

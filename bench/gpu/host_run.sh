@@ -9,6 +9,7 @@
 #   bash bench/gpu/host_run.sh replicas OUTDIR [N] [S] # the GPU suite's bulk rows/s at N replicas (default 4), with
 #                                                     # no target and then paced to the default 20 ms, each cut at S s
 #
+# SERVE_ARGS="--interactive-replica" adds arguments to the profiled server's.
 # MODES=classes,unpaced,fifo picks the mixed suite's servers (default: all four GPU_MODES of
 # bench/mixed.py; each compiled server takes a minute or more to start, one after another).
 #
@@ -52,7 +53,9 @@ case $step in
     # py-spy is not in the kit: install its wheel (carried beside the kit) into the venv first.
     mkdir -p "$1"
     [[ -n ${2:-} ]] && "$VENV/bin/pip" install -q --no-deps --no-index "$2"
-    timeout -k 10 300 "$VENV/bin/python" bench/gpu/profile_server.py --out "$1/profile" 2>&1 \
+    # SERVE_ARGS: more `embedtext serve` arguments for the profiled server (word-split).
+    # shellcheck disable=SC2086
+    timeout -k 10 300 "$VENV/bin/python" bench/gpu/profile_server.py --out "$1/profile" ${SERVE_ARGS:+-- $SERVE_ARGS} 2>&1 \
       | tee "$1/profile.log" | grep -E "^(idle|bulk):|wrote|failed|Error|error"
     ;;
   replicas)

@@ -69,6 +69,8 @@ class EngineSettings:
     interactive_slo_s: float | None = None
     # A stepped engine appends the timeline of each batch with interactive rows to this file (None: off).
     step_timeline: str | None = None
+    # Python's thread switch interval in an engine's worker process (None: Python's own).
+    switch_interval_s: float | None = None
 
 
 def detect_device() -> str:

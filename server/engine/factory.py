@@ -28,9 +28,19 @@ def make_backend(spec: ModelSpec, settings: EngineSettings, *, engine: str, own_
 
 
 def backend_factory(
-    spec: ModelSpec, settings: EngineSettings, *, engine: str, own_process: bool
+    spec: ModelSpec,
+    settings: EngineSettings,
+    *,
+    engine: str,
+    own_process: bool,
+    interactive_settings: EngineSettings | None = None,
+    interactive_from: int = 0,
 ) -> Callable[[int], Backend]:
-    """Replica index -> a new backend named ``model/index``."""
-    return lambda index: make_backend(
-        spec, settings, engine=engine, own_process=own_process, name=f"{spec.name}/{index}"
-    )
+    """Replica index -> a new backend named ``model/index``; from index ``interactive_from`` on,
+    with ``interactive_settings`` where given (the interactive replica)."""
+
+    def make(index: int) -> Backend:
+        own = interactive_settings if interactive_settings is not None and index >= interactive_from else settings
+        return make_backend(spec, own, engine=engine, own_process=own_process, name=f"{spec.name}/{index}")
+
+    return make

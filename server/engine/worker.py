@@ -156,6 +156,8 @@ async def _main(args: argparse.Namespace) -> int:
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     spec = spec_from_json(args.spec)
     settings = EngineSettings(**json.loads(args.settings))
+    if settings.switch_interval_s:
+        sys.setswitchinterval(settings.switch_interval_s)  # the event loop takes replies from a busy engine thread
     worker = EngineWorker(
         make_backend(spec, settings, engine=args.engine, own_process=False, name=args.name), reader, writer, args.engine
     )

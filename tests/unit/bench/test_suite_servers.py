@@ -68,6 +68,17 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     assert _server(server_args("classes"), monkeypatch, "cuda")[1].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000
 
 
+def test_the_mixed_suite_can_run_the_defaults_with_one_change_each(monkeypatch):
+    """``short_switch``: the defaults with a 0.5 ms GIL switch interval; ``interactive_replica``: the
+    defaults with one more engine for queries. Both hold the bench's target."""
+    switch_config, switch = _server(server_args("short_switch", 20.0), monkeypatch, "cuda")
+    assert switch_config.switch_interval_ms == 0.5 and switch.interactive_slo_s == 0.02 and switch.stepped
+    assert _server(server_args("classes", 20.0), monkeypatch, "cuda")[0].switch_interval_ms is None
+    replica_config, replica = _server(server_args("interactive_replica", 20.0), monkeypatch, "cuda")
+    assert replica_config.interactive_replica and replica.interactive_slo_s == 0.02 and replica.stepped
+    assert not switch_config.interactive_replica
+
+
 def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_target(monkeypatch):
     """Its servers hold no target by default (bulk work alone: the throughput a bulk-only server
     gets); --gpu-paced keeps the GPU's default target and held-back tokenizing, as a server shared

@@ -77,6 +77,36 @@ def test_a_stepped_engine_paces_its_steps_and_the_server_its_batches_no_more():
         runtime.tokenizers.close()
 
 
+@pytest.mark.parametrize("loop", ["stepped", "async"])
+def test_beside_an_interactive_replica_the_bulk_engines_run_unpaced(loop):
+    from embedtext.server import app
+    from embedtext.server.metrics import ServerMetrics
+
+    config = ServerConfig(engine_loop=loop, replicas=2, interactive_replica=True)
+    (runtime,) = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
+    replicas = runtime.supervisor.replicas
+    assert [r.interactive_only for r in replicas] == [False, False, True]
+    engines = [runtime.supervisor._factory(r.index) for r in replicas]
+    # Queries run on the third engine alone: nothing paces the bulk ones, the server's batches included.
+    assert runtime.pacer is None and runtime.interactive_slo_s == 0.25
+    assert [e.settings.interactive_slo_s for e in engines] == [None, None, 0.25 if loop == "stepped" else None]
+    assert [e.settings.memory_fraction for e in engines] == pytest.approx([0.2 / 3] * 3)
+    runtime.tokenizers.close()
+
+
+def test_an_interactive_replica_needs_latency_classes():
+    with pytest.raises(ValueError, match="--interactive-replica serves the interactive class"):
+        ServerConfig(interactive_replica=True, scheduling="fifo")
+
+
+def test_a_switch_interval_reaches_the_engines_and_none_leaves_pythons():
+    config = ServerConfig(switch_interval_ms=0.5)
+    assert resolve(config, "cpu").engine_settings(config, 0.2).switch_interval_s == 0.0005
+    assert resolve(ServerConfig(), "cpu").engine_settings(ServerConfig(), 0.2).switch_interval_s is None
+    with pytest.raises(ValueError, match="--switch-interval-ms must be at least 0.05"):
+        ServerConfig(switch_interval_ms=0.01)
+
+
 def test_the_step_timeline_reaches_a_stepped_engine_as_an_absolute_path(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     config = ServerConfig(step_timeline="steps.jsonl")

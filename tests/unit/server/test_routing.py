@@ -108,3 +108,64 @@ def test_any_idle_means_a_healthy_replica_with_nothing_in_flight():
         return seen
 
     assert asyncio.run(run()) == [True, True, False, False]
+
+
+def _with_interactive_replica(bulk=2, per=2):
+    policy = LeastInFlightTokensPolicy.of_count(bulk, max_batches_per_replica=per, interactive_replicas=1)
+    for replica in policy.replicas:
+        replica.healthy = True
+    return policy, policy.replicas
+
+
+def test_each_class_runs_on_its_own_replicas():
+    async def run():
+        policy, replicas = _with_interactive_replica()
+        query = replicas[-1]
+        assert query.interactive_only and query.index == 2 and not any(r.interactive_only for r in replicas[:-1])
+        bulk_got, query_got = [], []
+        async with policy.lease(5, interactive=True) as r:
+            query_got.append(r)
+            # The interactive replica is the least loaded of the rest, yet bulk batches never go there.
+            async with policy.lease(100) as a, policy.lease(100) as b, policy.lease(100) as c:
+                bulk_got += [a, b, c]
+            async with policy.lease(5, interactive=True) as r2:
+                query_got.append(r2)  # busy, but still the queries' own
+        return bulk_got, query_got, query, replicas
+
+    bulk_got, query_got, query, replicas = asyncio.run(run())
+    assert query not in bulk_got and set(bulk_got) == set(replicas[:-1])
+    assert query_got == [query, query]
+    assert all(r.inflight_batches == 0 for r in replicas)
+
+
+def test_room_and_idleness_are_per_class():
+    async def run():
+        policy, replicas = _with_interactive_replica(bulk=1, per=1)
+        seen = []
+        async with policy.lease(100):  # the bulk replica's one slot
+            seen.append((policy.has_room(), policy.has_room(interactive=True), policy.any_idle))
+        async with policy.lease(5, interactive=True):
+            # An interactive batch in flight leaves the bulk replica idle and with room.
+            seen.append((policy.has_room(), policy.has_room(interactive=True), policy.any_idle))
+        return seen
+
+    assert asyncio.run(run()) == [(False, True, False), (True, False, True)]
+
+
+def test_a_class_borrows_the_other_replicas_while_its_own_are_down():
+    async def run():
+        policy, replicas = _with_interactive_replica(bulk=1)
+        bulk, query = replicas
+        query.healthy = False  # restarting: queries run on the bulk engine meanwhile
+        async with policy.lease(5, interactive=True) as r:
+            got = [r]
+        query.healthy, bulk.healthy = True, False  # and bulk work on the interactive one
+        async with policy.lease(100) as r:
+            got.append(r)
+        bulk.healthy = True
+        async with policy.lease(100) as r:
+            got.append(r)  # back on its own
+        return got, bulk, query
+
+    got, bulk, query = asyncio.run(run())
+    assert got == [bulk, query, bulk]
