@@ -138,7 +138,13 @@ def _parts_ms(got: dict) -> dict[str, float]:
 
 
 # The case fields of the step timeline's parts (``{name}_p50_ms``, ``{name}_p99_ms``).
-TIMELINE_FIELDS = {"waited_ms": "step_waited", "step_ms": "own_step", "to_loop_ms": "to_loop", "worker_ms": "in_worker"}
+TIMELINE_FIELDS = {
+    "waited_ms": "step_waited",
+    "step_ms": "own_step",
+    "to_loop_ms": "to_loop",
+    "worker_ms": "in_worker",
+    "gc_ms": "gc",
+}
 
 
 def _timeline_ms(got: dict) -> dict[str, float]:
@@ -182,8 +188,9 @@ def _phase_line(got: dict) -> str:
         if steps:
             line += (
                 " (in the worker, p50: the running step {step_waited_p50_ms:.1f}, own step {own_step_p50_ms:.1f}, "
-                "back to its loop {to_loop_p50_ms:.1f} ms)"
+                "back to its loop {to_loop_p50_ms:.1f} ms"
             ).format(**steps)
+            line += f"; garbage collection p99 {steps['gc_p99_ms']:.1f} ms)" if "gc_p99_ms" in steps else ")"
     if got["rows"] and got["elapsed"]:
         line += f", {got['rows'] / got['elapsed']:,.0f} rows/s"
     return line + (f", {got['failed_calls']} calls failed" if "failed_calls" in got else "")

@@ -24,8 +24,8 @@ import numpy as np
 
 from embedtext.server.latency_window import nearest_rank
 
-# What each line says of a batch with interactive rows, in ms or rows.
-TIMELINE_PARTS = ("waited_ms", "step_ms", "step_rows", "step_bulk_rows", "to_loop_ms", "worker_ms")
+# What each line says of a batch with interactive rows, in ms or rows (``gc_ms`` since stop 37).
+TIMELINE_PARTS = ("waited_ms", "step_ms", "step_rows", "step_bulk_rows", "to_loop_ms", "worker_ms", "gc_ms")
 
 
 def read_timeline(path: Path, since: float, until: float) -> list[dict]:
@@ -39,11 +39,14 @@ def read_timeline(path: Path, since: float, until: float) -> list[dict]:
 
 
 def timeline_parts(lines: Sequence[dict]) -> tuple[int, dict[str, tuple[float, float]]]:
-    """How many lines, and the p50 and p99 (nearest rank) of each of their ``TIMELINE_PARTS``."""
+    """How many lines, and the p50 and p99 (nearest rank) of each of their ``TIMELINE_PARTS``
+    that every line has (older timelines lack ``gc_ms``)."""
     if not lines:
         return 0, {}
     parts = {}
     for part in TIMELINE_PARTS:
+        if not all(part in line for line in lines):
+            continue
         values = sorted(line[part] for line in lines)
         parts[part] = (round(float(nearest_rank(values, 0.50)), 2), round(float(nearest_rank(values, 0.99)), 2))
     return len(lines), parts

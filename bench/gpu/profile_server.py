@@ -50,6 +50,7 @@ def timeline_line(phase: str, batches: int, parts: dict[str, tuple[float, float]
         "step_bulk_rows": "bulk rows in it",
         "to_loop_ms": "back to the event loop",
         "worker_ms": "in the worker",
+        "gc_ms": "garbage collection",
     }
     figures = "; ".join(f"{say[part]} {p50:g} / {p99:g}" for part, (p50, p99) in parts.items())
     return f"{phase}: in the engine ({batches} batches, ms and rows, p50 / p99): {figures}"

@@ -14,6 +14,8 @@ line per batch with interactive rows, when the worker's event loop gets its vect
   took them (a thread hand-over, which waits for a core or for the GIL);
 * ``worker_ms``: from the first of these moments to the last. The engine part of the reply is
   that plus the way to the worker and back;
+* ``gc_ms``: how long Python's garbage collector ran in the worker meanwhile (``GcClock``). A
+  collection holds the GIL, so it stalls the engine thread and the event loop alike;
 * ``at`` (Unix time, to split a run into phases), ``replica``, ``rows``, ``interactive_rows``.
 
 Diagnostics for benchmarks (bench/gpu/profile_server.py reads it): lines are appended as queries
@@ -23,6 +25,7 @@ whole, with one ``write`` call, in append mode.
 
 from __future__ import annotations
 
+import gc
 import json
 import time
 from dataclasses import dataclass
@@ -35,6 +38,7 @@ class BatchTimes:
     """One batch's moments (``time.monotonic()``) on its way through a stepped engine."""
 
     arrived: float  # the worker's event loop handed it to the engine thread
+    gc_before: float = 0.0  # GcClock.total_s then
     taken: float | None = None  # the engine thread took it, between two steps
     steps: int = 0  # steps that computed some of its rows
     last_step: int = -1  # the number of the last of them, to count each step once
@@ -54,7 +58,39 @@ class BatchTimes:
         self.step_rows, self.step_tokens, self.step_bulk_rows = rows, tokens, bulk_rows
 
 
-def timeline_line(replica: str, rows: int, interactive_rows: int, times: BatchTimes, settled: float) -> dict:
+class GcClock:
+    """The time Python's garbage collector has run in this process since the clock started.
+
+    >>> clock = GcClock()
+    >>> _ = gc.collect()
+    >>> clock.collections >= 1 and clock.total_s > 0
+    True
+    >>> clock.close()
+    """
+
+    def __init__(self) -> None:
+        self.total_s = 0.0
+        self.collections = 0
+        self._started: float | None = None
+        gc.callbacks.append(self._callback)
+
+    def _callback(self, phase: str, _info: dict) -> None:
+        # Runs in the thread that triggered the collection, which holds the GIL throughout.
+        if phase == "start":
+            self._started = time.perf_counter()
+        elif self._started is not None:
+            self.total_s += time.perf_counter() - self._started
+            self.collections += 1
+            self._started = None
+
+    def close(self) -> None:
+        if self._callback in gc.callbacks:
+            gc.callbacks.remove(self._callback)
+
+
+def timeline_line(
+    replica: str, rows: int, interactive_rows: int, times: BatchTimes, settled: float, gc_s: float = 0.0
+) -> dict:
     """One batch's line (durations in ms), from its moments and when the event loop took its vectors.
 
     >>> t = BatchTimes(arrived=1.000, taken=1.004, delivered=1.0105)
@@ -82,6 +118,7 @@ def timeline_line(replica: str, rows: int, interactive_rows: int, times: BatchTi
         "step_bulk_rows": times.step_bulk_rows,
         "to_loop_ms": ms(settled - delivered),
         "worker_ms": ms(settled - times.arrived),
+        "gc_ms": ms(gc_s),
     }
 
 
@@ -91,15 +128,22 @@ class StepTimeline:
     def __init__(self, path: str, replica: str) -> None:
         self.replica = replica
         self._file: TextIO | None = Path(path).open("a", encoding="utf-8")
+        self.gc = GcClock()
+
+    def batch_times(self, arrived: float) -> BatchTimes:
+        """A new batch's moments, from ``arrived`` on."""
+        return BatchTimes(arrived=arrived, gc_before=self.gc.total_s)
 
     def write(self, rows: int, interactive_rows: int, times: BatchTimes, settled: float) -> None:
         if self._file is None:
             return
-        line = json.dumps(timeline_line(self.replica, rows, interactive_rows, times, settled))
+        gc_s = self.gc.total_s - times.gc_before
+        line = json.dumps(timeline_line(self.replica, rows, interactive_rows, times, settled, gc_s))
         self._file.write(line + "\n")
         self._file.flush()  # one whole line a write: replicas may share the file
 
     def close(self) -> None:
+        self.gc.close()
         if self._file is not None:
             self._file.close()
             self._file = None

@@ -140,7 +140,8 @@ class SteppedVllmBackend:
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
         batch = StepBatch(rows, interactive_rows)
-        times = BatchTimes(arrived=time.monotonic()) if self.timeline is not None and batch.interactive_rows else None
+        keeps_times = self.timeline is not None and batch.interactive_rows
+        times = self.timeline.batch_times(time.monotonic()) if keeps_times else None
         with self._wake:
             self._inbox.append((batch, waiter, times))
             self._wake.notify()

@@ -66,6 +66,7 @@ def test_an_interactive_row_overtakes_queued_bulk_work(servers):
     parts = line["waited_ms"] + line["step_ms"] + line["to_loop_ms"]
     assert min(line["waited_ms"], line["step_ms"], line["to_loop_ms"]) >= 0
     assert parts <= line["worker_ms"] + 0.01
+    assert 0 <= line["gc_ms"] <= line["worker_ms"] + 0.01  # the collector's time in the worker meanwhile
 
 
 def test_a_second_bulk_caller_is_not_served_after_the_whole_first_one(servers):
