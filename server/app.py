@@ -75,7 +75,9 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
                     settings,
                     engine=resolved.backend,
                     own_process=resolved.replica_processes,
-                    interactive_settings=resolved.engine_settings(config, share, interactive=True),
+                    interactive_settings=resolved.engine_settings(config, share, interactive=True)
+                    if interactive
+                    else None,
                     interactive_from=config.replicas,
                 ),
                 word_cache=resolved.word_cache,
@@ -83,7 +85,6 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
                 dtype=resolved.dtype.dtype,
                 engine_loop=resolved.engine_loop,
                 eager=resolved.enforce_eager,
-                interactive_replica=config.interactive_replica,
             )
         )
     return runtimes

@@ -71,6 +71,23 @@ class StepBatch:
         return self.unfinished == 0
 
 
+def row_tokens(batch: StepBatch, index: int) -> int:
+    """What one row costs a step: its tokens (an empty row still takes a slot)."""
+    return max(len(batch.rows[index]), 1)
+
+
+def step_figures(rows: Iterable[tuple[StepBatch, int]]) -> tuple[int, int, int]:
+    """Rows, tokens and bulk rows of a step's (batch, row index) pairs.
+
+    >>> query, bulk = StepBatch([[1, 2]], interactive_rows=1), StepBatch([[3], []], interactive_rows=0)
+    >>> step_figures([(query, 0), (bulk, 0), (bulk, 1)])
+    (3, 4, 2)
+    """
+    rows = list(rows)
+    tokens = sum(row_tokens(batch, index) for batch, index in rows)
+    return len(rows), tokens, sum(index >= batch.interactive_rows for batch, index in rows)
+
+
 def carries_bulk(rows: Iterable[tuple[StepBatch, int]]) -> bool:
     """Some of these (batch, row index) rows are bulk rows. A replica measures its engine's speed
     on such steps only: a step of a few query rows is mostly the step's fixed work, and a speed
@@ -122,13 +139,13 @@ class StepPlan:
         tokens = 0
         for batch, index in self._take(self._interactive, None):
             step.append((batch, index))
-            tokens += self._tokens(batch, index)
+            tokens += row_tokens(batch, index)
         carries_queries = bool(step)
         if carries_queries and query_pair_tokens is not None:
             budget_tokens = min(budget_tokens, query_pair_tokens - self.last_step_tokens)
         for batch, index in self._take(self._bulk, budget_tokens - tokens, first_goes=not carries_queries):
             step.append((batch, index))
-            tokens += self._tokens(batch, index)
+            tokens += row_tokens(batch, index)
         self.queued_rows -= len(step)
         self.last_step_tokens = tokens
         if step:
@@ -142,10 +159,6 @@ class StepPlan:
         budgets = QUERY_STEPS_BUDGETS + (EQUAL_STEPS_BUDGETS - QUERY_STEPS_BUDGETS) * self.query_share
         return max(int(pair_tokens / budgets), 1)
 
-    @staticmethod
-    def _tokens(batch: StepBatch, index: int) -> int:
-        return max(len(batch.rows[index]), 1)
-
     def _take(self, runs: deque[_Run], budget: int | None, first_goes: bool = True) -> Iterator[tuple[StepBatch, int]]:
         taken = 0
         while runs:
@@ -153,7 +166,7 @@ class StepPlan:
             if run.batch.cancelled or run.next >= run.end:
                 runs.popleft()
                 continue
-            cost = self._tokens(run.batch, run.next)
+            cost = row_tokens(run.batch, run.next)
             if budget is not None and taken + cost > budget and not (first_goes and taken == 0):
                 return
             taken += cost

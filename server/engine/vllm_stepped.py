@@ -31,7 +31,14 @@ from collections.abc import Callable
 import numpy as np
 
 from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
-from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS, StepBatch, StepPlan, carries_bulk
+from embedtext.server.engine.step_plan import (
+    QUERY_STEPS_BUDGETS,
+    StepBatch,
+    StepPlan,
+    carries_bulk,
+    row_tokens,
+    step_figures,
+)
 from embedtext.server.engine.step_timeline import BatchTimes, StepTimeline
 from embedtext.server.engine.vllm_args import engine_arguments, max_step_tokens
 from embedtext.server.models import ModelSpec
@@ -44,13 +51,6 @@ INPROCESS_VAR = "VLLM_ENABLE_V1_MULTIPROCESSING"
 # An interactive row waits for the step running when it comes and then its own, which may take
 # this share of the target; the rest is for the server's work and noise.
 STEPS_SHARE_OF_SLO = 0.7
-
-
-def _step_figures(rows) -> tuple[int, int, int]:
-    """Rows, tokens and bulk rows of a step's (batch, row index) pairs."""
-    rows = list(rows)
-    tokens = sum(max(len(batch.rows[index]), 1) for batch, index in rows)
-    return len(rows), tokens, sum(index >= batch.interactive_rows for batch, index in rows)
 
 
 def use_inprocess_engine() -> None:
@@ -219,13 +219,13 @@ class SteppedVllmBackend:
                 outputs = engine.step()
                 ended = time.monotonic()
                 if timed:
-                    figures = _step_figures(in_engine.values())
+                    figures = step_figures(in_engine.values())
                 finished_tokens = 0  # a step may leave rows for the next (more rows than max_num_seqs)
                 for out in outputs:
                     if not out.finished or out.request_id not in in_engine:
                         continue
                     batch, index = in_engine.pop(out.request_id)
-                    finished_tokens += max(len(batch.rows[index]), 1)
+                    finished_tokens += row_tokens(batch, index)
                     times = timed.get(id(batch))
                     if times is not None:
                         times.computed_in(step_number, started, ended, *figures)
