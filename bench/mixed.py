@@ -23,7 +23,9 @@ first gets one untimed bulk call (``warm_up``). Cases, per mode:
 A probed case also splits the probes' time by each reply's timings (p50 and p99 of each part):
 ``queue_*_ms`` (its rows waiting for an engine), ``engine_*_ms`` (the time its batch took on a
 replica: with the stepped engine, the step running when it came too) and ``rest_*_ms`` (the
-client, gRPC both ways, tokenizing, the server's hand-overs). A server that steps its engines
+client, gRPC both ways, tokenizing, the server's hand-overs), which splits into ``tokenize_*_ms``,
+``handling_*_ms`` (the server's own work around the queue and the engine) and ``outside_*_ms``
+(outside the server's handler: the client, gRPC both ways). A server that steps its engines
 also keeps a step timeline (``--step-timeline``, server/engine/step_timeline.py), which splits
 the engine part inside the replica's worker: ``step_waited_*_ms`` (the rest of the step running
 when a query came), ``own_step_*_ms`` (the step that computed it), ``to_loop_*_ms`` (the hand-back
@@ -100,6 +102,8 @@ class ProbeTime:
     total_s: float
     queue_s: float | None = None  # its rows waiting for an engine (the reply's queue_time_ns)
     engine_s: float | None = None  # the engine time of the batch that carried it (inference_time_ns)
+    tokenize_s: float | None = None  # tokenizing it (tokenize_time_ns)
+    server_s: float | None = None  # all of it in the server's handler (server_time_ns)
 
     @property
     def rest_s(self) -> float | None:
@@ -108,26 +112,43 @@ class ProbeTime:
             return None
         return self.total_s - self.queue_s - self.engine_s
 
+    @property
+    def handling_s(self) -> float | None:
+        """The server's own work around the queue, the engine and the tokenizer: decoding, admission,
+        the hand-back from the engine's batch, shaping the vectors, building the reply."""
+        if self.server_s is None or self.rest_s is None:
+            return None
+        return self.server_s - self.queue_s - self.engine_s - self.tokenize_s
+
+    @property
+    def outside_s(self) -> float | None:
+        """Outside the server's handler: the client, gRPC both ways, the reply's serialization."""
+        return None if self.server_s is None else self.total_s - self.server_s
+
     @staticmethod
     def of(total_s: float, reply) -> ProbeTime:
         if reply is None:
             return ProbeTime(total_s)
-        return ProbeTime(total_s, reply.queue_time_ns / 1e9, reply.inference_time_ns / 1e9)
+        # A server from before stop 38 sends no server time (0): its rest is not split.
+        server = (reply.tokenize_time_ns / 1e9, reply.server_time_ns / 1e9) if reply.server_time_ns else (None, None)
+        return ProbeTime(total_s, reply.queue_time_ns / 1e9, reply.inference_time_ns / 1e9, *server)
 
 
-PROBE_PARTS = ("queue", "engine", "rest")  # where a probe's time went: ProbeTime's parts
+# Where a probe's time went (ProbeTime's parts): rest is tokenize + handling + outside.
+PROBE_PARTS = ("queue", "engine", "rest", "tokenize", "handling", "outside")
 
 
 def probe_figures(times: Sequence[ProbeTime]) -> dict:
-    """A phase's probe figures: the latencies, and each part's where every reply carried them."""
+    """A phase's probe figures: the latencies, and each part where every reply carried it."""
     got: dict = {"latencies": [t.total_s for t in times]}
-    if times and all(t.rest_s is not None for t in times):
-        for part in PROBE_PARTS:
-            got[f"probe_{part}"] = [getattr(t, f"{part}_s") for t in times]
+    for part in PROBE_PARTS:
+        values = [getattr(t, f"{part}_s") for t in times]
+        if values and all(v is not None for v in values):
+            got[f"probe_{part}"] = values
     return got
 
 
-def _parts_ms(got: dict) -> dict[str, float]:
+def probe_parts_ms(got: dict) -> dict[str, float]:
     """p50 and p99 of each part of the probes' time (``queue_p50_ms`` ...), where they were timed."""
     out = {}
     for part in PROBE_PARTS:
@@ -179,11 +200,17 @@ def _phase_line(got: dict) -> str:
     p50, p99 = percentiles_ms(got.get("latencies", ()))
     if p99 is not None:
         line += f", p50 {p50:.1f} ms, p99 {p99:.1f} ms"
-        parts = _parts_ms(got)
+        parts = probe_parts_ms(got)
         if parts:
-            line += " (p50 queue {queue_p50_ms:.1f}, engine {engine_p50_ms:.1f}, rest {rest_p50_ms:.1f} ms)".format(
+            line += " (p50 queue {queue_p50_ms:.1f}, engine {engine_p50_ms:.1f}, rest {rest_p50_ms:.1f} ms".format(
                 **parts
             )
+            if "outside_p99_ms" in parts:
+                line += (
+                    "; p99: rest {rest_p99_ms:.1f}, outside the server {outside_p99_ms:.1f}, its handling "
+                    "{handling_p99_ms:.1f}, tokenizing {tokenize_p99_ms:.1f} ms"
+                ).format(**parts)
+            line += ")"
         steps = _timeline_ms(got)
         if steps:
             line += (
@@ -421,7 +448,7 @@ def run_mixed(
     for (mode, kind), got in sorted(seen.items()):
         timed = ("latencies", "rows", "elapsed")
         kept = {k: v for k, v in got.items() if k not in timed and k != "timeline" and not k.startswith("probe_")}
-        extra = kept | _parts_ms(got) | _timeline_ms(got)
+        extra = kept | probe_parts_ms(got) | _timeline_ms(got)
         if "scan_seconds" in extra:
             half = scan_rows // 2
             extra["scan_rows_per_s"] = [round(half / s, 1) for s in extra["scan_seconds"]]

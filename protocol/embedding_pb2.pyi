@@ -85,7 +85,7 @@ class EmbedRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ..., packed_texts: _Optional[_Union[PackedTexts, _Mapping]] = ..., texts: _Optional[_Union[TextList, _Mapping]] = ..., token_ids: _Optional[_Union[PackedTokenIds, _Mapping]] = ..., dimensions: _Optional[int] = ..., normalize: _Optional[bool] = ..., truncation: _Optional[_Union[Truncation, str]] = ..., output_dtype: _Optional[_Union[OutputDtype, str]] = ..., request_id: _Optional[int] = ..., latency_class: _Optional[_Union[LatencyClass, str]] = ..., caller: _Optional[str] = ...) -> None: ...
 
 class EmbedResponse(_message.Message):
-    __slots__ = ("request_id", "model", "count", "dim", "dtype", "embeddings_f32le", "embeddings_f16le", "token_counts_i32le", "queue_time_ns", "inference_time_ns", "embeddings_f32")
+    __slots__ = ("request_id", "model", "count", "dim", "dtype", "embeddings_f32le", "embeddings_f16le", "token_counts_i32le", "queue_time_ns", "inference_time_ns", "embeddings_f32", "tokenize_time_ns", "server_time_ns")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -97,6 +97,8 @@ class EmbedResponse(_message.Message):
     QUEUE_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     INFERENCE_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     EMBEDDINGS_F32_FIELD_NUMBER: _ClassVar[int]
+    TOKENIZE_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    SERVER_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     model: str
     count: int
@@ -108,7 +110,9 @@ class EmbedResponse(_message.Message):
     queue_time_ns: int
     inference_time_ns: int
     embeddings_f32: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, request_id: _Optional[int] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., dim: _Optional[int] = ..., dtype: _Optional[_Union[OutputDtype, str]] = ..., embeddings_f32le: _Optional[bytes] = ..., embeddings_f16le: _Optional[bytes] = ..., token_counts_i32le: _Optional[bytes] = ..., queue_time_ns: _Optional[int] = ..., inference_time_ns: _Optional[int] = ..., embeddings_f32: _Optional[_Iterable[float]] = ...) -> None: ...
+    tokenize_time_ns: int
+    server_time_ns: int
+    def __init__(self, request_id: _Optional[int] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., dim: _Optional[int] = ..., dtype: _Optional[_Union[OutputDtype, str]] = ..., embeddings_f32le: _Optional[bytes] = ..., embeddings_f16le: _Optional[bytes] = ..., token_counts_i32le: _Optional[bytes] = ..., queue_time_ns: _Optional[int] = ..., inference_time_ns: _Optional[int] = ..., embeddings_f32: _Optional[_Iterable[float]] = ..., tokenize_time_ns: _Optional[int] = ..., server_time_ns: _Optional[int] = ...) -> None: ...
 
 class RequestStatus(_message.Message):
     __slots__ = ("code", "message")

@@ -61,6 +61,7 @@ class EmbedResult:
     token_counts: np.ndarray  # (count,) int32
     queue_s: float
     inference_s: float
+    tokenize_s: float = 0.0  # tokenizing its texts (not the wait before it while bulk work is held)
 
 
 class ModelRuntime:
@@ -212,12 +213,14 @@ class ModelRuntime:
         if gate is not None:
             await gate.enter(len(texts), options.caller, deadline)
         try:
+            tokenizing = time.monotonic()
             rows = await self.tokenizers.tokenize(texts, truncate=options.truncate, interactive=interactive)
+            tokenize_s = time.monotonic() - tokenizing
             job = self._submit(rows, options, deadline, interactive)
         finally:
             if gate is not None:
                 gate.leave(len(texts))  # its rows are queued (or refused): counted there now
-        return await self._finish(job, options, arrived)
+        return await self._finish(job, options, arrived, tokenize_s)
 
     async def embed_token_ids(
         self, rows: list[list[int]], options: EmbedOptions, deadline: float | None
@@ -250,7 +253,9 @@ class ModelRuntime:
         self.queue.submit(job)
         return job
 
-    async def _finish(self, job: EmbedJob, options: EmbedOptions, arrived: float) -> EmbedResult:
+    async def _finish(
+        self, job: EmbedJob, options: EmbedOptions, arrived: float, tokenize_s: float = 0.0
+    ) -> EmbedResult:
         """Wait for a queued job's vectors and shape them as the request asked (``arrived``: when
         its request came, before tokenizing)."""
         rows = job.rows
@@ -278,6 +283,7 @@ class ModelRuntime:
             token_counts=counts,
             queue_s=max(0.0, started - job.enqueued_at),
             inference_s=job.inference_s,
+            tokenize_s=tokenize_s,
         )
 
     # --- dispatch ----------------------------------------------------------------------

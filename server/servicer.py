@@ -57,6 +57,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
     async def _embed(
         self, request: pb.EmbedRequest | MalformedRequest, time_remaining: float | None, peer: str
     ) -> OutgoingReply | pb.EmbedResponse:
+        started = time.monotonic()
         if isinstance(request, MalformedRequest):
             raise request.error()
         runtime = self.runtime_for(request.model)
@@ -69,10 +70,10 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
             result = await runtime.embed_texts(inputs.texts, options, deadline)
         else:
             result = await runtime.embed_token_ids(inputs.token_ids, options, deadline)
-        return self._response(request, result)
+        return self._response(request, result, started)
 
     @staticmethod
-    def _response(request: pb.EmbedRequest, result: EmbedResult) -> OutgoingReply | pb.EmbedResponse:
+    def _response(request: pb.EmbedRequest, result: EmbedResult, started: float) -> OutgoingReply | pb.EmbedResponse:
         count, dim = result.embeddings.shape
         response = pb.EmbedResponse(
             request_id=request.request_id,
@@ -82,15 +83,19 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
             token_counts_i32le=codec.int32s_to_bytes(result.token_counts),
             queue_time_ns=int(result.queue_s * 1e9),
             inference_time_ns=int(result.inference_s * 1e9),
+            tokenize_time_ns=int(result.tokenize_s * 1e9),
         )
         if request.output_dtype == pb.OUTPUT_DTYPE_FLOAT32_REPEATED:
             response.dtype = pb.OUTPUT_DTYPE_FLOAT32_REPEATED
             response.embeddings_f32.extend(result.embeddings.reshape(-1).tolist())
+            response.server_time_ns = int((time.monotonic() - started) * 1e9)
             return response
         # The embeddings bytes are appended at serialization (reply_wire), not copied into protobuf.
         wire_dtype = codec.F16LE if request.output_dtype == pb.OUTPUT_DTYPE_FLOAT16 else codec.F32LE
         response.dtype = pb.OUTPUT_DTYPE_FLOAT16 if wire_dtype == codec.F16LE else pb.OUTPUT_DTYPE_FLOAT32
-        return OutgoingReply(response, codec.embeddings_as(result.embeddings, wire_dtype))
+        vectors = codec.embeddings_as(result.embeddings, wire_dtype)
+        response.server_time_ns = int((time.monotonic() - started) * 1e9)
+        return OutgoingReply(response, vectors)
 
     def _count(self, request: pb.EmbedRequest, code: grpc.StatusCode, cause: str | None = None) -> None:
         model = getattr(request, "model", "") or self.default_model  # a MalformedRequest has none

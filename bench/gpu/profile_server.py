@@ -30,7 +30,7 @@ from pathlib import Path
 
 from embedtext.bench.corpus import BenchCorpus
 from embedtext.bench.measure import percentiles_ms, process_names
-from embedtext.bench.mixed import BULK_ROWS, PROBE_PARTS, probe_figures, probed_load, warm_up
+from embedtext.bench.mixed import BULK_ROWS, PROBE_PARTS, probe_figures, probe_parts_ms, probed_load, warm_up
 from embedtext.bench.servers import embedtext_server
 from embedtext.bench.step_timeline import read_timeline, timeline_parts
 from embedtext.server.engine.worker import PROCESS_NAME as WORKER_NAME
@@ -143,9 +143,10 @@ def main(argv: list[str] | None = None) -> int:
             p50, p99 = percentiles_ms(got["latencies"])
             took = time.monotonic() - started
             line = f"{phase}: {len(got['latencies'])} probes in {took:.0f}s, p50 {p50} ms, p99 {p99} ms"
+            parts = probe_parts_ms(got)
             for part in PROBE_PARTS:
-                part_p50, part_p99 = percentiles_ms(got.get(f"probe_{part}", ()))
-                line += f"; {part} {part_p50} / {part_p99}"
+                if f"{part}_p50_ms" in parts:
+                    line += f"; {part} {parts[f'{part}_p50_ms']} / {parts[f'{part}_p99_ms']}"
             print(line, flush=True)
             report.append(line)
             line = timeline_line(phase, *timeline_parts(read_timeline(steps, since, time.time())))

@@ -77,7 +77,14 @@ def test_reply_carries_token_counts_and_timing(servers):
         reply = client.embed_request(request)
     assert reply.request_id == 42 and reply.model == "tiny"
     assert codec.bytes_to_int32s(reply.token_counts_i32le, 2).tolist() == [4, 128]
-    assert reply.inference_time_ns > 0
+    assert reply.inference_time_ns > 0 and reply.tokenize_time_ns > 0
+    # The handler's time holds the parts it names; token ids are not tokenized.
+    assert reply.server_time_ns >= reply.queue_time_ns + reply.inference_time_ns + reply.tokenize_time_ns
+    ids = np.array([2, 7, 3], "<i4")
+    packed = pb.PackedTokenIds(ids_i32le=ids.tobytes(), offsets_i32le=np.array([0, 3], "<i4").tobytes())
+    with embedtext.Client(servers.tiny.target) as client:
+        by_ids = client.embed_request(pb.EmbedRequest(token_ids=packed))
+    assert by_ids.tokenize_time_ns == 0 and by_ids.server_time_ns >= by_ids.inference_time_ns > 0
 
 
 # --- errors reach the client as the right status and exception ----------------------------

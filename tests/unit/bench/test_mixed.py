@@ -151,18 +151,27 @@ def test_a_run_without_fifo_or_with_an_unknown_mode_is_refused_before_any_server
 
 
 def test_a_probe_s_time_splits_into_the_server_s_parts_from_its_reply():
-    """The reply's queue and engine times are the server's; the rest is everything around them."""
-    from embedtext.bench.mixed import ProbeTime, _parts_ms, probe_figures
+    """The reply's queue and engine times are the server's; the rest is everything around them,
+    split by the reply's tokenizing and handler times into the server's handling and outside it."""
+    from embedtext.bench.mixed import ProbeTime, probe_figures, probe_parts_ms
     from embedtext.protocol import embedding_pb2 as pb
 
-    reply = pb.EmbedResponse(queue_time_ns=2_000_000, inference_time_ns=5_000_000)
+    reply = pb.EmbedResponse(
+        queue_time_ns=2_000_000, inference_time_ns=5_000_000, tokenize_time_ns=500_000, server_time_ns=8_000_000
+    )
     probe = ProbeTime.of(0.010, reply)
     assert (probe.queue_s, probe.engine_s) == (0.002, 0.005)
     assert abs(probe.rest_s - 0.003) < 1e-12
+    assert abs(probe.handling_s - 0.0005) < 1e-12 and abs(probe.outside_s - 0.002) < 1e-12
+    assert abs(probe.tokenize_s + probe.handling_s + probe.outside_s - probe.rest_s) < 1e-12
     got = probe_figures([probe, ProbeTime.of(0.020, reply)])
     assert got["latencies"] == [0.010, 0.020] and len(got["probe_rest"]) == 2
-    parts = _parts_ms(got)
+    parts = probe_parts_ms(got)
     assert parts["engine_p50_ms"] == 5.0 and parts["queue_p99_ms"] == 2.0 and parts["rest_p50_ms"] == 8.0
+    assert parts["outside_p50_ms"] == 7.0 and parts["tokenize_p50_ms"] == 0.5
+    # A reply from a server that sends no handler time splits only queue / engine / rest.
+    old = ProbeTime.of(0.010, pb.EmbedResponse(queue_time_ns=2_000_000, inference_time_ns=5_000_000))
+    assert set(probe_figures([old])) == {"latencies", "probe_queue", "probe_engine", "probe_rest"}
     # A phase where some reply lacked them reports the latencies alone.
     assert set(probe_figures([probe, ProbeTime(0.5)])) == {"latencies"}
 
