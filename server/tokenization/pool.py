@@ -25,9 +25,14 @@ from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.tokenization.ascii_normalizer import AsciiBertNormalizer
 from embedtext.server.tokenization.word_cache import WordCacheEncoder
 
+# An interactive request up to this many characters is tokenized on the event loop itself: far
+# less than a hand-over to a thread and back, each of which may wait a GIL switch interval while
+# bulk tokenizing runs Python (bench/RESULTS.md, mixed: the probes' tokenize part).
+INLINE_TOKENIZE_CHARS = 2048
+
 
 class TokenizerPool:
-    """Tokenizes batches of texts in worker threads."""
+    """Tokenizes batches of texts in worker threads (small interactive requests inline)."""
 
     def __init__(
         self,
@@ -59,7 +64,7 @@ class TokenizerPool:
                 self._encoders[(truncate, normalized)] = getattr(tokenizer, encode)
         self._in_flight = 0
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embedtext-tokenizer")
-        # Interactive requests (a few rows) get a thread of their own: behind a bulk request's
+        # Larger interactive requests get a thread of their own: behind a bulk request's
         # thousands of rows in the shared threads they would wait for its whole tokenization.
         self._interactive_executor = ThreadPoolExecutor(
             max_workers=1, thread_name_prefix="embedtext-tokenizer-interactive"
@@ -117,6 +122,8 @@ class TokenizerPool:
         return self._in_flight > 0
 
     async def tokenize(self, texts: list[str], truncate: bool = True, interactive: bool = False) -> list[list[int]]:
+        if interactive and sum(map(len, texts)) <= INLINE_TOKENIZE_CHARS:
+            return self.tokenize_sync(texts, truncate)
         loop = asyncio.get_running_loop()
         executor = self._interactive_executor if interactive else self._executor
         self._in_flight += 1

@@ -70,8 +70,8 @@ def test_busy_while_a_request_is_being_tokenized(pool):
 
 
 def test_an_interactive_request_is_not_tokenized_behind_bulk_ones():
-    """Bulk requests fill the shared threads; a one-row interactive request has a thread of its
-    own and comes back while they are still being tokenized."""
+    """Bulk requests fill the shared threads; an interactive request is tokenized apart from them
+    and comes back while they are still being tokenized."""
     spec = load_model_spec("default")
     pool = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=1, word_cache=False)
 
@@ -94,3 +94,36 @@ def test_an_interactive_request_is_not_tokenized_behind_bulk_ones():
         assert asyncio.run(run())[0] == "interactive"
     finally:
         pool.close()
+
+
+def test_a_short_interactive_request_is_tokenized_on_the_event_loop_and_a_long_one_in_its_own_thread(pool):
+    """A query's few words skip the hand-over to a thread and back; a long interactive request
+    would hold the event loop, so it goes to the interactive thread, and bulk to the shared ones."""
+    import threading
+
+    from embedtext.server.tokenization.pool import INLINE_TOKENIZE_CHARS
+
+    seen = []
+    encode = pool.tokenize_sync
+
+    def recording(texts, truncate=True):
+        seen.append(threading.current_thread().name)
+        return encode(texts, truncate)
+
+    pool.tokenize_sync = recording
+    long_text = "x" * (INLINE_TOKENIZE_CHARS + 1)
+
+    async def run():
+        short = await pool.tokenize(["which table holds the invoices"], interactive=True)
+        await pool.tokenize([long_text], interactive=True)
+        await pool.tokenize(["which table holds the invoices"], interactive=False)
+        return short, threading.current_thread().name
+
+    try:
+        short, loop_thread = asyncio.run(run())
+    finally:
+        del pool.tokenize_sync
+    assert short == encode(["which table holds the invoices"])
+    assert seen[0] == loop_thread
+    assert seen[1].startswith("embedtext-tokenizer-interactive")
+    assert seen[2].startswith("embedtext-tokenizer") and not seen[2].startswith("embedtext-tokenizer-interactive")
