@@ -24,12 +24,16 @@ A probed case also splits the probes' time by each reply's timings (p50 and p99 
 ``queue_*_ms`` (its rows waiting for an engine), ``engine_*_ms`` (the time its batch took on a
 replica: with the stepped engine, the step running when it came too) and ``rest_*_ms`` (the
 client, gRPC both ways, tokenizing, the server's hand-overs), which splits into ``tokenize_*_ms``,
-``handling_*_ms`` (the server's own work around the queue and the engine) and ``outside_*_ms``
-(outside the server's handler: the client, gRPC both ways). A server that steps its engines
+``handling_*_ms`` (the server's own work around the queue and the engine), ``outside_*_ms``
+(outside the server's handler: the client, gRPC both ways) and ``late_*_ms`` (the prober's own
+delay in sending a probe after its scheduled start). A server that steps its engines
 also keeps a step timeline (``--step-timeline``, server/engine/step_timeline.py), which splits
 the engine part inside the replica's worker: ``step_waited_*_ms`` (the rest of the step running
 when a query came), ``own_step_*_ms`` (the step that computed it), ``to_loop_*_ms`` (the hand-back
 to the worker's event loop) and ``in_worker_*_ms`` (all of it).
+
+The probes come from a process of their own (``Prober``), as a user's query comes from another
+process than a bulk job; the bulk clients and scans run in the bench's process.
 
 Ratios (classes / fifo): ``mixed_interactive_p99_{phase}`` (lower is better; p99 over every
 round's probes), ``mixed_bulk_rows_per_s`` and ``mixed_bulk_rows_per_s_alone`` (target: at least
@@ -45,7 +49,10 @@ the default suites:
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import itertools
+import json
+import multiprocessing
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -104,6 +111,7 @@ class ProbeTime:
     engine_s: float | None = None  # the engine time of the batch that carried it (inference_time_ns)
     tokenize_s: float | None = None  # tokenizing it (tokenize_time_ns)
     server_s: float | None = None  # all of it in the server's handler (server_time_ns)
+    late_s: float | None = None  # the prober's own lateness: from its scheduled start to the call
 
     @property
     def rest_s(self) -> float | None:
@@ -123,19 +131,21 @@ class ProbeTime:
     @property
     def outside_s(self) -> float | None:
         """Outside the server's handler: the client, gRPC both ways, the reply's serialization."""
-        return None if self.server_s is None else self.total_s - self.server_s
+        if self.server_s is None:
+            return None
+        return self.total_s - self.server_s - (self.late_s or 0.0)
 
     @staticmethod
-    def of(total_s: float, reply) -> ProbeTime:
+    def of(total_s: float, reply, late_s: float | None = None) -> ProbeTime:
         if reply is None:
-            return ProbeTime(total_s)
+            return ProbeTime(total_s, late_s=late_s)
         # A server from before stop 38 sends no server time (0): its rest is not split.
         server = (reply.tokenize_time_ns / 1e9, reply.server_time_ns / 1e9) if reply.server_time_ns else (None, None)
-        return ProbeTime(total_s, reply.queue_time_ns / 1e9, reply.inference_time_ns / 1e9, *server)
+        return ProbeTime(total_s, reply.queue_time_ns / 1e9, reply.inference_time_ns / 1e9, *server, late_s)
 
 
-# Where a probe's time went (ProbeTime's parts): rest is tokenize + handling + outside.
-PROBE_PARTS = ("queue", "engine", "rest", "tokenize", "handling", "outside")
+# Where a probe's time went (ProbeTime's parts): rest is tokenize + handling + outside + late.
+PROBE_PARTS = ("queue", "engine", "rest", "tokenize", "handling", "outside", "late")
 
 
 def probe_figures(times: Sequence[ProbeTime]) -> dict:
@@ -208,8 +218,10 @@ def _phase_line(got: dict) -> str:
             if "outside_p99_ms" in parts:
                 line += (
                     "; p99: rest {rest_p99_ms:.1f}, outside the server {outside_p99_ms:.1f}, its handling "
-                    "{handling_p99_ms:.1f}, tokenizing {tokenize_p99_ms:.1f} ms"
+                    "{handling_p99_ms:.1f}, tokenizing {tokenize_p99_ms:.1f}"
                 ).format(**parts)
+                line += f", the prober's lateness {parts['late_p99_ms']:.1f}" if "late_p99_ms" in parts else ""
+                line += " ms"
             line += ")"
         steps = _timeline_ms(got)
         if steps:
@@ -235,8 +247,9 @@ async def _probes(
     times: list[ProbeTime] = []
 
     async def probe(text: str, scheduled: float) -> None:
+        late = time.perf_counter() - scheduled  # the timer's and this loop's delay, not the server's
         reply = await send(text)
-        times.append(ProbeTime.of(time.perf_counter() - scheduled, reply))
+        times.append(ProbeTime.of(time.perf_counter() - scheduled, reply, late))
 
     sent: list[asyncio.Task] = []
     start = time.perf_counter()
@@ -264,11 +277,76 @@ async def _probing(target: str, probe_texts: Sequence[str], done: Callable[[], b
         return await _probes(lambda text: client.embed_request(_probe_request(text)), probe_texts, done)
 
 
+def _prober_main(conn, stop) -> None:
+    """The prober process: for each (target, texts) it receives, ``_probing`` until ``stop`` is
+    set, then sends back the probes' times (JSON); None ends it."""
+    while (message := conn.recv_bytes()) != b"null":
+        target, texts = json.loads(message)
+        try:
+            times = asyncio.run(_probing(target, texts, stop.is_set))
+            conn.send_bytes(json.dumps([dataclasses.astuple(t) for t in times]).encode())
+        except Exception as exc:  # the parent raises it
+            conn.send_bytes(json.dumps(f"{type(exc).__name__}: {exc}").encode())
+
+
+class Prober:
+    """Sends the probes from a process of its own, as a user's query comes from another process
+    than a bulk job's: the bench's bulk clients and DuckDB scans do not delay the probes' calls
+    and replies in a shared event loop and GIL (which made about a third of the probes' p99 rest
+    on the 2-core CPU). Started once for a run; ``probe`` as ``_probing``."""
+
+    def __init__(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self._conn, child = context.Pipe()
+        self._stop = context.Event()
+        self._process = context.Process(target=_prober_main, args=(child, self._stop), name="embedtext-prober")
+        self._process.start()
+        child.close()
+
+    async def probe(self, target: str, probe_texts: Sequence[str], done: Callable[[], bool]) -> list[ProbeTime]:
+        self._stop.clear()
+        try:
+            self._conn.send_bytes(json.dumps([target, list(probe_texts)]).encode())
+            while not done():
+                await asyncio.sleep(PROBE_GAP_S / 5)
+            self._stop.set()
+            got = json.loads(await asyncio.to_thread(self._conn.recv_bytes))
+        except (BrokenPipeError, EOFError):
+            self._process.join(timeout=5)
+            code = self._process.exitcode
+            raise RuntimeError(f"the prober's process ended (exit code {code}); its error is above") from None
+        if isinstance(got, str):
+            raise RuntimeError(f"the prober failed: {got}")
+        return [ProbeTime(*row) for row in got]
+
+    def close(self) -> None:
+        try:
+            self._conn.send_bytes(b"null")
+        except OSError:
+            pass  # it is gone already
+        self._process.join(timeout=10)
+        if self._process.is_alive():
+            self._process.kill()
+        self._conn.close()
+
+    def __enter__(self) -> Prober:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
 async def probed_load(
-    target: str, bulk_texts: Sequence[str], probe_texts: Sequence[str], clients: int, seconds: float
+    target: str,
+    bulk_texts: Sequence[str],
+    probe_texts: Sequence[str],
+    clients: int,
+    seconds: float,
+    prober: Prober | None = None,
 ) -> tuple[list[ProbeTime], int, float]:
-    """``clients`` bulk loops (none if 0) for ``seconds`` and, if ``probe_texts``, the probes;
-    returns the probes' times, bulk rows served and the bulk loops' elapsed seconds."""
+    """``clients`` bulk loops (none if 0) for ``seconds`` and, if ``probe_texts``, the probes
+    (from ``prober``'s process where given, else from this one); returns the probes' times, bulk
+    rows served and the bulk loops' elapsed seconds."""
     stop_at = time.monotonic() + seconds
     bulk_rows = 0
 
@@ -285,8 +363,9 @@ async def probed_load(
         await asyncio.gather(*(bulk(i) for i in range(clients)))
         return time.monotonic() - began
 
+    probe = prober.probe if prober else _probing
     probing = (
-        asyncio.create_task(_probing(target, probe_texts, lambda: time.monotonic() >= stop_at)) if probe_texts else None
+        asyncio.create_task(probe(target, probe_texts, lambda: time.monotonic() >= stop_at)) if probe_texts else None
     )
     elapsed = await loads()
     times = await probing if probing else []
@@ -315,10 +394,12 @@ def _scan_seconds(target: str, texts: Sequence[str]) -> float:
         con.close()
 
 
-async def _probe_during(target: str, probe_texts: Sequence[str], work) -> tuple[list[ProbeTime], object]:
-    """Probe (``_probes``) until ``work`` (an awaitable) is done; its result too."""
+async def _probe_during(
+    prober: Prober, target: str, probe_texts: Sequence[str], work
+) -> tuple[list[ProbeTime], object]:
+    """Probe (``_probes``, from the prober's process) until ``work`` (an awaitable) is done; its result too."""
     task = asyncio.ensure_future(work)
-    times = await _probing(target, probe_texts, task.done)
+    times = await prober.probe(target, probe_texts, task.done)
     return times, await task
 
 
@@ -390,11 +471,12 @@ def run_mixed(
     flood_texts = list(itertools.islice(itertools.cycle(probe_texts), BULK_ROWS))
 
     async def idle(target: str) -> dict:
-        times, _ = await _probe_during(target, probe_texts, asyncio.sleep(seconds / 4))
+        times, _ = await _probe_during(prober, target, probe_texts, asyncio.sleep(seconds / 4))
         return {**probe_figures(times), "rows": 0, "elapsed": seconds / 4}
 
     async def scan(target: str) -> dict:
-        times, took = await _probe_during(target, probe_texts, asyncio.to_thread(_scan_seconds, target, scan_texts))
+        scanning = asyncio.to_thread(_scan_seconds, target, scan_texts)
+        times, took = await _probe_during(prober, target, probe_texts, scanning)
         return {**probe_figures(times), "rows": scan_rows, "elapsed": took}
 
     async def two_scans(target: str) -> dict:
@@ -404,7 +486,7 @@ def run_mixed(
 
     def bulk(probing: bool):
         async def run(target: str) -> dict:
-            load = probed_load(target, bulk_texts, probe_texts if probing else (), clients, seconds)
+            load = probed_load(target, bulk_texts, probe_texts if probing else (), clients, seconds, prober)
             times, rows, elapsed = await load
             return {**probe_figures(times), "rows": rows, "elapsed": elapsed}
 
@@ -424,6 +506,7 @@ def run_mixed(
     with ExitStack() as stack:
         progress(f"mixed: {len(modes)} servers ({', '.join(modes)}) on {models[0]}")
         timelines = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="embedtext-mixed-")))
+        prober = stack.enter_context(Prober())
         servers = {}
         for mode in modes:
             mode_args = [*args, *server_args(mode, slo_ms)]

@@ -30,7 +30,15 @@ from pathlib import Path
 
 from embedtext.bench.corpus import BenchCorpus
 from embedtext.bench.measure import percentiles_ms, process_names
-from embedtext.bench.mixed import BULK_ROWS, PROBE_PARTS, probe_figures, probe_parts_ms, probed_load, warm_up
+from embedtext.bench.mixed import (
+    BULK_ROWS,
+    PROBE_PARTS,
+    Prober,
+    probe_figures,
+    probe_parts_ms,
+    probed_load,
+    warm_up,
+)
 from embedtext.bench.servers import embedtext_server
 from embedtext.bench.step_timeline import read_timeline, timeline_parts
 from embedtext.server.engine.worker import PROCESS_NAME as WORKER_NAME
@@ -130,13 +138,14 @@ def main(argv: list[str] | None = None) -> int:
     report = []
     steps = args.out / "steps.jsonl"
     steps.unlink(missing_ok=True)  # the server appends to it
-    with embedtext_server(["default"], args=[*args.serve_args, "--step-timeline", str(steps)]) as server:
+    serving = embedtext_server(["default"], args=[*args.serve_args, "--step-timeline", str(steps)])
+    with serving as server, Prober() as prober:
         asyncio.run(warm_up(server.target, bulk))
         for phase, (clients, seconds) in phases.items():
             started, since = time.monotonic(), time.time()
 
             async def run(clients=clients, seconds=seconds):
-                times, _rows, _elapsed = await probed_load(server.target, bulk, probes, clients, seconds)
+                times, _rows, _elapsed = await probed_load(server.target, bulk, probes, clients, seconds, prober)
                 return times
 
             got = _profiled(py_spy, server, phase, seconds, run, args.out)

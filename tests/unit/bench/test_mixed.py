@@ -1,7 +1,7 @@
 """The mixed suite's bookkeeping on two NULL ENGINE servers (no model: what is checked is that every
 phase runs on both modes in each round and the ratios pair them; the figures mean nothing here)."""
 
-from embedtext.bench.mixed import MODES, mixed_ratios, run_mixed
+from embedtext.bench.mixed import MODES, PROBE_PARTS, mixed_ratios, run_mixed
 
 
 def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir):
@@ -36,7 +36,7 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         assert by[(mode, "scan")]["probes"] > 0 and by[(mode, "scan")]["rows"] == 2 * 100  # both rounds
         for kind in ("idle", "scan", "bulk2"):  # each probe's reply said where its time went
             case = by[(mode, kind)]
-            assert all(case[f"{part}_p99_ms"] >= case[f"{part}_p50_ms"] for part in ("queue", "engine", "rest"))
+            assert all(case[f"{part}_p99_ms"] >= case[f"{part}_p50_ms"] for part in PROBE_PARTS)
         assert "engine_p50_ms" not in by[(mode, "bulk2_alone")] and "engine_p50_ms" not in by[(mode, "two_scans")]
         two = by[(mode, "two_scans")]
         assert len(two["scan_seconds"]) == 2 and len(two["scan_rows_per_s"]) == 2 and two["scan_ratio"] >= 1
@@ -88,6 +88,33 @@ def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
     assert ratios["mixed_interactive_p99_vs_slo_scan"] == 0.9 and ratios["mixed_unpaced_interactive_p99_scan"] == 0.2
     assert ratios["mixed_paced_bulk_rows_per_s"] == 0.5 and ratios["mixed_paced_interactive_p99_bulk4"] == 0.5
     assert not any(key.startswith("mixed_fifo") for key in ratios)
+
+
+def test_the_probes_come_from_a_process_of_their_own_so_a_busy_bench_loop_does_not_hold_them(tiny_model_dir):
+    """While this process's event loop is blocked (as bulk clients' replies or a DuckDB scan can
+    hold it), the prober's process keeps its schedule: more probes than the MIN_PROBES an
+    in-process prober would send once the loop is free, each with the server's parts."""
+    import asyncio
+    import time
+
+    from embedtext.bench.mixed import MIN_PROBES, PROBE_GAP_S, Prober
+    from embedtext.bench.servers import embedtext_server
+
+    blocked_s = 40 * PROBE_GAP_S
+
+    async def phase(prober, target, block: bool):
+        began = time.monotonic()
+        probing = asyncio.ensure_future(prober.probe(target, ["q1", "q2"], lambda: time.monotonic() - began > 0.3))
+        await asyncio.sleep(0)
+        if block:
+            time.sleep(blocked_s)  # noqa: ASYNC251 -- holds this loop: nothing here can send or read a probe
+        return await probing
+
+    with embedtext_server([f"tiny={tiny_model_dir}"], args=["--engine", "null"]) as server, Prober() as prober:
+        asyncio.run(phase(prober, server.target, False))  # the prober's process is up and connected
+        times = asyncio.run(phase(prober, server.target, True))
+    assert len(times) > MIN_PROBES
+    assert all(t.engine_s is not None and t.outside_s is not None and t.late_s is not None for t in times)
 
 
 def test_probes_keep_their_schedule_while_earlier_ones_wait_open_loop():
@@ -159,19 +186,21 @@ def test_a_probe_s_time_splits_into_the_server_s_parts_from_its_reply():
     reply = pb.EmbedResponse(
         queue_time_ns=2_000_000, inference_time_ns=5_000_000, tokenize_time_ns=500_000, server_time_ns=8_000_000
     )
-    probe = ProbeTime.of(0.010, reply)
+    probe = ProbeTime.of(0.010, reply, late_s=0.0005)
     assert (probe.queue_s, probe.engine_s) == (0.002, 0.005)
     assert abs(probe.rest_s - 0.003) < 1e-12
-    assert abs(probe.handling_s - 0.0005) < 1e-12 and abs(probe.outside_s - 0.002) < 1e-12
-    assert abs(probe.tokenize_s + probe.handling_s + probe.outside_s - probe.rest_s) < 1e-12
-    got = probe_figures([probe, ProbeTime.of(0.020, reply)])
+    assert abs(probe.handling_s - 0.0005) < 1e-12 and abs(probe.outside_s - 0.0015) < 1e-12
+    assert abs(probe.tokenize_s + probe.handling_s + probe.outside_s + probe.late_s - probe.rest_s) < 1e-12
+    got = probe_figures([probe, ProbeTime.of(0.020, reply, late_s=0.0005)])
     assert got["latencies"] == [0.010, 0.020] and len(got["probe_rest"]) == 2
     parts = probe_parts_ms(got)
     assert parts["engine_p50_ms"] == 5.0 and parts["queue_p99_ms"] == 2.0 and parts["rest_p50_ms"] == 8.0
-    assert parts["outside_p50_ms"] == 7.0 and parts["tokenize_p50_ms"] == 0.5
+    assert parts["outside_p50_ms"] == 6.5 and parts["tokenize_p50_ms"] == 0.5 and parts["late_p99_ms"] == 0.5
     # A reply from a server that sends no handler time splits only queue / engine / rest.
     old = ProbeTime.of(0.010, pb.EmbedResponse(queue_time_ns=2_000_000, inference_time_ns=5_000_000))
     assert set(probe_figures([old])) == {"latencies", "probe_queue", "probe_engine", "probe_rest"}
+    # Nor does a probe sent without a schedule say how late it was.
+    assert "probe_late" not in probe_figures([ProbeTime.of(0.010, reply)])
     # A phase where some reply lacked them reports the latencies alone.
     assert set(probe_figures([probe, ProbeTime(0.5)])) == {"latencies"}
 
