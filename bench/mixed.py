@@ -319,6 +319,11 @@ class Prober:
             raise RuntimeError(f"the prober failed: {got}")
         return [ProbeTime(*row) for row in got]
 
+    def warm_up(self, target: str, probe_texts: Sequence[str]) -> None:
+        """One untimed round (MIN_PROBES probes) to ``target``: the process's first calls cost
+        seconds (the first phase of a run got 5 probes in 2 s where the next server's got 41)."""
+        asyncio.run(self.probe(target, probe_texts, lambda: True))
+
     def close(self) -> None:
         try:
             self._conn.send_bytes(b"null")
@@ -515,6 +520,7 @@ def run_mixed(
             servers[mode] = stack.enter_context(embedtext_server(list(models), args=mode_args))
         for mode, server in servers.items():
             took = asyncio.run(warm_up(server.target, bulk_texts[:BULK_ROWS]))
+            prober.warm_up(server.target, probe_texts)
             progress(f"mixed: {mode} warmed up ({took:.1f}s, untimed)")
         for number in range(rounds):
             order = tuple(modes) if number % 2 == 0 else tuple(modes)[::-1]

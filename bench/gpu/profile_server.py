@@ -141,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
     serving = embedtext_server(["default"], args=[*args.serve_args, "--step-timeline", str(steps)])
     with serving as server, Prober() as prober:
         asyncio.run(warm_up(server.target, bulk))
+        prober.warm_up(server.target, probes)
         for phase, (clients, seconds) in phases.items():
             started, since = time.monotonic(), time.time()
 

@@ -102,17 +102,16 @@ def test_the_probes_come_from_a_process_of_their_own_so_a_busy_bench_loop_does_n
 
     blocked_s = 40 * PROBE_GAP_S
 
-    async def phase(prober, target, block: bool):
+    async def blocked_phase(prober, target):
         began = time.monotonic()
         probing = asyncio.ensure_future(prober.probe(target, ["q1", "q2"], lambda: time.monotonic() - began > 0.3))
         await asyncio.sleep(0)
-        if block:
-            time.sleep(blocked_s)  # noqa: ASYNC251 -- holds this loop: nothing here can send or read a probe
+        time.sleep(blocked_s)  # noqa: ASYNC251 -- holds this loop: nothing here can send or read a probe
         return await probing
 
     with embedtext_server([f"tiny={tiny_model_dir}"], args=["--engine", "null"]) as server, Prober() as prober:
-        asyncio.run(phase(prober, server.target, False))  # the prober's process is up and connected
-        times = asyncio.run(phase(prober, server.target, True))
+        prober.warm_up(server.target, ["q0"])  # the prober's process is up and has called once
+        times = asyncio.run(blocked_phase(prober, server.target))
     assert len(times) > MIN_PROBES
     assert all(t.engine_s is not None and t.outside_s is not None and t.late_s is not None for t in times)
 
