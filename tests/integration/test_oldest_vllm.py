@@ -49,4 +49,7 @@ def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, loop, 
     new = minilm_client.embed(TEXTS)
     assert old.shape == new.shape == (len(TEXTS), 384)
     assert np.min(np.sum(old * new, axis=1)) >= 0.99999
-    assert np.array_equal(bulk[: len(TEXTS)], bulk[-len(TEXTS) :]) and np.allclose(bulk[: len(TEXTS)], old, atol=1e-5)
+    # The same texts in the first and last batch: equal to float32 rounding, not bit for bit (CPU
+    # kernels without AVX-512 sum in another order for another batch shape: 3e-8 apart, seen).
+    assert np.allclose(bulk[: len(TEXTS)], bulk[-len(TEXTS) :], rtol=0, atol=1e-6)
+    assert np.allclose(bulk[: len(TEXTS)], old, atol=1e-5)
