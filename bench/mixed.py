@@ -347,11 +347,11 @@ async def probed_load(
     probe_texts: Sequence[str],
     clients: int,
     seconds: float,
-    prober: Prober | None = None,
+    prober: Prober,
 ) -> tuple[list[ProbeTime], int, float]:
     """``clients`` bulk loops (none if 0) for ``seconds`` and, if ``probe_texts``, the probes
-    (from ``prober``'s process where given, else from this one); returns the probes' times, bulk
-    rows served and the bulk loops' elapsed seconds."""
+    (from ``prober``'s process); returns the probes' times, bulk rows served and the bulk loops'
+    elapsed seconds."""
     stop_at = time.monotonic() + seconds
     bulk_rows = 0
 
@@ -368,10 +368,10 @@ async def probed_load(
         await asyncio.gather(*(bulk(i) for i in range(clients)))
         return time.monotonic() - began
 
-    probe = prober.probe if prober else _probing
-    probing = (
-        asyncio.create_task(probe(target, probe_texts, lambda: time.monotonic() >= stop_at)) if probe_texts else None
-    )
+    def done() -> bool:
+        return time.monotonic() >= stop_at
+
+    probing = asyncio.create_task(prober.probe(target, probe_texts, done)) if probe_texts else None
     elapsed = await loads()
     times = await probing if probing else []
     return times, bulk_rows, elapsed

@@ -85,17 +85,19 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
             inference_time_ns=int(result.inference_s * 1e9),
             tokenize_time_ns=int(result.tokenize_s * 1e9),
         )
+        reply: OutgoingReply | pb.EmbedResponse
         if request.output_dtype == pb.OUTPUT_DTYPE_FLOAT32_REPEATED:
             response.dtype = pb.OUTPUT_DTYPE_FLOAT32_REPEATED
             response.embeddings_f32.extend(result.embeddings.reshape(-1).tolist())
-            response.server_time_ns = int((time.monotonic() - started) * 1e9)
-            return response
-        # The embeddings bytes are appended at serialization (reply_wire), not copied into protobuf.
-        wire_dtype = codec.F16LE if request.output_dtype == pb.OUTPUT_DTYPE_FLOAT16 else codec.F32LE
-        response.dtype = pb.OUTPUT_DTYPE_FLOAT16 if wire_dtype == codec.F16LE else pb.OUTPUT_DTYPE_FLOAT32
-        vectors = codec.embeddings_as(result.embeddings, wire_dtype)
+            reply = response
+        else:
+            # The embeddings bytes are appended at serialization (reply_wire), not copied into protobuf.
+            wire_dtype = codec.F16LE if request.output_dtype == pb.OUTPUT_DTYPE_FLOAT16 else codec.F32LE
+            response.dtype = pb.OUTPUT_DTYPE_FLOAT16 if wire_dtype == codec.F16LE else pb.OUTPUT_DTYPE_FLOAT32
+            reply = OutgoingReply(response, codec.embeddings_as(result.embeddings, wire_dtype))
+        # Last, so the handler's time holds building the reply (OutgoingReply serializes its message later).
         response.server_time_ns = int((time.monotonic() - started) * 1e9)
-        return OutgoingReply(response, vectors)
+        return reply
 
     def _count(self, request: pb.EmbedRequest, code: grpc.StatusCode, cause: str | None = None) -> None:
         model = getattr(request, "model", "") or self.default_model  # a MalformedRequest has none
