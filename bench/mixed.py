@@ -5,7 +5,8 @@ on a GPU) and as before them (``--scheduling fifo --engine-loop async``).
 Two servers run side by side on the same model, one per mode (on a GPU four: GPU_MODES); the rounds
 alternate which goes first, so drift on a shared machine hits them alike. ``--mixed-modes`` may
 add servers that change one thing of the defaults: ``short_switch`` (a 0.5 ms GIL switch interval,
-Python's being 5 ms) and ``interactive_replica`` (one more engine that runs the queries alone). Each server
+Python's being 5 ms), ``interactive_replica`` (one more engine that runs the queries alone) and
+``full_batches`` (bulk batches at ``--max-batch-tokens``: no turns among bulk callers). Each server
 first gets one untimed bulk call (``warm_up``). Cases, per mode:
 
   mixed_{mode}_idle          interactive single rows, one started every 50 ms whether or not the last
@@ -85,9 +86,11 @@ MODE_ARGS = {
     "short_switch": ("--switch-interval-ms", "0.5"),
     # The defaults with one more engine that runs the queries alone (the bulk engines unpaced).
     "interactive_replica": ("--interactive-replica",),
+    # The defaults with bulk batches at --max-batch-tokens: no turns among bulk callers.
+    "full_batches": ("--bulk-batch-ms", "0"),
 }
 # The modes given ``slo_ms`` where it is given.
-PACED_MODES = ("classes", "paced", "short_switch", "interactive_replica")
+PACED_MODES = ("classes", "paced", "short_switch", "interactive_replica", "full_batches")
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes' starts: a few people's queries, not a load of their own
 MIN_PROBES = 5  # per phase, even when the phase is shorter

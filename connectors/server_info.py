@@ -41,6 +41,8 @@ class ModelInfo:
     interactive_requests: int = 0
     # Of the healthy replicas, those that run interactive requests only (--interactive-replica).
     interactive_replicas: int = 0
+    # Bulk callers' turns on the engines, in engine time (0: off).
+    bulk_turn_ms: float = 0.0
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -100,6 +102,7 @@ class ServerInfo:
                     interactive_p99_ms=m.interactive_p99_ms,
                     interactive_requests=m.interactive_requests,
                     interactive_replicas=m.interactive_replicas,
+                    bulk_turn_ms=m.bulk_turn_ms,
                 )
                 for m in r.models
             ),

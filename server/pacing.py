@@ -21,6 +21,18 @@ interactive row's own step, the server's work around it, and noise.
 (False, True)
 >>> pacer.update(tokens_per_s=1000.0), pacer.just_lost_target
 (256, False)
+
+Apart from any target, bulk callers take turns on the engines in batches of about
+``--bulk-batch-ms`` of engine time (:func:`bulk_turn_tokens`): the queue shares bulk work fairly
+only as it hands batches out, and an engine runs what it holds in the order given, so two scans
+can be no fairer than two batches of each replica's work.
+
+>>> bulk_turn_tokens(None, turn_s=0.25, max_batch_tokens=16384, min_batch_tokens=256)  # a cautious start
+1024
+>>> bulk_turn_tokens(4000.0, turn_s=0.25, max_batch_tokens=16384, min_batch_tokens=256)  # a slow CPU
+1000
+>>> bulk_turn_tokens(400_000.0, turn_s=0.25, max_batch_tokens=16384, min_batch_tokens=256)  # a GPU
+16384
 """
 
 from __future__ import annotations
@@ -96,6 +108,14 @@ class PaceReport:
     budget_tokens: int
     tokens_per_s: float  # 0.0: not measured yet
     holds_target: bool
+
+
+def bulk_turn_tokens(tokens_per_s: float | None, *, turn_s: float, max_batch_tokens: int, min_batch_tokens: int) -> int:
+    """The token budget of a bulk batch that takes an engine about ``turn_s`` at the measured speed
+    (a cautious start before any is measured), within the smallest (the longest row) and largest batch."""
+    smallest = min(min_batch_tokens, max_batch_tokens)
+    wanted = int(tokens_per_s * turn_s) if tokens_per_s else FIRST_BATCH_TOKENS
+    return max(smallest, min(max_batch_tokens, wanted))
 
 
 class BulkPacer:

@@ -32,7 +32,7 @@ from embedtext.server.latency_window import LatencyWindow
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import ModelSpec
 from embedtext.server.options import EmbedOptions
-from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport
+from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport, bulk_turn_tokens
 from embedtext.server.replicas import ReplicaSupervisor
 from embedtext.server.routing import LeastInFlightTokensPolicy
 from embedtext.server.tokenization.pool import TokenizerPool
@@ -109,12 +109,14 @@ class ModelRuntime:
         # With an interactive replica, queries never run behind bulk batches: those need no pacing.
         if interactive_slo_s and self.queue.classes and engine_loop != "stepped" and not config.interactive_replica:
             self.pacer = bulk_batch_pacer(spec, config, interactive_slo_s)
-            self.queue.bulk_batch_tokens = self.pacer.batch_tokens
             log.info(
                 "model %s: bulk batches paced for interactive requests within %.0f ms",
                 spec.name,
                 interactive_slo_s * 1000,
             )
+        # Bulk callers take turns on the engines of about this long each (server/pacing.py); 0: off.
+        self.bulk_turn_s = config.bulk_batch_ms / 1000.0 if self.queue.classes else 0.0
+        self._pace()
         metrics.bulk_batch_tokens.labels(spec.name).set_function(lambda: self.queue.bulk_batch_tokens)
         metrics.engine_tokens_per_s.labels(spec.name).set_function(lambda: self.engine_tokens_per_s)
         self.router = LeastInFlightTokensPolicy.of_count(
@@ -366,9 +368,18 @@ class ModelRuntime:
                 ) from None
 
     def _pace(self) -> None:
+        """Size the next bulk batches from the engines' measured speed: the target's budget (the
+        async loop's pacer), and each bulk caller's turn, whichever is smaller."""
+        speed = self.speed.tokens_per_s
+        budget = self.config.max_batch_tokens
+        if self.bulk_turn_s:
+            budget = bulk_turn_tokens(
+                speed, turn_s=self.bulk_turn_s, max_batch_tokens=budget, min_batch_tokens=self.spec.max_tokens
+            )
         if self.pacer is None:
+            self.queue.bulk_batch_tokens = budget
             return
-        self.queue.bulk_batch_tokens = self.pacer.update(self.speed.tokens_per_s)
+        self.queue.bulk_batch_tokens = min(budget, self.pacer.update(speed))
         if self.pacer.just_lost_target:
             log.warning(
                 "model %s: the interactive target of %.0f ms cannot be held: at %.0f tokens/s per engine, bulk "

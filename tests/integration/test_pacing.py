@@ -41,9 +41,13 @@ def test_bulk_batches_are_sized_from_the_measured_engine_speed(servers):
     with embedtext.Client(servers.tiny.target) as client:
         model = client.info(refresh=True).model("tiny")
     assert (model.interactive_slo_ms, model.bulk_batch_tokens) == (CPU_SLO_S * 1000, budget)
+    assert model.bulk_turn_ms == ServerConfig().bulk_batch_ms
     assert model.engine_tokens_per_second == pytest.approx(speed, rel=1e-6)
     out = _embedtext_info(servers.tiny.target)
-    assert f"bulk batches: {int(budget):,} tokens, paced for interactive requests within 250 ms" in out
+    assert (
+        f"bulk batches: {int(budget):,} tokens (bulk callers' turns: about 250 ms of engine time), "
+        "paced for interactive requests within 250 ms"
+    ) in out
 
 
 def test_a_request_the_engines_cannot_finish_in_time_is_refused_at_once(servers):

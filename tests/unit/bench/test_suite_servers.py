@@ -70,13 +70,17 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
 
 def test_the_mixed_suite_can_run_the_defaults_with_one_change_each(monkeypatch):
     """``short_switch``: the defaults with a 0.5 ms GIL switch interval; ``interactive_replica``: the
-    defaults with one more engine for queries. Both hold the bench's target."""
+    defaults with one more engine for queries; ``full_batches``: the defaults without bulk turns. All
+    hold the bench's target."""
     switch_config, switch = _server(server_args("short_switch", 20.0), monkeypatch, "cuda")
     assert switch_config.switch_interval_ms == 0.5 and switch.interactive_slo_s == 0.02 and switch.stepped
     assert _server(server_args("classes", 20.0), monkeypatch, "cuda")[0].switch_interval_ms is None
     replica_config, replica = _server(server_args("interactive_replica", 20.0), monkeypatch, "cuda")
     assert replica_config.interactive_replica and replica.interactive_slo_s == 0.02 and replica.stepped
     assert not switch_config.interactive_replica
+    full_config, full = _server(server_args("full_batches", 20.0), monkeypatch, "cuda")
+    assert full_config.bulk_batch_ms == 0 and full.interactive_slo_s == 0.02 and full.stepped
+    assert switch_config.bulk_batch_ms == ServerConfig().bulk_batch_ms > 0
 
 
 def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_target(monkeypatch):

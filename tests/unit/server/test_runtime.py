@@ -170,3 +170,65 @@ def test_only_batches_with_bulk_rows_measure_the_engines_speed(tiny_spec):
             await runtime.stop()
 
     asyncio.run(run())
+
+
+class TokensAtARateBackend(NullBackend):
+    """An engine that takes time in proportion to a batch's tokens, and runs the batches it holds
+    in the order given (test stand-in: the null engine, slowed, so that the runtime measures a
+    speed); it records whose rows each batch held, by each row's second token id."""
+
+    TOKENS_PER_S = 4000.0
+
+    def __init__(self, spec) -> None:
+        super().__init__(spec, name="tokens-at-a-rate")
+        self.lock = asyncio.Lock()
+        self.batches: list[tuple[set[int], int]] = []  # (the callers' ids, tokens), in the order run
+
+    async def embed(self, rows, interactive_rows=0):
+        async with self.lock:
+            tokens = sum(len(r) for r in rows)
+            self.batches.append(({r[1] for r in rows}, tokens))
+            await asyncio.sleep(tokens / self.TOKENS_PER_S)
+            return await super().embed(rows, interactive_rows)
+
+
+@pytest.mark.parametrize("bulk_batch_ms", [250.0, 0.0])
+def test_bulk_callers_take_turns_of_about_the_bulk_batch_time(tiny_spec, bulk_batch_ms):
+    """Two bulk callers queued together: with turns (--bulk-batch-ms), the engine gets their rows
+    in batches of about 250 ms of its measured time, in alternation; with 0, in batches of up to
+    --max-batch-tokens (here one for both), which an engine runs whole, in the order given."""
+
+    async def run():
+        config = ServerConfig(replicas=1, max_batches_per_replica=2, bulk_batch_ms=bulk_batch_ms)
+        backend = TokensAtARateBackend(tiny_spec)
+        runtime = ModelRuntime(tiny_spec, config, ServerMetrics(), lambda _index: backend)
+        await runtime.start()
+        try:
+            warm_up = [[101, 5] + [7] * 8 + [102]] * 250  # 2,750 tokens: over the speed's window
+            await runtime.embed_token_ids(warm_up, BULK, None)
+            speed = runtime.speed.tokens_per_s
+            assert speed is not None and speed <= TokensAtARateBackend.TOKENS_PER_S  # a sleep only overshoots
+            backend.batches.clear()
+            a, b = ([[101, who] + [7] * 8 + [102]] * 200 for who in (200, 201))  # 2,200 tokens each
+            await asyncio.gather(
+                runtime.embed_token_ids(a, EmbedOptions(interactive=False, caller="a"), None),
+                runtime.embed_token_ids(b, EmbedOptions(interactive=False, caller="b"), None),
+            )
+            order = [callers for callers, _ in backend.batches]
+            firsts = {who: min(i for i, c in enumerate(order) if who in c) for who in (200, 201)}
+            lasts = {who: max(i for i, c in enumerate(order) if who in c) for who in (200, 201)}
+            # Turns of at most 250 ms at the measured speed (the longest row at least).
+            turn_tokens = max(int(speed * 0.25), tiny_spec.max_tokens)
+            if bulk_batch_ms:
+                assert max(tokens for _, tokens in backend.batches) <= turn_tokens
+                assert runtime.queue.bulk_batch_tokens <= turn_tokens
+                # Each caller's first batch ran before the other's last one: they took turns.
+                assert firsts[201] < lasts[200] and firsts[200] < lasts[201], order
+                assert len(order) >= 4
+            else:  # both requests in one batch of up to --max-batch-tokens
+                assert order == [{200, 201}] and runtime.queue.bulk_batch_tokens == config.max_batch_tokens
+                assert backend.batches[0][1] > turn_tokens
+        finally:
+            await runtime.stop()
+
+    asyncio.run(run())
