@@ -110,12 +110,17 @@ class PaceReport:
     holds_target: bool
 
 
-def bulk_turn_tokens(tokens_per_s: float | None, *, turn_s: float, max_batch_tokens: int, min_batch_tokens: int) -> int:
-    """The token budget of a bulk batch that takes an engine about ``turn_s`` at the measured speed
-    (a cautious start before any is measured), within the smallest (the longest row) and largest batch."""
+def batch_budget(wanted: int | None, *, min_batch_tokens: int, max_batch_tokens: int) -> int:
+    """A bulk batch's token budget: ``wanted`` (None: a cautious start, no speed measured yet)
+    within the smallest batch (one longest row, never split) and the largest."""
     smallest = min(min_batch_tokens, max_batch_tokens)
-    wanted = int(tokens_per_s * turn_s) if tokens_per_s else FIRST_BATCH_TOKENS
-    return max(smallest, min(max_batch_tokens, wanted))
+    return max(smallest, min(max_batch_tokens, FIRST_BATCH_TOKENS if wanted is None else wanted))
+
+
+def bulk_turn_tokens(tokens_per_s: float | None, *, turn_s: float, max_batch_tokens: int, min_batch_tokens: int) -> int:
+    """The token budget of a bulk batch that takes an engine about ``turn_s`` at the measured speed."""
+    wanted = int(tokens_per_s * turn_s) if tokens_per_s else None
+    return batch_budget(wanted, min_batch_tokens=min_batch_tokens, max_batch_tokens=max_batch_tokens)
 
 
 class BulkPacer:
@@ -139,7 +144,7 @@ class BulkPacer:
         self.budgets_waited = budgets_waited
         # One row is never split: the longest row the model takes is the smallest budget.
         self.min_batch_tokens = min(min_batch_tokens, max_batch_tokens)
-        self.batch_tokens = max(self.min_batch_tokens, min(max_batch_tokens, FIRST_BATCH_TOKENS))
+        self.batch_tokens = batch_budget(None, min_batch_tokens=min_batch_tokens, max_batch_tokens=max_batch_tokens)
         self.holds_target = True
         self.just_lost_target = False  # the last update found the target can no longer be held
 
@@ -150,7 +155,9 @@ class BulkPacer:
             wanted = int(tokens_per_s * self.slo_s * self.share / self.budgets_waited)
             held, self.holds_target = self.holds_target, wanted >= self.min_batch_tokens
             self.just_lost_target = held and not self.holds_target
-            self.batch_tokens = max(self.min_batch_tokens, min(self.max_batch_tokens, wanted))
+            self.batch_tokens = batch_budget(
+                wanted, min_batch_tokens=self.min_batch_tokens, max_batch_tokens=self.max_batch_tokens
+            )
         return self.batch_tokens
 
     def report(self, tokens_per_s: float | None) -> PaceReport:
