@@ -77,7 +77,7 @@ def _progress(t0: float, message: str) -> None:
     default=None,
     help="Mixed suite: its servers, comma-separated, fifo among them (classes, unpaced, paced, short_switch, "
     "interactive_replica, full_batches, fifo) "
-    "[default: classes,fifo on a CPU; all four on a GPU].",
+    "[default: classes,fifo on a CPU; interactive_replica,classes,unpaced,fifo on a GPU].",
 )
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where generated models go.")
 @click.option(

@@ -103,6 +103,7 @@ def gpu_server_args(
     # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
     share = GPU_MEMORY_FRACTION if on_gpu else CPU_MEMORY_FRACTION
     args = ["--memory-fraction", str(round(share / processes, 4))] if processes > 1 else []
+    args += ["--interactive-replica", "off"]  # bulk work alone: every engine runs it
     if not paced:  # bulk work alone: no query's wait to pace steps for
         args += ["--interactive-slo-ms", "0"]
     if replica_processes != "auto":  # where the async loop's engine clients run

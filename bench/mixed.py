@@ -1,12 +1,14 @@
 """Mixed workloads: single-row interactive calls while bulk work loads the same server, with the
-defaults (latency classes, engine steps paced to ``--interactive-slo-ms``: 250 ms on a CPU, 20 ms
-on a GPU) and as before them (``--scheduling fifo --engine-loop async``).
+defaults (latency classes; on a CPU the engines' steps paced to ``--interactive-slo-ms``, 250 ms;
+on a GPU the queries on an engine of their own, for 20 ms) and as before them (``--scheduling fifo
+--engine-loop async``).
 
 Two servers run side by side on the same model, one per mode (on a GPU four: GPU_MODES); the rounds
-alternate which goes first, so drift on a shared machine hits them alike. ``--mixed-modes`` may
-add servers that change one thing of the defaults: ``short_switch`` (a 0.5 ms GIL switch interval,
-Python's being 5 ms), ``interactive_replica`` (one more engine that runs the queries alone) and
-``full_batches`` (bulk batches at ``--max-batch-tokens``: no turns among bulk callers). Each server
+alternate which goes first, so drift on a shared machine hits them alike. ``classes`` is the
+shared engines' defaults (a CPU's), ``interactive_replica`` a GPU's (one more engine that runs the
+queries alone). ``--mixed-modes`` may add servers that change one thing of ``classes``:
+``short_switch`` (a 0.5 ms GIL switch interval, Python's being 5 ms) and ``full_batches`` (bulk
+batches at ``--max-batch-tokens``: no turns among bulk callers). Each server
 first gets one untimed bulk call (``warm_up``). Cases, per mode:
 
   mixed_{mode}_idle          interactive single rows, one started every 50 ms whether or not the last
@@ -73,21 +75,24 @@ from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS, resolve
 
 SUITE = "mixed"
 MODES = ("classes", "fifo")
-# On a GPU two more servers tell what the defaults' parts give there: the same stepped engine with
-# no target (what pacing costs), and the target held by pacing bulk batches on the async loop.
-GPU_MODES = ("classes", "unpaced", "paced", "fifo")
-# What each mode adds to the servers' arguments: the defaults, and the order and engine loop before them.
+# On a GPU two more servers tell what the defaults' parts give there: the GPU's defaults (an
+# interactive replica) against the shared engines, and the shared stepped engine with no target.
+GPU_MODES = ("interactive_replica", "classes", "unpaced", "fifo")
+SHARED = ("--interactive-replica", "off")  # queries and bulk work on the same engines
+# What each mode adds to the servers' arguments: the shared engines' defaults, and the order and
+# engine loop before them.
 MODE_ARGS = {
-    "classes": (),
-    "unpaced": ("--interactive-slo-ms", "0"),
-    "paced": ("--engine-loop", "async"),
+    # Latency classes on shared engines, their steps paced: the defaults on a CPU.
+    "classes": SHARED,
+    "unpaced": (*SHARED, "--interactive-slo-ms", "0"),
+    "paced": (*SHARED, "--engine-loop", "async"),
     "fifo": ("--scheduling", "fifo", "--engine-loop", "async"),
-    # The defaults with a GIL switch interval of 0.5 ms (Python's: 5 ms).
-    "short_switch": ("--switch-interval-ms", "0.5"),
-    # The defaults with one more engine that runs the queries alone (the bulk engines unpaced).
-    "interactive_replica": ("--interactive-replica",),
-    # The defaults with bulk batches at --max-batch-tokens: no turns among bulk callers.
-    "full_batches": ("--bulk-batch-ms", "0"),
+    # classes with a GIL switch interval of 0.5 ms (Python's: 5 ms).
+    "short_switch": (*SHARED, "--switch-interval-ms", "0.5"),
+    # One more engine that runs the queries alone, the bulk engines unpaced: the defaults on a GPU.
+    "interactive_replica": ("--interactive-replica", "on"),
+    # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
+    "full_batches": (*SHARED, "--bulk-batch-ms", "0"),
 }
 # The modes given ``slo_ms`` where it is given.
 PACED_MODES = ("classes", "paced", "short_switch", "interactive_replica", "full_batches")
@@ -305,6 +310,10 @@ class Prober:
         self._process = context.Process(target=_prober_main, args=(child, self._stop), name="embedtext-prober")
         self._process.start()
         child.close()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid
 
     async def probe(self, target: str, probe_texts: Sequence[str], done: Callable[[], bool]) -> list[ProbeTime]:
         self._stop.clear()

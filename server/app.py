@@ -19,7 +19,7 @@ from embedtext.server.config import ServerConfig
 from embedtext.server.engine.factory import backend_factory
 from embedtext.server.host.tuning import host_tuning
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.models import load_model_spec
+from embedtext.server.models import load_model_spec, parse_model_arg
 from embedtext.server.resolved import ResolvedSettings, resolve
 from embedtext.server.runtime import ModelRuntime
 from embedtext.server.security import TokenAuthInterceptor, server_credentials
@@ -30,15 +30,8 @@ log = logging.getLogger("embedtext.server")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Embedding"].full_name
 
 
-def _parse_model(arg: str) -> tuple[str | None, str]:
-    if "=" in arg:
-        name, source = arg.split("=", 1)
-        return name or None, source
-    return None, arg
-
-
 def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: ServerMetrics) -> list[ModelRuntime]:
-    interactive = 1 if config.interactive_replica else 0
+    interactive = 1 if resolved.interactive_replica else 0
     share = resolved.memory_fraction / (len(config.models) * (config.replicas + interactive))
     if resolved.stepped:
         log.info(
@@ -54,15 +47,17 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
         )
     if interactive:
         log.info(
-            "one more replica per model runs interactive requests only (--interactive-replica): the other %d "
-            "step their engines unpaced",
+            "one more replica per model runs interactive requests only (%s): the other %d step their engines unpaced",
+            resolved.interactive_replica_reason,
             config.replicas,
         )
+    elif resolved.interactive_replica_reason.startswith("auto: off"):
+        log.info("no interactive replica (%s)", resolved.interactive_replica_reason)
     log.info("%s", resolved.dtype.note)
     log.info("model %s: %s", "eager" if resolved.enforce_eager else "compiled", resolved.eager_reason)
     runtimes = []
     for arg in config.models:
-        name, source = _parse_model(arg)
+        name, source = parse_model_arg(arg)
         spec = load_model_spec(source, name)
         settings = resolved.engine_settings(config, share)
         runtimes.append(
@@ -85,6 +80,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
                 dtype=resolved.dtype.dtype,
                 engine_loop=resolved.engine_loop,
                 eager=resolved.enforce_eager,
+                interactive_replica=resolved.interactive_replica,
             )
         )
     return runtimes

@@ -105,12 +105,15 @@ class ServerConfig:
         "With an interactive target: tokenize bulk requests as the engines drain the queue, not all at once on "
         "arrival, so a burst of bulk calls does not stall the queries that come meanwhile (server/tokenizing_gate.py).",
     )
-    interactive_replica: bool = setting(
-        False,
-        "Start one more engine per model that runs interactive requests only, beside the --replicas that run "
+    interactive_replica: str = setting(
+        "auto",
+        choices=AUTO_ON_OFF,
+        help="Start one more engine per model that runs interactive requests only, beside the --replicas that run "
         "bulk work: a query then never waits behind a bulk engine step, and the bulk engines' steps need no "
         "pacing. Costs one more engine's device memory and host CPU; while it restarts, queries run on the bulk "
-        "engines (and bulk work on it while every bulk engine does). Needs --scheduling classes.",
+        "engines (and bulk work on it while every bulk engine does). auto: on a GPU with --scheduling classes for "
+        "models whose weights take at most 2 GiB; off on a CPU, whose few cores the two engines would share. "
+        "on needs --scheduling classes.",
     )
     max_queued_rows: int = setting(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_request_rows: int = setting(16384, "Rows per request at most.", min=1)
@@ -205,7 +208,7 @@ class ServerConfig:
             raise ValueError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
         if self.token is not None and (not self.token.strip() or any(c in self.token for c in "\r\n")):
             raise ValueError("the token is empty or holds a line break")
-        if self.interactive_replica and self.scheduling != "classes":
+        if self.interactive_replica == "on" and self.scheduling != "classes":
             raise ValueError("--interactive-replica serves the interactive class: it needs --scheduling classes")
         if self.step_timeline and (self.engine_loop == "async" or self.engine != "vllm"):
             raise ValueError("--step-timeline records a stepped engine's steps: it needs --engine-loop stepped or auto")

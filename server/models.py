@@ -20,6 +20,7 @@ from pathlib import Path
 DEFAULT_MODEL_SOURCE = "default"
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 DEFAULT_MODEL_ALIASES = ("sentence-transformers/all-MiniLM-L6-v2",)
+WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pt", ".pth")
 
 
 class ModelSourceError(Exception):
@@ -42,6 +43,15 @@ class ModelSpec:
     @property
     def tokenizer_file(self) -> Path:
         return self.path / "tokenizer.json"
+
+    @property
+    def weight_bytes(self) -> int:
+        """The size of the weight files an engine loads: the directory's safetensors where it has any
+        (vLLM prefers them to a copy in .bin), not its subfolders' ONNX or OpenVINO copies."""
+        files = [f for f in self.path.iterdir() if f.suffix in WEIGHT_SUFFIXES and f.is_file()]
+        if any(f.suffix == ".safetensors" for f in files):
+            files = [f for f in files if f.suffix == ".safetensors"]
+        return sum(f.stat().st_size for f in files)
 
 
 def _read_json(path: Path) -> dict | list | None:
@@ -87,6 +97,14 @@ def _pooling(path: Path) -> str:
                 if cfg.get(f"pooling_mode_{mode}"):
                     return {"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max"}.get(mode, mode)
     return "cls"
+
+
+def parse_model_arg(arg: str) -> tuple[str | None, str]:
+    """``--model [NAME=]SOURCE`` as (NAME or None, SOURCE)."""
+    if "=" in arg:
+        name, source = arg.split("=", 1)
+        return name or None, source
+    return None, arg
 
 
 def load_model_spec(source: str = DEFAULT_MODEL_SOURCE, name: str | None = None) -> ModelSpec:

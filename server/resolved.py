@@ -12,11 +12,15 @@ from pathlib import Path
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
 from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
+from embedtext.server.models import load_model_spec, parse_model_arg
 
 CPU_INTERACTIVE_SLO_MS = 250.0
 GPU_INTERACTIVE_SLO_MS = 20.0
 CPU_MEMORY_FRACTION = 0.2
 GPU_MEMORY_FRACTION = 0.9
+# auto starts an interactive replica for models up to this size: a second copy of larger weights
+# takes device memory the bulk engines' batches need.
+INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES = 2 * 1024**3
 
 
 def default_interactive_slo_ms(device: str) -> float:
@@ -35,6 +39,8 @@ class ResolvedSettings:
     dtype: EngineDtype
     enforce_eager: bool = False  # no torch.compile, no CUDA graphs
     eager_reason: str = ""  # for the start-up log
+    interactive_replica: bool = False  # one more engine per model that runs interactive requests only
+    interactive_replica_reason: str = ""  # for the start-up log
 
     @property
     def stepped(self) -> bool:
@@ -51,7 +57,7 @@ class ResolvedSettings:
         """What each engine starts with, holding ``memory_fraction`` of the device. Beside an
         interactive replica (``--interactive-replica``) the bulk engines run no queries and step
         unpaced; the interactive one (``interactive``) keeps the target for when it runs bulk work."""
-        paced = self.stepped and (interactive or not config.interactive_replica)
+        paced = self.stepped and (interactive or not self.interactive_replica)
         return EngineSettings(
             memory_fraction=memory_fraction,
             max_batch_tokens=config.max_batch_tokens,
@@ -82,6 +88,11 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     - ``--interactive-slo-ms`` unset: 250 ms on a CPU, whose engine steps at --max-batch-tokens take
       seconds; 20 ms on a GPU. Off with ``--scheduling fifo``.
     - ``--memory-fraction`` unset: 0.9 of a GPU, 0.2 of a CPU's memory.
+    - ``--interactive-replica auto``: on a GPU with latency classes, where a query on an engine of its
+      own waits for no bulk step and the bulk engines step unpaced: query p99 during a scan halved and
+      bulk rows/s 1.46x of FIFO against the shared engines' 0.83x (bench/results/
+      gpu-mixed-quick-h200-replica.json). Off for models over 2 GiB of weights, and on a CPU, where
+      the second engine takes a start-up and cores from the first.
     - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
       ``flags`` (by default /proc/cpuinfo's).
 
@@ -89,8 +100,10 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     >>> (r.engine_loop, r.backend, r.replica_processes, r.interactive_slo_s)
     ('', 'null', False, None)
     >>> r = resolve(ServerConfig(), "cuda")
-    >>> (r.engine_loop, r.backend, r.word_cache, r.interactive_slo_s, r.memory_fraction)
-    ('stepped', 'vllm-stepped', False, 0.02, 0.9)
+    >>> (r.engine_loop, r.backend, r.word_cache, r.interactive_slo_s, r.memory_fraction, r.interactive_replica)
+    ('stepped', 'vllm-stepped', False, 0.02, 0.9, True)
+    >>> resolve(ServerConfig(), "cpu").interactive_replica
+    False
     """
     vllm = config.engine == "vllm"
     if device is None:
@@ -113,6 +126,7 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     if memory is None:
         memory = GPU_MEMORY_FRACTION if device == "cuda" else CPU_MEMORY_FRACTION
     eager, eager_reason = eager_engine(config.enforce_eager, device, flags) if vllm else (False, "null engine")
+    interactive_replica, interactive_replica_reason = _interactive_replica(config, device)
     return ResolvedSettings(
         device=device,
         engine_loop=loop,
@@ -123,4 +137,26 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
         dtype=engine_dtype(config.dtype, device, flags) if vllm else EngineDtype("float32", "null engine"),
         enforce_eager=eager,
         eager_reason=eager_reason,
+        interactive_replica=interactive_replica,
+        interactive_replica_reason=interactive_replica_reason,
     )
+
+
+def _interactive_replica(config: ServerConfig, device: str) -> tuple[bool, str]:
+    """Whether each model gets an interactive replica, and why (``--interactive-replica``)."""
+    if config.interactive_replica != "auto":
+        return config.interactive_replica == "on", f"--interactive-replica {config.interactive_replica}"
+    if config.engine != "vllm" or config.scheduling != "classes":
+        return False, "auto: no latency classes to serve"
+    if device != "cuda":
+        return False, "auto: off on a CPU, whose cores a second engine would take from the first"
+    for arg in config.models:
+        name, source = parse_model_arg(arg)
+        spec = load_model_spec(source, name)
+        if spec.weight_bytes > INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES:
+            return False, (
+                f"auto: off, {spec.name}'s weights take {spec.weight_bytes / 1024**3:.1f} GiB "
+                f"(over {INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES / 1024**3:g}): a second copy would take the memory "
+                "bulk batches need"
+            )
+    return True, "auto: on a GPU, queries run on an engine of their own"

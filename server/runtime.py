@@ -77,6 +77,7 @@ class ModelRuntime:
         dtype: str = "",
         engine_loop: str = "",
         eager: bool = False,
+        interactive_replica: bool = False,
     ) -> None:
         self.spec = spec
         self.dtype = dtype  # what the engines compute in (server/host/cpu_features.py)
@@ -107,7 +108,7 @@ class ModelRuntime:
         self.interactive_slo_s = interactive_slo_s if self.queue.classes else None
         self.interactive_latency = LatencyWindow()  # the last interactive requests, for Info
         # With an interactive replica, queries never run behind bulk batches: those need no pacing.
-        if interactive_slo_s and self.queue.classes and engine_loop != "stepped" and not config.interactive_replica:
+        if interactive_slo_s and self.queue.classes and engine_loop != "stepped" and not interactive_replica:
             self.pacer = bulk_batch_pacer(spec, config, interactive_slo_s)
             log.info(
                 "model %s: bulk batches paced for interactive requests within %.0f ms",
@@ -122,7 +123,7 @@ class ModelRuntime:
         self.router = LeastInFlightTokensPolicy.of_count(
             config.replicas,
             max_batches_per_replica=config.max_batches_per_replica,
-            interactive_replicas=1 if config.interactive_replica else 0,
+            interactive_replicas=1 if interactive_replica else 0,
         )
         self.supervisor = ReplicaSupervisor(spec.name, self.router, backend_factory, metrics=metrics)
         for replica in self.supervisor.replicas:

@@ -366,7 +366,7 @@ class MetricsServer:
 
 @pytest.fixture(scope="module")
 def interactive_replica_server(tiny_model_dir, tmp_path_factory):
-    """The tiny model on one bulk engine and one interactive engine (``--interactive-replica``),
+    """The tiny model on one bulk engine and one interactive engine (``--interactive-replica on``),
     stepped as by default, with batches of at most INTERACTIVE_REPLICA_BATCH_ROWS rows."""
     from embedtext.connectors.local_server import LocalServer
 
@@ -376,6 +376,7 @@ def interactive_replica_server(tiny_model_dir, tmp_path_factory):
         replicas=1,
         args=[
             "--interactive-replica",
+            "on",
             "--metrics-port",
             str(port),
             "--max-batch-rows",

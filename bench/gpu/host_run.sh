@@ -9,7 +9,7 @@
 #   bash bench/gpu/host_run.sh replicas OUTDIR [N] [S] # the GPU suite's bulk rows/s at N replicas (default 4), with
 #                                                     # no target and then paced to the default 20 ms, each cut at S s
 #
-# SERVE_ARGS="--interactive-replica" adds arguments to the profiled server's.
+# SERVE_ARGS="--interactive-replica off" adds arguments to the profiled server's.
 # MODES=classes,unpaced,fifo picks the mixed suite's servers (default: all four GPU_MODES of
 # bench/mixed.py; each compiled server takes a minute or more to start, one after another).
 #
@@ -57,6 +57,8 @@ case $step in
     # shellcheck disable=SC2086
     timeout -k 10 300 "$VENV/bin/python" bench/gpu/profile_server.py --out "$1/profile" ${SERVE_ARGS:+-- $SERVE_ARGS} 2>&1 \
       | tee "$1/profile.log" | grep -E "^(idle|bulk):|wrote|failed|Error|error"
+    # py-spy's raw stacks in one file: a transfer may bring back only a few files.
+    (cd "$1/profile" && tar czf ../profile-raw.tgz --remove-files ./*.raw)
     ;;
   replicas)
     # What several replicas keep of their bulk rows/s when they hold the GPU's default target.

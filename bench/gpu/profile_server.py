@@ -3,11 +3,12 @@ each replica's worker during the mixed suite's phases, and a summary names the f
 
     ~/gpu-venv/bin/python bench/gpu/profile_server.py --out ~/gpu-results/profile   # ~2 minutes
 
-One server with the defaults (on a GPU: the stepped engine paced to 20 ms, compiled engines),
+One server with the defaults (on a GPU: an interactive replica beside the bulk engine, compiled),
 all-MiniLM-L6-v2; one untimed bulk call; then two phases, each sampled from start to end:
 ``idle`` (the mixed suite's probes alone: one 12-token query every 50 ms) and ``bulk`` (the probes
 while 4 clients each send 2048-row calls in a loop). Per phase and process it writes py-spy's raw
-stacks (``{phase}-{process}.raw``, every thread, idle time included, so waits show) and
+stacks (``{phase}-{process}.raw``: the server, each worker, the prober and the bulk clients; every
+thread, idle time included, so waits show) and
 ``summary.txt``: the probes' p50/p99 split by their replies (queue, engine, rest), the engine part
 split by the server's step timeline (``steps.jsonl``, ``--step-timeline``: the step a query waited
 for, its own step, the hand-back to the worker's event loop), and per thread the frames holding
@@ -22,6 +23,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import os
 import shutil
 import subprocess
 import sys
@@ -104,11 +106,14 @@ def _sample(py_spy: str, pid: int, seconds: float, out: Path) -> subprocess.Pope
     )
 
 
-def _profiled(py_spy: str, server, phase: str, seconds: float, run, out: Path) -> dict:
-    """``run()`` (a coroutine's result: the probes' times) with py-spy on the server and its workers."""
+def _profiled(py_spy: str, server, phase: str, seconds: float, run, out: Path, prober) -> dict:
+    """``run()`` (a coroutine's result: the probes' times) with py-spy on the server and its workers,
+    the prober's process and this one (the bulk clients): a probe's time outside the server is
+    spent in the last two, in gRPC's threads or in the server's before its handler starts."""
     names = {server.pid: "server"} | {
         pid: f"worker{i}" for i, pid in enumerate(p for p, n in process_names(server.pid).items() if n == WORKER_NAME)
     }
+    names |= {prober.pid: "prober", os.getpid(): "clients"}
     samplers = {name: _sample(py_spy, pid, seconds, out / f"{phase}-{name}.raw") for pid, name in names.items()}
     times = asyncio.run(run())
     for name, sampler in samplers.items():
@@ -149,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
                 times, _rows, _elapsed = await probed_load(server.target, bulk, probes, clients, seconds, prober)
                 return times
 
-            got = _profiled(py_spy, server, phase, seconds, run, args.out)
+            got = _profiled(py_spy, server, phase, seconds, run, args.out, prober)
             p50, p99 = percentiles_ms(got["latencies"])
             took = time.monotonic() - started
             line = f"{phase}: {len(got['latencies'])} probes in {took:.0f}s, p50 {p50} ms, p99 {p99} ms"

@@ -74,8 +74,10 @@ def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
             **extra,
         }
 
+    speeds = {"classes": 900.0, "unpaced": 200.0, "interactive_replica": 500.0, "fifo": 1000.0}
+    assert set(speeds) == set(GPU_MODES)
     cases = []
-    for mode, speed in zip(GPU_MODES, (900.0, 200.0, 500.0, 1000.0), strict=True):
+    for mode, speed in speeds.items():
         cases += [
             case(mode, "scan", speed, p99_ms=speed / 50),
             case(mode, "bulk4", speed, p99_ms=speed / 50),
@@ -86,7 +88,8 @@ def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
     assert ratios["mixed_bulk_rows_per_s"] == 0.9 and ratios["mixed_unpaced_bulk_rows_per_s"] == 0.2
     assert ratios["mixed_scan_rows_per_s"] == 0.9 and ratios["mixed_unpaced_scan_rows_per_s"] == 0.2
     assert ratios["mixed_interactive_p99_vs_slo_scan"] == 0.9 and ratios["mixed_unpaced_interactive_p99_scan"] == 0.2
-    assert ratios["mixed_paced_bulk_rows_per_s"] == 0.5 and ratios["mixed_paced_interactive_p99_bulk4"] == 0.5
+    assert ratios["mixed_interactive_replica_bulk_rows_per_s"] == 0.5
+    assert ratios["mixed_interactive_replica_interactive_p99_bulk4"] == 0.5
     assert not any(key.startswith("mixed_fifo") for key in ratios)
 
 
@@ -205,9 +208,9 @@ def test_a_probe_s_time_splits_into_the_server_s_parts_from_its_reply():
 
 
 def test_the_servers_that_step_their_engines_keep_a_step_timeline_and_the_others_do_not():
-    from embedtext.bench.mixed import GPU_MODES, server_args, steps_its_engines
+    from embedtext.bench.mixed import MODE_ARGS, server_args, steps_its_engines
 
-    stepped = {mode: steps_its_engines(server_args(mode, 20.0)) for mode in GPU_MODES}
-    assert stepped == {"classes": True, "unpaced": True, "paced": False, "fifo": False}
+    stepped = {mode: steps_its_engines(server_args(mode, 20.0)) for mode in MODE_ARGS}
+    assert [mode for mode, steps in stepped.items() if not steps] == ["paced", "fifo"]
     # The null engine (the bookkeeping test's servers) has no steps: it is given no timeline.
-    assert not any(steps_its_engines(["--engine", "null", *server_args(mode, None)]) for mode in GPU_MODES)
+    assert not any(steps_its_engines(["--engine", "null", *server_args(mode, None)]) for mode in MODE_ARGS)

@@ -54,30 +54,33 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     defaults: a stepped engine) and the paced one (pacing bulk batches on the async loop) hold
     20 ms, and the unpaced one is the defaults without a target. The FIFO server holds no target
     either way."""
-    assert MODES == ("classes", "fifo") and GPU_MODES == ("classes", "unpaced", "paced", "fifo")
+    assert MODES == ("classes", "fifo") and GPU_MODES == ("interactive_replica", "classes", "unpaced", "fifo")
     on_cpu = {mode: _server(server_args(mode), monkeypatch)[1] for mode in MODES}
     assert on_cpu["classes"].interactive_slo_s == 0.25 and on_cpu["classes"].stepped
     assert on_cpu["fifo"].interactive_slo_s is None and on_cpu["fifo"].engine_loop == "async"
 
     on_gpu = {mode: _server(server_args(mode, GPU_INTERACTIVE_SLO_MS), monkeypatch, "cuda")[1] for mode in GPU_MODES}
     assert on_gpu["classes"].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000 and on_gpu["classes"].stepped
-    assert on_gpu["paced"].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000 and on_gpu["paced"].engine_loop == "async"
+    assert on_gpu["interactive_replica"].interactive_replica and on_gpu["interactive_replica"].stepped
     assert on_gpu["unpaced"].interactive_slo_s is None and on_gpu["unpaced"].stepped
     assert on_gpu["fifo"].interactive_slo_s is None and on_gpu["fifo"].engine_loop == "async"
-    # Without the bench's target the server's GPU default is the same.
+    # Every mode but interactive_replica runs queries and bulk work on the same engines, on either device.
+    assert [m for m, r in on_gpu.items() if r.interactive_replica] == ["interactive_replica"]
+    assert not any(r.interactive_replica for r in on_cpu.values())
+    # Without the bench's target the server's GPU default is the same; its default engines are the replica's.
     assert _server(server_args("classes"), monkeypatch, "cuda")[1].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000
+    assert _server((), monkeypatch, "cuda")[1].interactive_replica
 
 
 def test_the_mixed_suite_can_run_the_defaults_with_one_change_each(monkeypatch):
-    """``short_switch``: the defaults with a 0.5 ms GIL switch interval; ``interactive_replica``: the
-    defaults with one more engine for queries; ``full_batches``: the defaults without bulk turns. All
-    hold the bench's target."""
+    """``short_switch``: classes with a 0.5 ms GIL switch interval; ``interactive_replica``: one more
+    engine for queries; ``full_batches``: classes without bulk turns. All hold the bench's target."""
     switch_config, switch = _server(server_args("short_switch", 20.0), monkeypatch, "cuda")
     assert switch_config.switch_interval_ms == 0.5 and switch.interactive_slo_s == 0.02 and switch.stepped
     assert _server(server_args("classes", 20.0), monkeypatch, "cuda")[0].switch_interval_ms is None
     replica_config, replica = _server(server_args("interactive_replica", 20.0), monkeypatch, "cuda")
-    assert replica_config.interactive_replica and replica.interactive_slo_s == 0.02 and replica.stepped
-    assert not switch_config.interactive_replica
+    assert replica_config.interactive_replica == "on" and replica.interactive_slo_s == 0.02 and replica.stepped
+    assert not switch.interactive_replica and switch_config.interactive_replica == "off"
     full_config, full = _server(server_args("full_batches", 20.0), monkeypatch, "cuda")
     assert full_config.bulk_batch_ms == 0 and full.interactive_slo_s == 0.02 and full.stepped
     assert switch_config.bulk_batch_ms == ServerConfig().bulk_batch_ms > 0
@@ -96,6 +99,7 @@ def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_targ
 
     tag, config, bulk = on_gpu()
     assert tag == "r8_p2" and bulk.stepped and bulk.interactive_slo_s is None and config.memory_fraction == 0.45
+    assert not bulk.interactive_replica  # every engine runs the bulk work
     tag, config, paced = on_gpu(paced=True)
     assert tag == "r8_p2_paced" and paced.stepped and paced.interactive_slo_s == 0.02 and config.hold_bulk_tokenizing
     tag, config, rp = on_gpu(replica_processes="off")

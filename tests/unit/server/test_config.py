@@ -1,4 +1,5 @@
 import os
+import shutil
 
 import pytest
 
@@ -82,7 +83,7 @@ def test_beside_an_interactive_replica_the_bulk_engines_run_unpaced(loop):
     from embedtext.server import app
     from embedtext.server.metrics import ServerMetrics
 
-    config = ServerConfig(engine_loop=loop, replicas=2, interactive_replica=True)
+    config = ServerConfig(engine_loop=loop, replicas=2, interactive_replica="on")
     (runtime,) = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
     replicas = runtime.supervisor.replicas
     assert [r.interactive_only for r in replicas] == [False, False, True]
@@ -96,7 +97,47 @@ def test_beside_an_interactive_replica_the_bulk_engines_run_unpaced(loop):
 
 def test_an_interactive_replica_needs_latency_classes():
     with pytest.raises(ValueError, match="--interactive-replica serves the interactive class"):
-        ServerConfig(interactive_replica=True, scheduling="fifo")
+        ServerConfig(interactive_replica="on", scheduling="fifo")
+    assert not resolve(ServerConfig(scheduling="fifo"), "cuda").interactive_replica  # auto: no classes to serve
+
+
+@pytest.mark.parametrize(
+    ("setting", "device", "started"),
+    [("auto", "cuda", True), ("auto", "cpu", False), ("off", "cuda", False), ("on", "cpu", True)],
+)
+def test_interactive_replica_auto_starts_one_on_a_gpu_only(setting, device, started):
+    """auto: on a GPU a query's own engine waits for no bulk step; on a CPU the second engine would
+    take cores (and a start-up) from the first. What was chosen, and why, goes to the start-up log."""
+    from embedtext.server import app
+    from embedtext.server.metrics import ServerMetrics
+
+    config = ServerConfig(interactive_replica=setting)
+    resolved = resolve(config, device)
+    assert resolved.interactive_replica is started
+    assert resolved.interactive_replica_reason.startswith("auto" if setting == "auto" else "--interactive-replica")
+    (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
+    assert [r.interactive_only for r in runtime.supervisor.replicas] == [False] + [True] * started
+    runtime.tokenizers.close()
+
+
+def test_interactive_replica_auto_leaves_a_large_model_one_engine(tiny_model_dir, tmp_path):
+    """A model whose weights exceed the bound gets no second copy on its own: its bulk engines keep the memory."""
+    from embedtext.server import resolved as resolved_settings
+    from embedtext.server.models import load_model_spec
+
+    big = tmp_path / "big"
+    shutil.copytree(tiny_model_dir, big)
+    weights = load_model_spec(str(tiny_model_dir)).weight_bytes
+    assert 0 < weights <= resolved_settings.INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES
+    with open(big / "model-00002-of-00002.safetensors", "wb") as f:  # sparse: no disk used
+        f.truncate(resolved_settings.INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES)
+    assert load_model_spec(str(big)).weight_bytes == weights + resolved_settings.INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES
+    small = resolve(ServerConfig(models=(f"tiny={tiny_model_dir}",)), "cuda")
+    assert small.interactive_replica
+    large = resolve(ServerConfig(models=(f"tiny={tiny_model_dir}", f"big={big}")), "cuda")
+    assert not large.interactive_replica and "big's weights take 2.0 GiB" in large.interactive_replica_reason
+    on = resolve(ServerConfig(models=(str(big),), interactive_replica="on"), "cuda")
+    assert on.interactive_replica  # as told
 
 
 def test_a_switch_interval_reaches_the_engines_and_none_leaves_pythons():
