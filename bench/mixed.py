@@ -475,6 +475,7 @@ def run_mixed(
     args: Sequence[str] = (),
     slo_ms: float | None = None,
     modes: Sequence[str] = MODES,
+    defaults: str = "classes",
     settle_s: float = SETTLE_S,
     progress=print,
 ) -> list[dict]:
@@ -482,7 +483,8 @@ def run_mixed(
     scan cycles through them); ``probe_texts``: short texts (also the flood's rows).
     ``flood_clients`` 0: no flood phase. ``slo_ms``: the paced server's ``--interactive-slo-ms``
     and the target the probes' p99 is read against (None: the CPU default, 250 ms); ``modes``:
-    MODES, GPU_MODES, or any of MODE_ARGS with fifo (the ratios' denominator)."""
+    MODES, GPU_MODES, or any of MODE_ARGS with fifo (the ratios' denominator); ``defaults``: the
+    mode that is the servers' defaults on this device, whose ratios are read against the targets."""
     check_modes(modes)
     scan_texts = list(itertools.islice(itertools.cycle(bulk_texts), scan_rows))
     flood_texts = list(itertools.islice(itertools.cycle(probe_texts), BULK_ROWS))
@@ -564,6 +566,7 @@ def run_mixed(
                 latencies=got.get("latencies", []),
                 mode=mode,
                 kind=kind,
+                defaults=mode == defaults,
                 probes=len(got.get("latencies", [])),
                 bulk_clients=clients if kind.startswith("bulk") else 0,
                 rounds=rounds,
@@ -606,14 +609,15 @@ def _merge(into: dict, got: dict) -> None:
 
 
 def mixed_ratios(cases: Sequence[dict]) -> dict[str, float]:
-    """Each mode against FIFO: ``mixed_...`` for the defaults (the targets), ``mixed_{mode}_...``
-    for the others where they ran (``mixed_unpaced_...``, ``mixed_paced_...``)."""
+    """Each mode against FIFO: ``mixed_...`` for the defaults (the targets: the cases marked
+    ``defaults``, or before that mark ``classes``), ``mixed_{mode}_...`` for the others where they
+    ran (``mixed_unpaced_...``, ``mixed_classes_...`` on a GPU)."""
     mine = {(c["mode"], c["kind"]): c for c in cases if c["suite"] == SUITE}
     ratios: dict[str, float] = {}
     for (mode, kind), new in sorted(mine.items()):
         if mode == "fifo":
             continue
-        key = "mixed_" if mode == "classes" else f"mixed_{mode}_"
+        key = "mixed_" if new.get("defaults", mode == "classes") else f"mixed_{mode}_"
         if kind == "two_scans":
             ratios[f"{key}two_scans_ratio"] = new["scan_ratio"]
             continue

@@ -132,6 +132,8 @@ def run_bench(
             args=[*plan.engine_flags, *share],
             slo_ms=GPU_INTERACTIVE_SLO_MS if gpu else None,
             modes=modes,
+            # The targets are read on the defaults: on a GPU the interactive replica, where it ran.
+            defaults="interactive_replica" if gpu and "interactive_replica" in modes else "classes",
             progress=progress,
         )
     if "dtype" in suites:

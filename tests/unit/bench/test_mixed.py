@@ -214,3 +214,22 @@ def test_the_servers_that_step_their_engines_keep_a_step_timeline_and_the_others
     assert [mode for mode, steps in stepped.items() if not steps] == ["paced", "fifo"]
     # The null engine (the bookkeeping test's servers) has no steps: it is given no timeline.
     assert not any(steps_its_engines(["--engine", "null", *server_args(mode, None)]) for mode in MODE_ARGS)
+
+
+def test_on_a_gpu_the_targets_are_read_on_the_interactive_replica():
+    """The cases marked ``defaults`` (on a GPU the interactive replica) give the target keys; the
+    shared engines' ``classes`` then keeps keys of its own."""
+
+    def case(mode, kind, rows_per_s):
+        return {"suite": "mixed", "mode": mode, "kind": kind, "rows_per_s": rows_per_s, "p99_ms": rows_per_s / 50}
+
+    speeds = {"interactive_replica": 1500.0, "classes": 800.0, "fifo": 1000.0}
+    cases = [
+        {**case(mode, kind, speed), "slo_ms": 20.0, "defaults": mode == "interactive_replica"}
+        for mode, speed in speeds.items()
+        for kind in ("scan", "bulk4")
+    ]
+    ratios = mixed_ratios(cases)
+    assert ratios["mixed_bulk_rows_per_s"] == 1.5 and ratios["mixed_interactive_p99_vs_slo_scan"] == 1.5
+    assert ratios["mixed_classes_bulk_rows_per_s"] == 0.8
+    assert not any(key.startswith("mixed_interactive_replica_") for key in ratios)
