@@ -108,12 +108,13 @@ class ServerConfig:
     interactive_replica: str = setting(
         "auto",
         choices=AUTO_ON_OFF,
+        flag_value="on",
         help="Start one more engine per model that runs interactive requests only, beside the --replicas that run "
         "bulk work: a query then never waits behind a bulk engine step, and the bulk engines' steps need no "
         "pacing. Costs one more engine's device memory and host CPU; while it restarts, queries run on the bulk "
         "engines (and bulk work on it while every bulk engine does). auto: on a GPU with --scheduling classes for "
         "models whose weights take at most 2 GiB; off on a CPU, whose few cores the two engines would share. "
-        "on needs --scheduling classes.",
+        "Alone: on. on needs --scheduling classes.",
     )
     max_queued_rows: int = setting(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_request_rows: int = setting(16384, "Rows per request at most.", min=1)

@@ -140,6 +140,15 @@ def test_interactive_replica_auto_leaves_a_large_model_one_engine(tiny_model_dir
     assert on.interactive_replica  # as told
 
 
+def test_interactive_replica_alone_on_the_command_line_means_on():
+    from embedtext.server.cli import serve_command
+
+    def parsed(*args):
+        return serve_command.make_context("serve", list(args)).params["interactive_replica"]
+
+    assert (parsed("--interactive-replica"), parsed("--interactive-replica", "off"), parsed()) == ("on", "off", "auto")
+
+
 def test_a_switch_interval_reaches_the_engines_and_none_leaves_pythons():
     config = ServerConfig(switch_interval_ms=0.5)
     assert resolve(config, "cpu").engine_settings(config, 0.2).switch_interval_s == 0.0005
