@@ -51,7 +51,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
             resolved.interactive_replica_reason,
             config.replicas,
         )
-    elif resolved.interactive_replica_reason.startswith("auto: off"):
+    else:
         log.info("no interactive replica (%s)", resolved.interactive_replica_reason)
     log.info("%s", resolved.dtype.note)
     log.info("model %s: %s", "eager" if resolved.enforce_eager else "compiled", resolved.eager_reason)

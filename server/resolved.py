@@ -89,10 +89,9 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
       seconds; 20 ms on a GPU. Off with ``--scheduling fifo``.
     - ``--memory-fraction`` unset: 0.9 of a GPU, 0.2 of a CPU's memory.
     - ``--interactive-replica auto``: on a GPU with latency classes, where a query on an engine of its
-      own waits for no bulk step and the bulk engines step unpaced: query p99 during a scan halved and
-      bulk rows/s 1.46x of FIFO against the shared engines' 0.83x (bench/results/
-      gpu-mixed-quick-h200-replica.json). Off for models over 2 GiB of weights, and on a CPU, where
-      the second engine takes a start-up and cores from the first.
+      own waits for no bulk step and the bulk engines step unpaced, faster than the shared engine
+      paced for queries (bench/results/gpu-mixed-quick-h200-replica.json). Off for models over 2 GiB
+      of weights, and on a CPU, where the second engine takes a start-up and cores from the first.
     - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
       ``flags`` (by default /proc/cpuinfo's).
 
@@ -146,8 +145,10 @@ def _interactive_replica(config: ServerConfig, device: str) -> tuple[bool, str]:
     """Whether each model gets an interactive replica, and why (``--interactive-replica``)."""
     if config.interactive_replica != "auto":
         return config.interactive_replica == "on", f"--interactive-replica {config.interactive_replica}"
-    if config.engine != "vllm" or config.scheduling != "classes":
-        return False, "auto: no latency classes to serve"
+    if config.engine != "vllm":
+        return False, "auto: off for the null engine"
+    if config.scheduling != "classes":
+        return False, "auto: off without latency classes"
     if device != "cuda":
         return False, "auto: off on a CPU, whose cores a second engine would take from the first"
     for arg in config.models:
