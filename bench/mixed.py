@@ -7,8 +7,9 @@ Two servers run side by side on the same model, one per mode (on a GPU four: GPU
 alternate which goes first, so drift on a shared machine hits them alike. ``classes`` is the
 shared engines' defaults (a CPU's), ``interactive_replica`` a GPU's (one more engine that runs the
 queries alone). ``--mixed-modes`` may add servers that change one thing of ``classes``:
-``short_switch`` (a 0.5 ms GIL switch interval, Python's being 5 ms) and ``full_batches`` (bulk
-batches at ``--max-batch-tokens``: no turns among bulk callers). Each server
+``short_switch`` (a 0.5 ms GIL switch interval, Python's being 5 ms), ``full_batches`` (bulk
+batches at ``--max-batch-tokens``: no turns among bulk callers) and ``long_turns`` (bulk turns of
+1,000 ms of engine time, not 250). Each server
 first gets one untimed bulk call (``warm_up``). Cases, per mode:
 
   mixed_{mode}_idle          interactive single rows, one started every 50 ms whether or not the last
@@ -29,7 +30,12 @@ replica: with the stepped engine, the step running when it came too) and ``rest_
 client, gRPC both ways, tokenizing, the server's hand-overs), which splits into ``tokenize_*_ms``,
 ``handling_*_ms`` (the server's own work around the queue and the engine), ``outside_*_ms``
 (outside the server's handler: the client, gRPC both ways) and ``late_*_ms`` (the prober's own
-delay in sending a probe after its scheduled start). A server that steps its engines
+delay in sending a probe after its scheduled start); ``outside`` splits by the server's wall clock
+at its handler's start (the reply's ``handler_start_unix_ns``; the prober runs on the server's
+host) into ``to_server_*_ms`` (the call to the handler: the client, gRPC and the server's event
+loop on the way in) and ``from_server_*_ms`` (the way back). ``loop_late_p99_ms`` and
+``loop_late_max_ms`` are how late the server's event loop ran its timer over the last 10 s of
+each phase (Info; the worst round's). A server that steps its engines
 also keeps a step timeline (``--step-timeline``, server/engine/step_timeline.py), which splits
 the engine part inside the replica's worker: ``step_waited_*_ms`` (the rest of the step running
 when a query came), ``own_step_*_ms`` (the step that computed it), ``to_loop_*_ms`` (the hand-back
@@ -67,7 +73,7 @@ from embedtext.bench.measure import make_case, percentiles_ms
 from embedtext.bench.rounds import SETTLE_S
 from embedtext.bench.servers import embedtext_server
 from embedtext.bench.step_timeline import read_timeline, timeline_parts
-from embedtext.connectors.client import AsyncClient
+from embedtext.connectors.client import AsyncClient, Client
 from embedtext.connectors.requests import RequestOptions, plan_text_requests
 from embedtext.protocol.errors import EmbedTextError
 from embedtext.server.config import ServerConfig
@@ -93,9 +99,11 @@ MODE_ARGS = {
     "interactive_replica": ("--interactive-replica", "on"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
     "full_batches": (*SHARED, "--bulk-batch-ms", "0"),
+    # classes with bulk turns of 1,000 ms of engine time (the default: 250): the turn size's A/B.
+    "long_turns": (*SHARED, "--bulk-batch-ms", "1000"),
 }
 # The modes given ``slo_ms`` where it is given.
-PACED_MODES = ("classes", "paced", "short_switch", "interactive_replica", "full_batches")
+PACED_MODES = ("classes", "paced", "short_switch", "interactive_replica", "full_batches", "long_turns")
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes' starts: a few people's queries, not a load of their own
 MIN_PROBES = 5  # per phase, even when the phase is shorter
@@ -120,6 +128,9 @@ class ProbeTime:
     tokenize_s: float | None = None  # tokenizing it (tokenize_time_ns)
     server_s: float | None = None  # all of it in the server's handler (server_time_ns)
     late_s: float | None = None  # the prober's own lateness: from its scheduled start to the call
+    # From the call to the server's handler (its wall clock, handler_start_unix_ns, against the
+    # prober's: one host): the client, gRPC and the server's event loop on the way in.
+    to_server_s: float | None = None
 
     @property
     def rest_s(self) -> float | None:
@@ -143,17 +154,30 @@ class ProbeTime:
             return None
         return self.total_s - self.server_s - (self.late_s or 0.0)
 
+    @property
+    def from_server_s(self) -> float | None:
+        """From the server's handler to the reply in the prober: the reply's serialization, gRPC, the
+        server's event loop on the way out, the client."""
+        if self.outside_s is None or self.to_server_s is None:
+            return None
+        return self.outside_s - self.to_server_s
+
     @staticmethod
-    def of(total_s: float, reply, late_s: float | None = None) -> ProbeTime:
+    def of(total_s: float, reply, late_s: float | None = None, sent_unix_ns: int | None = None) -> ProbeTime:
+        """``sent_unix_ns``: the prober's wall clock as it made the call."""
         if reply is None:
             return ProbeTime(total_s, late_s=late_s)
-        # A server from before stop 38 sends no server time (0): its rest is not split.
+        # A server from before stop 38 sends no server time (0): its rest is not split; one from
+        # before stop 41 no handler start: its outside is not split.
         server = (reply.tokenize_time_ns / 1e9, reply.server_time_ns / 1e9) if reply.server_time_ns else (None, None)
-        return ProbeTime(total_s, reply.queue_time_ns / 1e9, reply.inference_time_ns / 1e9, *server, late_s)
+        started = getattr(reply, "handler_start_unix_ns", 0)
+        to_server = (started - sent_unix_ns) / 1e9 if started and sent_unix_ns and server[1] is not None else None
+        return ProbeTime(total_s, reply.queue_time_ns / 1e9, reply.inference_time_ns / 1e9, *server, late_s, to_server)
 
 
-# Where a probe's time went (ProbeTime's parts): rest is tokenize + handling + outside + late.
-PROBE_PARTS = ("queue", "engine", "rest", "tokenize", "handling", "outside", "late")
+# Where a probe's time went (ProbeTime's parts): rest is tokenize + handling + outside + late, and
+# outside is to_server + from_server.
+PROBE_PARTS = ("queue", "engine", "rest", "tokenize", "handling", "outside", "late", "to_server", "from_server")
 
 
 def probe_figures(times: Sequence[ProbeTime]) -> dict:
@@ -229,6 +253,8 @@ def _phase_line(got: dict) -> str:
                     "{handling_p99_ms:.1f}, tokenizing {tokenize_p99_ms:.1f}"
                 ).format(**parts)
                 line += f", the prober's lateness {parts['late_p99_ms']:.1f}" if "late_p99_ms" in parts else ""
+                if "to_server_p99_ms" in parts:
+                    line += "; outside: in {to_server_p99_ms:.1f}, back {from_server_p99_ms:.1f}".format(**parts)
                 line += " ms"
             line += ")"
         steps = _timeline_ms(got)
@@ -238,6 +264,11 @@ def _phase_line(got: dict) -> str:
                 "back to its loop {to_loop_p50_ms:.1f} ms"
             ).format(**steps)
             line += f"; garbage collection p99 {steps['gc_p99_ms']:.1f} ms)" if "gc_p99_ms" in steps else ")"
+    if got.get("loop_late_p99_ms"):
+        line += (
+            f", the server's event loop late p99 {max(got['loop_late_p99_ms']):.1f} ms, "
+            f"at most {max(got['loop_late_max_ms']):.1f} ms (its last 10 s)"
+        )
     if got["rows"] and got["elapsed"]:
         line += f", {got['rows'] / got['elapsed']:,.0f} rows/s"
     return line + (f", {got['failed_calls']} calls failed" if "failed_calls" in got else "")
@@ -256,8 +287,9 @@ async def _probes(
 
     async def probe(text: str, scheduled: float) -> None:
         late = time.perf_counter() - scheduled  # the timer's and this loop's delay, not the server's
+        sent = time.time_ns()  # the server's handler start is on the same host's wall clock
         reply = await send(text)
-        times.append(ProbeTime.of(time.perf_counter() - scheduled, reply, late))
+        times.append(ProbeTime.of(time.perf_counter() - scheduled, reply, late, sent))
 
     sent: list[asyncio.Task] = []
     start = time.perf_counter()
@@ -545,6 +577,7 @@ def run_mixed(
                     since = time.time()
                     got = asyncio.run(phase(servers[mode].target))
                     got["timeline"] = read_timeline(timelines / f"{mode}.jsonl", since, time.time())
+                    got |= loop_late(servers[mode].target)
                     _merge(seen.setdefault((mode, kind), {}), got)
                     progress(f"mixed: round {number + 1} {mode} {kind}: {_phase_line(got)}")
     cases = []
@@ -552,6 +585,9 @@ def run_mixed(
         timed = ("latencies", "rows", "elapsed")
         kept = {k: v for k, v in got.items() if k not in timed and k != "timeline" and not k.startswith("probe_")}
         extra = kept | probe_parts_ms(got) | _timeline_ms(got)
+        for key in ("loop_late_p99_ms", "loop_late_max_ms"):  # the worst round's
+            if extra.get(key):
+                extra[key] = max(extra[key])
         if "scan_seconds" in extra:
             half = scan_rows // 2
             extra["scan_rows_per_s"] = [round(half / s, 1) for s in extra["scan_seconds"]]
@@ -575,6 +611,16 @@ def run_mixed(
             )
         )
     return cases
+
+
+def loop_late(target: str) -> dict[str, list[float]]:
+    """How late the server's event loop ran over its last 10 s (Info), as a phase ends: a probe's
+    way in and out waits as long. Nothing from a server that does not keep it."""
+    with Client(target) as client:
+        info = client.info(refresh=True)
+    if not info.event_loop_ticks:
+        return {}
+    return {"loop_late_p99_ms": [info.event_loop_lag_p99_ms], "loop_late_max_ms": [info.event_loop_lag_max_ms]}
 
 
 def check_modes(modes: Sequence[str]) -> None:

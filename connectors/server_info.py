@@ -59,6 +59,11 @@ class ServerInfo:
     models: tuple[ModelInfo, ...]
     max_batch_rows: int
     max_message_bytes: int
+    # How late the server's event loop ran its 20 ms timer over the last 10 s: p99, the most (ms),
+    # and how many ticks (0: a server from before it kept them, or one just started).
+    event_loop_lag_p99_ms: float = 0.0
+    event_loop_lag_max_ms: float = 0.0
+    event_loop_ticks: int = 0
 
     def model(self, name: str | None = None) -> ModelInfo:
         """The served model called ``name`` (or an alias of it); the default model for None."""
@@ -108,4 +113,7 @@ class ServerInfo:
             ),
             max_batch_rows=r.max_batch_rows,
             max_message_bytes=r.max_message_bytes,
+            event_loop_lag_p99_ms=r.event_loop_lag_p99_ms,
+            event_loop_lag_max_ms=r.event_loop_lag_max_ms,
+            event_loop_ticks=r.event_loop_ticks,
         )

@@ -119,6 +119,11 @@ def info(target: str) -> None:
                 f"    the engines are too slow to hold {m.interactive_slo_ms:.0f} ms even at their smallest "
                 "size: raise --interactive-slo-ms"
             )
+    if i.event_loop_ticks:
+        click.echo(
+            f"  event loop (gRPC, the queue, the hand-overs): late by p99 {i.event_loop_lag_p99_ms:.1f} ms, "
+            f"at most {i.event_loop_lag_max_ms:.1f} ms, over its last {i.event_loop_ticks:,} timer ticks"
+        )
 
 
 @main.command()

@@ -85,7 +85,7 @@ class EmbedRequest(_message.Message):
     def __init__(self, model: _Optional[str] = ..., packed_texts: _Optional[_Union[PackedTexts, _Mapping]] = ..., texts: _Optional[_Union[TextList, _Mapping]] = ..., token_ids: _Optional[_Union[PackedTokenIds, _Mapping]] = ..., dimensions: _Optional[int] = ..., normalize: _Optional[bool] = ..., truncation: _Optional[_Union[Truncation, str]] = ..., output_dtype: _Optional[_Union[OutputDtype, str]] = ..., request_id: _Optional[int] = ..., latency_class: _Optional[_Union[LatencyClass, str]] = ..., caller: _Optional[str] = ...) -> None: ...
 
 class EmbedResponse(_message.Message):
-    __slots__ = ("request_id", "model", "count", "dim", "dtype", "embeddings_f32le", "embeddings_f16le", "token_counts_i32le", "queue_time_ns", "inference_time_ns", "embeddings_f32", "tokenize_time_ns", "server_time_ns")
+    __slots__ = ("request_id", "model", "count", "dim", "dtype", "embeddings_f32le", "embeddings_f16le", "token_counts_i32le", "queue_time_ns", "inference_time_ns", "embeddings_f32", "tokenize_time_ns", "server_time_ns", "handler_start_unix_ns")
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     COUNT_FIELD_NUMBER: _ClassVar[int]
@@ -99,6 +99,7 @@ class EmbedResponse(_message.Message):
     EMBEDDINGS_F32_FIELD_NUMBER: _ClassVar[int]
     TOKENIZE_TIME_NS_FIELD_NUMBER: _ClassVar[int]
     SERVER_TIME_NS_FIELD_NUMBER: _ClassVar[int]
+    HANDLER_START_UNIX_NS_FIELD_NUMBER: _ClassVar[int]
     request_id: int
     model: str
     count: int
@@ -112,7 +113,8 @@ class EmbedResponse(_message.Message):
     embeddings_f32: _containers.RepeatedScalarFieldContainer[float]
     tokenize_time_ns: int
     server_time_ns: int
-    def __init__(self, request_id: _Optional[int] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., dim: _Optional[int] = ..., dtype: _Optional[_Union[OutputDtype, str]] = ..., embeddings_f32le: _Optional[bytes] = ..., embeddings_f16le: _Optional[bytes] = ..., token_counts_i32le: _Optional[bytes] = ..., queue_time_ns: _Optional[int] = ..., inference_time_ns: _Optional[int] = ..., embeddings_f32: _Optional[_Iterable[float]] = ..., tokenize_time_ns: _Optional[int] = ..., server_time_ns: _Optional[int] = ...) -> None: ...
+    handler_start_unix_ns: int
+    def __init__(self, request_id: _Optional[int] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., dim: _Optional[int] = ..., dtype: _Optional[_Union[OutputDtype, str]] = ..., embeddings_f32le: _Optional[bytes] = ..., embeddings_f16le: _Optional[bytes] = ..., token_counts_i32le: _Optional[bytes] = ..., queue_time_ns: _Optional[int] = ..., inference_time_ns: _Optional[int] = ..., embeddings_f32: _Optional[_Iterable[float]] = ..., tokenize_time_ns: _Optional[int] = ..., server_time_ns: _Optional[int] = ..., handler_start_unix_ns: _Optional[int] = ...) -> None: ...
 
 class RequestStatus(_message.Message):
     __slots__ = ("code", "message")
@@ -193,17 +195,23 @@ class ModelInfo(_message.Message):
     def __init__(self, name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., dim: _Optional[int] = ..., max_tokens: _Optional[int] = ..., matryoshka_dimensions: _Optional[_Iterable[int]] = ..., normalize_default: _Optional[bool] = ..., pooling: _Optional[str] = ..., replicas: _Optional[int] = ..., queued_interactive_rows: _Optional[int] = ..., queued_bulk_rows: _Optional[int] = ..., waiting_bulk_callers: _Optional[int] = ..., interactive_slo_ms: _Optional[float] = ..., bulk_batch_tokens: _Optional[int] = ..., engine_tokens_per_second: _Optional[float] = ..., dtype: _Optional[str] = ..., engine_loop: _Optional[str] = ..., engine_step_tokens: _Optional[_Iterable[int]] = ..., interactive_slo_missed: _Optional[bool] = ..., enforce_eager: _Optional[bool] = ..., held_bulk_rows: _Optional[int] = ..., held_bulk_requests: _Optional[int] = ..., interactive_p50_ms: _Optional[float] = ..., interactive_p99_ms: _Optional[float] = ..., interactive_requests: _Optional[int] = ..., interactive_replicas: _Optional[int] = ..., bulk_turn_ms: _Optional[float] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
-    __slots__ = ("protocol_version", "server_version", "default_model", "models", "max_batch_rows", "max_message_bytes")
+    __slots__ = ("protocol_version", "server_version", "default_model", "models", "max_batch_rows", "max_message_bytes", "event_loop_lag_p99_ms", "event_loop_lag_max_ms", "event_loop_ticks")
     PROTOCOL_VERSION_FIELD_NUMBER: _ClassVar[int]
     SERVER_VERSION_FIELD_NUMBER: _ClassVar[int]
     DEFAULT_MODEL_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
     MAX_BATCH_ROWS_FIELD_NUMBER: _ClassVar[int]
     MAX_MESSAGE_BYTES_FIELD_NUMBER: _ClassVar[int]
+    EVENT_LOOP_LAG_P99_MS_FIELD_NUMBER: _ClassVar[int]
+    EVENT_LOOP_LAG_MAX_MS_FIELD_NUMBER: _ClassVar[int]
+    EVENT_LOOP_TICKS_FIELD_NUMBER: _ClassVar[int]
     protocol_version: str
     server_version: str
     default_model: str
     models: _containers.RepeatedCompositeFieldContainer[ModelInfo]
     max_batch_rows: int
     max_message_bytes: int
-    def __init__(self, protocol_version: _Optional[str] = ..., server_version: _Optional[str] = ..., default_model: _Optional[str] = ..., models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ..., max_batch_rows: _Optional[int] = ..., max_message_bytes: _Optional[int] = ...) -> None: ...
+    event_loop_lag_p99_ms: float
+    event_loop_lag_max_ms: float
+    event_loop_ticks: int
+    def __init__(self, protocol_version: _Optional[str] = ..., server_version: _Optional[str] = ..., default_model: _Optional[str] = ..., models: _Optional[_Iterable[_Union[ModelInfo, _Mapping]]] = ..., max_batch_rows: _Optional[int] = ..., max_message_bytes: _Optional[int] = ..., event_loop_lag_p99_ms: _Optional[float] = ..., event_loop_lag_max_ms: _Optional[float] = ..., event_loop_ticks: _Optional[int] = ...) -> None: ...

@@ -18,6 +18,7 @@ from embedtext.protocol import embedding_pb2 as pb
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.factory import backend_factory
 from embedtext.server.host.tuning import host_tuning
+from embedtext.server.loop_lag import LoopLag
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import load_model_spec, parse_model_arg
 from embedtext.server.resolved import ResolvedSettings, resolve
@@ -94,7 +95,8 @@ class EmbeddingServer:
         self.resolved = resolved or resolve(config)
         self.metrics = ServerMetrics()
         self.runtimes = build_runtimes(config, self.resolved, self.metrics)
-        self.servicer = EmbeddingServicer(self.runtimes, config, self.metrics)
+        self.loop_lag = LoopLag(self.metrics.event_loop_lag)
+        self.servicer = EmbeddingServicer(self.runtimes, config, self.metrics, self.loop_lag)
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()
         options = [
             ("grpc.max_send_message_length", config.max_message_bytes),
@@ -117,6 +119,7 @@ class EmbeddingServer:
         )
         self.bound_port: int | None = None
         self._watch_task: asyncio.Task | None = None
+        self._loop_lag_task: asyncio.Task | None = None
 
     async def _set_health(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
@@ -140,6 +143,7 @@ class EmbeddingServer:
                 raise OSError(f"could not listen on {self.config.address} (port in use?)")
         await self._set_health(False)
         await self.server.start()
+        self._loop_lag_task = asyncio.create_task(self.loop_lag.run(), name="event-loop-lag")
         where = self.config.address if self.config.uds else f"{self.config.host}:{self.bound_port}"
         guards = [
             name
@@ -171,8 +175,9 @@ class EmbeddingServer:
             await asyncio.sleep(0.5)
 
     async def stop(self, grace: float = 5.0) -> None:
-        if self._watch_task is not None:
-            self._watch_task.cancel()
+        for task in (self._watch_task, self._loop_lag_task):
+            if task is not None:
+                task.cancel()
         await self._set_health(False)
         await self.server.stop(grace)
         for runtime in self.runtimes:

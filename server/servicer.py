@@ -16,6 +16,7 @@ from embedtext.protocol.errors import EmbedTextError, InternalError, ModelNotFou
 from embedtext.protocol.reply_wire import OutgoingReply
 from embedtext.server.config import ServerConfig
 from embedtext.server.decoding import MalformedRequest, decode_inputs, decode_options, tolerant
+from embedtext.server.loop_lag import LoopLag
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.runtime import EmbedResult, ModelRuntime
 
@@ -32,10 +33,17 @@ def _server_version() -> str:
 
 
 class EmbeddingServicer(pb_grpc.EmbeddingServicer):
-    def __init__(self, runtimes: list[ModelRuntime], config: ServerConfig, metrics: ServerMetrics) -> None:
+    def __init__(
+        self,
+        runtimes: list[ModelRuntime],
+        config: ServerConfig,
+        metrics: ServerMetrics,
+        loop_lag: LoopLag | None = None,
+    ) -> None:
         self.runtimes = runtimes
         self.config = config
         self.metrics = metrics
+        self.loop_lag = loop_lag or LoopLag()  # Info's event-loop figures (the server runs its ticks)
         self.default_model = runtimes[0].spec.name
         self._by_name: dict[str, ModelRuntime] = {}
         for rt in runtimes:
@@ -57,7 +65,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
     async def _embed(
         self, request: pb.EmbedRequest | MalformedRequest, time_remaining: float | None, peer: str
     ) -> OutgoingReply | pb.EmbedResponse:
-        started = time.monotonic()
+        started, started_unix_ns = time.monotonic(), time.time_ns()
         if isinstance(request, MalformedRequest):
             raise request.error()
         runtime = self.runtime_for(request.model)
@@ -70,10 +78,12 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
             result = await runtime.embed_texts(inputs.texts, options, deadline)
         else:
             result = await runtime.embed_token_ids(inputs.token_ids, options, deadline)
-        return self._response(request, result, started)
+        return self._response(request, result, started, started_unix_ns)
 
     @staticmethod
-    def _response(request: pb.EmbedRequest, result: EmbedResult, started: float) -> OutgoingReply | pb.EmbedResponse:
+    def _response(
+        request: pb.EmbedRequest, result: EmbedResult, started: float, started_unix_ns: int
+    ) -> OutgoingReply | pb.EmbedResponse:
         count, dim = result.embeddings.shape
         response = pb.EmbedResponse(
             request_id=request.request_id,
@@ -84,6 +94,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
             queue_time_ns=int(result.queue_s * 1e9),
             inference_time_ns=int(result.inference_s * 1e9),
             tokenize_time_ns=int(result.tokenize_s * 1e9),
+            handler_start_unix_ns=started_unix_ns,
         )
         reply: OutgoingReply | pb.EmbedResponse
         if request.output_dtype == pb.OUTPUT_DTYPE_FLOAT32_REPEATED:
@@ -231,7 +242,11 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
             )
             for rt in self.runtimes
         ]
+        lag_p99_ms, lag_max_ms, ticks = self.loop_lag.figures()
         return pb.InfoResponse(
+            event_loop_lag_p99_ms=lag_p99_ms,
+            event_loop_lag_max_ms=lag_max_ms,
+            event_loop_ticks=ticks,
             protocol_version=PROTOCOL_VERSION,
             server_version=_server_version(),
             default_model=self.default_model,

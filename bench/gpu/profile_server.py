@@ -36,6 +36,7 @@ from embedtext.bench.mixed import (
     BULK_ROWS,
     PROBE_PARTS,
     Prober,
+    loop_late,
     probe_figures,
     probe_parts_ms,
     probed_load,
@@ -162,6 +163,10 @@ def main(argv: list[str] | None = None) -> int:
             for part in PROBE_PARTS:
                 if f"{part}_p50_ms" in parts:
                     line += f"; {part} {parts[f'{part}_p50_ms']} / {parts[f'{part}_p99_ms']}"
+            late = loop_late(server.target)
+            if late:
+                line += f"; the server's event loop late p99 {late['loop_late_p99_ms'][0]} ms, at most "
+                line += f"{late['loop_late_max_ms'][0]} ms (its last 10 s)"
             print(line, flush=True)
             report.append(line)
             line = timeline_line(phase, *timeline_parts(read_timeline(steps, since, time.time())))

@@ -74,7 +74,12 @@ def test_float16_output(servers):
 def test_reply_carries_token_counts_and_timing(servers):
     with embedtext.Client(servers.tiny.target) as client:
         request = pb.EmbedRequest(texts=pb.TextList(texts=["a cat", "x " * 500]), request_id=42)
+        client.info()  # connected before the clock starts
+        sent = time.time_ns()
         reply = client.embed_request(request)
+        received = time.time_ns()
+    # The handler began between the call and the reply, by the same host's wall clock.
+    assert sent <= reply.handler_start_unix_ns <= received - reply.server_time_ns
     assert reply.request_id == 42 and reply.model == "tiny"
     assert codec.bytes_to_int32s(reply.token_counts_i32le, 2).tolist() == [4, 128]
     assert reply.inference_time_ns > 0 and reply.tokenize_time_ns > 0

@@ -95,12 +95,16 @@ def test_info_reports_the_latency_of_the_last_interactive_requests(servers):
         for i in range(5):
             client.embed([f"which orders did customer {i} place"])  # one row: interactive
         client.embed([f"bulk row {i} of a scan" for i in range(64)], latency_class="bulk")  # not counted
-        after = client.info(refresh=True).model()
+        info = client.info(refresh=True)
+        after = info.model()
     assert after.interactive_requests == min(RECENT_INTERACTIVE_REQUESTS, before.interactive_requests + 5)
     assert 0 < after.interactive_p50_ms <= after.interactive_p99_ms
+    # The server's event loop ticks all along; how late, it reports over its last 10 s.
+    assert info.event_loop_ticks > 0 and 0 <= info.event_loop_lag_p99_ms <= info.event_loop_lag_max_ms
     out = _embedtext_info(target)
     assert f"interactive requests (last {after.interactive_requests:,}, in the server): p50" in out
     assert "target 250 ms" in out
+    assert "event loop (gRPC, the queue, the hand-overs): late by p99 " in out
 
 
 def _embedtext_info(target: str) -> str:

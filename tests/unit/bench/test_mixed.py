@@ -37,6 +37,9 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         for kind in ("idle", "scan", "bulk2"):  # each probe's reply said where its time went
             case = by[(mode, kind)]
             assert all(case[f"{part}_p99_ms"] >= case[f"{part}_p50_ms"] for part in PROBE_PARTS)
+            assert case["to_server_p50_ms"] > 0  # the call came before the handler, on one wall clock
+        for kind in kinds:  # each phase asked the server how late its event loop ran
+            assert 0 <= by[(mode, kind)]["loop_late_p99_ms"] <= by[(mode, kind)]["loop_late_max_ms"]
         assert "engine_p50_ms" not in by[(mode, "bulk2_alone")] and "engine_p50_ms" not in by[(mode, "two_scans")]
         two = by[(mode, "two_scans")]
         assert len(two["scan_seconds"]) == 2 and len(two["scan_rows_per_s"]) == 2 and two["scan_ratio"] >= 1
@@ -205,6 +208,34 @@ def test_a_probe_s_time_splits_into_the_server_s_parts_from_its_reply():
     assert "probe_late" not in probe_figures([ProbeTime.of(0.010, reply)])
     # A phase where some reply lacked them reports the latencies alone.
     assert set(probe_figures([probe, ProbeTime(0.5)])) == {"latencies"}
+
+
+def test_outside_the_server_splits_at_the_handler_s_start_into_the_way_in_and_the_way_back():
+    """The reply's handler start (the server's wall clock) against the prober's wall clock at the
+    call: the way in is between them, the way back what is left of outside."""
+    from embedtext.bench.mixed import ProbeTime, probe_figures, probe_parts_ms
+    from embedtext.protocol import embedding_pb2 as pb
+
+    sent = 1_800_000_000_000_000_000
+    reply = pb.EmbedResponse(
+        queue_time_ns=2_000_000,
+        inference_time_ns=5_000_000,
+        tokenize_time_ns=500_000,
+        server_time_ns=8_000_000,
+        handler_start_unix_ns=sent + 1_000_000,
+    )
+    probe = ProbeTime.of(0.010, reply, late_s=0.0005, sent_unix_ns=sent)
+    assert abs(probe.outside_s - 0.0015) < 1e-12
+    assert abs(probe.to_server_s - 0.001) < 1e-12 and abs(probe.from_server_s - 0.0005) < 1e-12
+    parts = probe_parts_ms(probe_figures([probe]))
+    assert parts["to_server_p50_ms"] == 1.0 and parts["from_server_p99_ms"] == 0.5
+    # A server that sends no handler start, or a probe that kept no send time: outside stays whole.
+    for unsplit in (
+        ProbeTime.of(0.010, reply, late_s=0.0005),
+        ProbeTime.of(0.01, pb.EmbedResponse(server_time_ns=1), 0, sent),
+    ):
+        assert unsplit.to_server_s is None and unsplit.from_server_s is None
+        assert "probe_to_server" not in probe_figures([unsplit])
 
 
 def test_the_servers_that_step_their_engines_keep_a_step_timeline_and_the_others_do_not():
