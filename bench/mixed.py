@@ -8,8 +8,8 @@ alternate which goes first, so drift on a shared machine hits them alike. ``clas
 shared engines' defaults (a CPU's), ``interactive_replica`` a GPU's (one more engine that runs the
 queries alone). ``--mixed-modes`` may add servers that change one thing of ``classes``:
 ``short_switch`` (a 0.5 ms GIL switch interval, Python's being 5 ms), ``full_batches`` (bulk
-batches at ``--max-batch-tokens``: no turns among bulk callers) and ``long_turns`` (bulk turns of
-1,000 ms of engine time, not 250). Each server
+batches at ``--max-batch-tokens``: no turns among bulk callers) and ``short_turns`` (bulk turns of
+250 ms of engine time, the default until stop 41, not 1,000). Each server
 first gets one untimed bulk call (``warm_up``). Cases, per mode:
 
   mixed_{mode}_idle          interactive single rows, one started every 50 ms whether or not the last
@@ -99,11 +99,11 @@ MODE_ARGS = {
     "interactive_replica": ("--interactive-replica", "on"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
     "full_batches": (*SHARED, "--bulk-batch-ms", "0"),
-    # classes with bulk turns of 1,000 ms of engine time (the default: 250): the turn size's A/B.
-    "long_turns": (*SHARED, "--bulk-batch-ms", "1000"),
+    # classes with bulk turns of 250 ms of engine time (the default until stop 41; now 1,000).
+    "short_turns": (*SHARED, "--bulk-batch-ms", "250"),
 }
 # The modes given ``slo_ms`` where it is given.
-PACED_MODES = ("classes", "paced", "short_switch", "interactive_replica", "full_batches", "long_turns")
+PACED_MODES = ("classes", "paced", "short_switch", "interactive_replica", "full_batches", "short_turns")
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes' starts: a few people's queries, not a load of their own
 MIN_PROBES = 5  # per phase, even when the phase is shorter
@@ -287,9 +287,9 @@ async def _probes(
 
     async def probe(text: str, scheduled: float) -> None:
         late = time.perf_counter() - scheduled  # the timer's and this loop's delay, not the server's
-        sent = time.time_ns()  # the server's handler start is on the same host's wall clock
+        sent_ns = time.time_ns()  # the server's handler start is on the same host's wall clock
         reply = await send(text)
-        times.append(ProbeTime.of(time.perf_counter() - scheduled, reply, late, sent))
+        times.append(ProbeTime.of(time.perf_counter() - scheduled, reply, late, sent_ns))
 
     sent: list[asyncio.Task] = []
     start = time.perf_counter()

@@ -27,11 +27,11 @@ Apart from any target, bulk callers take turns on the engines in batches of abou
 only as it hands batches out, and an engine runs what it holds in the order given, so two scans
 can be no fairer than two batches of each replica's work.
 
->>> bulk_turn_tokens(None, turn_s=0.25, max_batch_tokens=16384, min_batch_tokens=256)  # a cautious start
+>>> bulk_turn_tokens(None, turn_s=1.0, max_batch_tokens=16384, min_batch_tokens=256)  # a cautious start
 1024
->>> bulk_turn_tokens(4000.0, turn_s=0.25, max_batch_tokens=16384, min_batch_tokens=256)  # a slow CPU
-1000
->>> bulk_turn_tokens(400_000.0, turn_s=0.25, max_batch_tokens=16384, min_batch_tokens=256)  # a GPU
+>>> bulk_turn_tokens(4000.0, turn_s=1.0, max_batch_tokens=16384, min_batch_tokens=256)  # a slow CPU
+4000
+>>> bulk_turn_tokens(400_000.0, turn_s=1.0, max_batch_tokens=16384, min_batch_tokens=256)  # a GPU
 16384
 """
 

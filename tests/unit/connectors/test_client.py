@@ -7,6 +7,7 @@ vectors and the same errors (a congruence test, as qdrant-client tests its two c
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import inspect
 
 import numpy as np
@@ -98,7 +99,9 @@ def test_both_clients_give_the_same_vectors(null_server, method, args, kwargs, s
 def test_both_clients_raise_the_same_errors(null_server, method, args, kwargs, error, message):
     sync, in_async = both(null_server.target, method, *args, **kwargs)
     if error is None:
-        assert sync == in_async
+        # How late the server's event loop ran is a moving reading: the two calls may differ there.
+        moving = {"event_loop_lag_p99_ms": 0.0, "event_loop_lag_max_ms": 0.0, "event_loop_ticks": 0}
+        assert dataclasses.replace(sync, **moving) == dataclasses.replace(in_async, **moving)
         return
     same(sync, in_async)
     assert isinstance(sync, error) and message in str(sync), sync
