@@ -2,8 +2,9 @@
 
 Below the queue bound (--max-queued-rows 4096 on the test server) nothing fails; above it the
 server refuses the excess with RESOURCE_EXHAUSTED and a retry hint, and the clients back off and
-retry inside their deadline: a caller sees at most an OverloadedError saying its deadline ran
-out, nothing else; server memory stays bounded. Latency percentiles are printed (and go into
+retry inside their deadline: a caller sees at most an error saying its deadline ran out
+(OverloadedError, or DeadlineExceededError for a request admitted and then outwaited), nothing
+else; server memory stays bounded. Latency percentiles are printed (and go into
 the README's reliability section); they are not asserted.
 """
 
@@ -16,7 +17,7 @@ import numpy as np
 import pytest
 
 import embedtext
-from embedtext.protocol.errors import EmbedTextError, OverloadedError
+from embedtext.protocol.errors import DeadlineExceededError, EmbedTextError, OverloadedError
 
 CLIENTS = 64
 SECONDS = float(os.environ.get("EMBEDTEXT_LOAD_SECONDS", "60"))
@@ -103,7 +104,10 @@ def test_64_clients_above_the_queue_bound_back_off_and_are_served(servers, capsy
     with capsys.disabled():
         print("\n" + _report("above the bound", rows, latencies, errors, rss, elapsed))
     assert _refusals(servers) > refused_before  # the server did refuse: the clients retried
-    assert set(errors) <= {OverloadedError.__name__}, errors  # at most "overloaded past the deadline"
+    # At most a deadline that ran out: refused until it could not fit (OverloadedError), or admitted
+    # and then outwaited by the queue's fair share among 64 callers (DeadlineExceededError). How
+    # many, depends on the host's speed; nothing else may reach a caller.
+    assert set(errors) <= {OverloadedError.__name__, DeadlineExceededError.__name__}, errors
     assert latencies, "the server must keep serving the requests it admitted"
     if rss:
         assert max(rss) - rss[0] < 1024, f"server memory grew from {rss[0]:.0f} to {max(rss):.0f} MiB"
