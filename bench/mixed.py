@@ -170,7 +170,7 @@ class ProbeTime:
         # A server from before stop 38 sends no server time (0): its rest is not split; one from
         # before stop 41 no handler start: its outside is not split.
         server = (reply.tokenize_time_ns / 1e9, reply.server_time_ns / 1e9) if reply.server_time_ns else (None, None)
-        started = getattr(reply, "handler_start_unix_ns", 0)
+        started = reply.handler_start_unix_ns
         to_server = (started - sent_unix_ns) / 1e9 if started and sent_unix_ns and server[1] is not None else None
         return ProbeTime(total_s, reply.queue_time_ns / 1e9, reply.inference_time_ns / 1e9, *server, late_s, to_server)
 
@@ -265,10 +265,7 @@ def _phase_line(got: dict) -> str:
             ).format(**steps)
             line += f"; garbage collection p99 {steps['gc_p99_ms']:.1f} ms)" if "gc_p99_ms" in steps else ")"
     if got.get("loop_late_p99_ms"):
-        line += (
-            f", the server's event loop late p99 {max(got['loop_late_p99_ms']):.1f} ms, "
-            f"at most {max(got['loop_late_max_ms']):.1f} ms (its last 10 s)"
-        )
+        line += ", " + loop_late_text(max(got["loop_late_p99_ms"]), max(got["loop_late_max_ms"]))
     if got["rows"] and got["elapsed"]:
         line += f", {got['rows'] / got['elapsed']:,.0f} rows/s"
     return line + (f", {got['failed_calls']} calls failed" if "failed_calls" in got else "")
@@ -621,6 +618,11 @@ def loop_late(target: str) -> dict[str, list[float]]:
     if not info.event_loop_ticks:
         return {}
     return {"loop_late_p99_ms": [info.event_loop_lag_p99_ms], "loop_late_max_ms": [info.event_loop_lag_max_ms]}
+
+
+def loop_late_text(p99_ms: float, max_ms: float) -> str:
+    """``loop_late``'s figures as the progress lines say them."""
+    return f"the server's event loop late p99 {p99_ms:.1f} ms, at most {max_ms:.1f} ms (its last 10 s)"
 
 
 def check_modes(modes: Sequence[str]) -> None:

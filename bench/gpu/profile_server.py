@@ -37,6 +37,7 @@ from embedtext.bench.mixed import (
     PROBE_PARTS,
     Prober,
     loop_late,
+    loop_late_text,
     probe_figures,
     probe_parts_ms,
     probed_load,
@@ -165,8 +166,7 @@ def main(argv: list[str] | None = None) -> int:
                     line += f"; {part} {parts[f'{part}_p50_ms']} / {parts[f'{part}_p99_ms']}"
             late = loop_late(server.target)
             if late:
-                line += f"; the server's event loop late p99 {late['loop_late_p99_ms'][0]} ms, at most "
-                line += f"{late['loop_late_max_ms'][0]} ms (its last 10 s)"
+                line += "; " + loop_late_text(late["loop_late_p99_ms"][0], late["loop_late_max_ms"][0])
             print(line, flush=True)
             report.append(line)
             line = timeline_line(phase, *timeline_parts(read_timeline(steps, since, time.time())))
