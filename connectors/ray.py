@@ -125,6 +125,11 @@ def _export_pending(con, state: IndexState, export_dir: str) -> None:
 
 
 def _init_ray(ray_address: str | None) -> None:
+    if ray_address is None:
+        # A cluster of this machine, started here: its workers run this interpreter. Under `uv run`
+        # Ray would otherwise have each worker build a virtual environment of its own from the
+        # working directory (its uv integration), minutes on a small machine for nothing.
+        os.environ.setdefault("RAY_ENABLE_UV_RUN_RUNTIME_ENV", "0")
     import ray
 
     if not ray.is_initialized():

@@ -5,8 +5,9 @@ Two servers start side by side (engine start-up dominates the suite's time):
   ``arctic-like`` model (for EMBED_TEXT_768 end to end);
 * ``minilm`` runs the defaults: on a CPU, each replica a worker process whose engine the
   server steps itself (``--engine-loop stepped``);
-* ``tiny``: a generated 2-layer BERT (deterministic), two replicas, vLLM's AsyncLLM
-  (``--engine-loop async``) each in a worker process of its own (``--replica-processes``), with metrics.
+* ``tiny``: a generated 2-layer BERT (deterministic), two replicas with the defaults (each a worker
+  process whose engine the server steps), with metrics. vLLM's AsyncLLM loop (``--engine-loop
+  async``) is tested on its own: test_engine_abort.py (the backend), test_oldest_vllm.py (a server).
 """
 
 from __future__ import annotations
@@ -108,10 +109,6 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
             "64",
             "--max-queued-rows",
             "4096",
-            "--replica-processes",
-            "on",
-            "--engine-loop",
-            "async",
             *TINY_ENGINE_ARGS,
         ],
         log_path=logs / "tiny.log",
@@ -369,30 +366,50 @@ class MetricsServer:
         return read_metrics(self.metrics_port)
 
 
-@pytest.fixture(scope="module")
-def interactive_replica_server(tiny_model_dir, tmp_path_factory):
-    """The tiny model on one bulk engine and one interactive engine (``--interactive-replica on``),
-    stepped as by default, with batches of at most INTERACTIVE_REPLICA_BATCH_ROWS rows."""
+def _tiny_metrics_server(model_dir, logs, name: str, args: list[str]):
+    """The tiny model on a server of its own with a metrics port, started and ready."""
     from embedtext.connectors.local_server import LocalServer
 
     port = free_port()
     server = LocalServer(
-        [f"tiny={tiny_model_dir}"],
+        [f"tiny={model_dir}"],
         replicas=1,
-        args=[
-            "--interactive-replica",
-            "on",
-            "--metrics-port",
-            str(port),
-            "--max-batch-rows",
-            str(INTERACTIVE_REPLICA_BATCH_ROWS),
-            *TINY_ENGINE_ARGS,
-        ],
-        log_path=tmp_path_factory.mktemp("logs") / "interactive-replica.log",
+        args=["--metrics-port", str(port), *args, *TINY_ENGINE_ARGS],
+        log_path=logs / f"{name}.log",
     )
     server.start()
     try:
         server.wait_ready(START_TIMEOUT_S)
-        yield MetricsServer(server, port)
-    finally:
+    except BaseException:
         server.stop()
+        raise
+    return MetricsServer(server, port)
+
+
+@pytest.fixture(scope="module")
+def interactive_replica_server(tiny_model_dir, tmp_path_factory):
+    """The tiny model on one bulk engine and one interactive engine (``--interactive-replica on``),
+    stepped as by default, with batches of at most INTERACTIVE_REPLICA_BATCH_ROWS rows."""
+    running = _tiny_metrics_server(
+        tiny_model_dir,
+        tmp_path_factory.mktemp("logs"),
+        "interactive-replica",
+        ["--interactive-replica", "on", "--max-batch-rows", str(INTERACTIVE_REPLICA_BATCH_ROWS)],
+    )
+    try:
+        yield running
+    finally:
+        running.server.stop()
+
+
+@pytest.fixture(scope="module")
+def async_loop_server(tiny_model_dir, tmp_path_factory):
+    """The tiny model on one engine run by vLLM's AsyncLLM (``--engine-loop async``): the server
+    paces the bulk batches it hands over (the stepped default paces its engine's steps)."""
+    running = _tiny_metrics_server(
+        tiny_model_dir, tmp_path_factory.mktemp("logs"), "async-loop", ["--engine-loop", "async"]
+    )
+    try:
+        yield running
+    finally:
+        running.server.stop()

@@ -6,7 +6,8 @@ batches start; this one looks inside vLLM, for both engine loops: once the cance
 returns (AsyncLLM), or once the engine thread has taken the cancellation (the stepped engine,
 at the end of the step it runs), the engine holds none of the batch's requests (vLLM's own count
 of unfinished requests) and the stepped replica none of its queued rows; the same engine embeds
-the next batch.
+the next batch. Then, for AsyncLLM, a kill -9 of its engine core process: the backend says it
+is dead (what the replica's worker watches; the stepped engine lives in the worker itself).
 
 The engine runs in a child process (this file run as a script): vLLM rewrites the caller's
 ``os.environ`` when it starts an engine (``LD_PRELOAD`` of torch's libgomp, ``LD_LIBRARY_PATH``,
@@ -23,6 +24,7 @@ import pytest
 
 
 def _scenario(model_dir: str, loop: str) -> dict:
+    import signal
     import time
 
     import numpy as np
@@ -73,6 +75,15 @@ def _scenario(model_dir: str, loop: str) -> dict:
             out["next_shape"] = list(vectors.shape)
             out["next_finite"] = bool(np.isfinite(vectors).all())
             out["dim"] = spec.dim
+            if loop == "async":
+                # kill -9 of the engine core: the backend says it is dead (the replica's worker
+                # watches this, exits, and the server restarts the replica).
+                for pid in backend.pids:
+                    os.kill(pid, signal.SIGKILL)
+                killed_at = time.monotonic()
+                while backend.alive and time.monotonic() - killed_at < 60:
+                    await asyncio.sleep(0.1)
+                out["dead_noticed"] = not backend.alive
             return out
         finally:
             await backend.stop()
@@ -101,6 +112,8 @@ def test_a_cancelled_batch_is_aborted_in_the_engine(tiny_model_dir, loop):
         f"{got['in_engine_after']} of {got['in_engine_before']} requests still in the engine"
     )
     assert got["next_shape"] == [3, got["dim"]] and got["next_finite"]
+    if loop == "async":
+        assert got["dead_noticed"], "the engine core was killed and the backend still says it is alive"
 
 
 if __name__ == "__main__":

@@ -23,13 +23,15 @@ MAX_BATCH_TOKENS = 16384
 BATCHES_PER_REPLICA = 2
 
 
-def test_bulk_batches_are_sized_from_the_measured_engine_speed(servers):
+def test_bulk_batches_are_sized_from_the_measured_engine_speed(async_loop_server):
+    """The async loop: the server sizes the bulk batches it hands to vLLM's AsyncLLM."""
+    target = async_loop_server.target
     texts = [f"row {i} of a bulk scan: " + "some words about the orders of a customer " * 8 for i in range(2000)]
-    with embedtext.Client(servers.tiny.target) as client:
+    with embedtext.Client(target) as client:
         max_tokens = client.info(refresh=True).model("tiny").max_tokens
         for _ in range(30):  # until the engines have been busy for a measuring window
             client.embed(texts, latency_class="bulk")
-            metrics = servers.tiny_metrics()
+            metrics = async_loop_server.metrics()
             speed = metrics['embedtext_engine_tokens_per_second{model="tiny"}']
             if speed > 0:
                 break
@@ -38,12 +40,12 @@ def test_bulk_batches_are_sized_from_the_measured_engine_speed(servers):
     wanted = int(speed * CPU_SLO_S * BULK_SHARE_OF_SLO / BATCHES_PER_REPLICA)
     assert budget == max(max_tokens, min(MAX_BATCH_TOKENS, wanted))
     # Info and `embedtext info` say the same (nothing has run since the metrics were read).
-    with embedtext.Client(servers.tiny.target) as client:
+    with embedtext.Client(target) as client:
         model = client.info(refresh=True).model("tiny")
     assert (model.interactive_slo_ms, model.bulk_batch_tokens) == (CPU_SLO_S * 1000, budget)
     assert model.bulk_turn_ms == ServerConfig().bulk_batch_ms
     assert model.engine_tokens_per_second == pytest.approx(speed, rel=1e-6)
-    out = _embedtext_info(servers.tiny.target)
+    out = _embedtext_info(target)
     assert (
         f"bulk batches: {int(budget):,} tokens (bulk callers' turns: about 1000 ms of engine time), "
         "paced for interactive requests within 250 ms"
