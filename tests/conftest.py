@@ -7,7 +7,8 @@ Two servers start side by side (engine start-up dominates the suite's time):
   server steps itself (``--engine-loop stepped``);
 * ``tiny``: a generated 2-layer BERT (deterministic), two replicas with the defaults (each a worker
   process whose engine the server steps), with metrics. vLLM's AsyncLLM loop (``--engine-loop
-  async``) is tested on its own: test_engine_abort.py (the backend), test_oldest_vllm.py (a server).
+  async``) is tested on its own: ``async_loop_server`` (its bulk batch pacing), test_engine_abort.py
+  (the backend), test_oldest_vllm.py (a server on the oldest vLLM).
 """
 
 from __future__ import annotations
