@@ -13,6 +13,7 @@ Two servers start side by side (engine start-up dominates the suite's time):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import urllib.request
@@ -367,8 +368,9 @@ class MetricsServer:
         return read_metrics(self.metrics_port)
 
 
+@contextlib.contextmanager
 def _tiny_metrics_server(model_dir, logs, name: str, args: list[str]):
-    """The tiny model on a server of its own with a metrics port, started and ready."""
+    """The tiny model on a server of its own with a metrics port: started and ready, then stopped."""
     from embedtext.connectors.local_server import LocalServer
 
     port = free_port()
@@ -381,36 +383,29 @@ def _tiny_metrics_server(model_dir, logs, name: str, args: list[str]):
     server.start()
     try:
         server.wait_ready(START_TIMEOUT_S)
-    except BaseException:
+        yield MetricsServer(server, port)
+    finally:
         server.stop()
-        raise
-    return MetricsServer(server, port)
 
 
 @pytest.fixture(scope="module")
 def interactive_replica_server(tiny_model_dir, tmp_path_factory):
     """The tiny model on one bulk engine and one interactive engine (``--interactive-replica on``),
     stepped as by default, with batches of at most INTERACTIVE_REPLICA_BATCH_ROWS rows."""
-    running = _tiny_metrics_server(
+    with _tiny_metrics_server(
         tiny_model_dir,
         tmp_path_factory.mktemp("logs"),
         "interactive-replica",
         ["--interactive-replica", "on", "--max-batch-rows", str(INTERACTIVE_REPLICA_BATCH_ROWS)],
-    )
-    try:
+    ) as running:
         yield running
-    finally:
-        running.server.stop()
 
 
 @pytest.fixture(scope="module")
 def async_loop_server(tiny_model_dir, tmp_path_factory):
     """The tiny model on one engine run by vLLM's AsyncLLM (``--engine-loop async``): the server
     paces the bulk batches it hands over (the stepped default paces its engine's steps)."""
-    running = _tiny_metrics_server(
+    with _tiny_metrics_server(
         tiny_model_dir, tmp_path_factory.mktemp("logs"), "async-loop", ["--engine-loop", "async"]
-    )
-    try:
+    ) as running:
         yield running
-    finally:
-        running.server.stop()

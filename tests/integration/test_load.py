@@ -82,12 +82,11 @@ def warmed(servers):
     """A few seconds of the same load first: the engines' first batches of each size take memory
     once (an engine's working set), which is not growth under load."""
     asyncio.run(_run_load(servers.tiny.target, 16, WARM_UP_S, None))
-    return servers
 
 
 @pytest.mark.slow
-def test_64_clients_below_the_queue_bound_all_succeed(warmed, capsys):
-    servers = warmed
+@pytest.mark.usefixtures("warmed")
+def test_64_clients_below_the_queue_bound_all_succeed(servers, capsys):
     rows = 16  # 64 x 16 = 1,024 rows in flight at most, a quarter of the bound
     assert CLIENTS * rows < QUEUE_BOUND
     latencies, errors, rss, elapsed = asyncio.run(_run_load(servers.tiny.target, rows, SECONDS, servers.tiny.pid))
@@ -104,8 +103,8 @@ def _refusals(servers) -> float:
 
 
 @pytest.mark.slow
-def test_64_clients_above_the_queue_bound_back_off_and_are_served(warmed, capsys):
-    servers = warmed
+@pytest.mark.usefixtures("warmed")
+def test_64_clients_above_the_queue_bound_back_off_and_are_served(servers, capsys):
     rows = 128  # 64 x 128 = 8,192 rows offered, twice the bound
     assert CLIENTS * rows > QUEUE_BOUND
     refused_before = _refusals(servers)
