@@ -180,8 +180,7 @@ class EmbeddingServer:
                 task.cancel()
         await self._set_health(False)
         await self.server.stop(grace)
-        for runtime in self.runtimes:
-            await runtime.stop()
+        await asyncio.gather(*(runtime.stop() for runtime in self.runtimes))  # each model's replicas side by side
         if self.config.uds:
             _remove_socket(self.config.uds)
 

@@ -132,5 +132,9 @@ class ReplicaSupervisor:
         await asyncio.gather(*self._tasks, return_exceptions=True)
         for replica in self.replicas:
             replica.healthy = False
-            if replica.backend is not None:
-                await replica.backend.stop()
+        # Side by side: each worker's engine takes a second or more to shut down.
+        stopped = await asyncio.gather(
+            *(r.backend.stop() for r in self.replicas if r.backend is not None), return_exceptions=True
+        )
+        for failed in (s for s in stopped if isinstance(s, BaseException)):
+            raise failed  # once every replica has stopped
