@@ -16,6 +16,8 @@ first gets one untimed bulk call (``warm_up``). Cases, per mode:
                              was answered (open loop), nothing else running
   mixed_{mode}_scan          the same probe during one DuckDB scan
                              (CREATE TABLE v AS SELECT id, embed_text(body) FROM docs); rows/s is the scan's
+  mixed_{mode}_scan_alone    the same scan without the probe: what the queries cost it, apart from
+                             what the server's settings cost it
   mixed_{mode}_two_scans     two such scans started together on two connections; rows/s of each
                              (``scan_rows_per_s``) and the faster over the slower (``scan_ratio``)
   mixed_{mode}_bulk{N}       the probe while N clients each send 2048-row bulk calls in a loop;
@@ -49,8 +51,10 @@ round's probes), ``mixed_bulk_rows_per_s`` and ``mixed_bulk_rows_per_s_alone`` (
 0.95); and for classes alone ``mixed_interactive_p99_ms_{phase}`` (its p99) and
 ``mixed_interactive_p99_vs_slo_{phase}`` (that over the interactive target the classes server
 holds, ``slo_ms``: the server's default, 250 ms on a CPU, 20 ms on a GPU; target: at most 1),
-``mixed_two_scans_ratio`` (target: at most 1.25) and ``mixed_flood_errors`` (target: 0). Not in
-the default suites:
+``mixed_two_scans_ratio`` (target: at most 1.25) and ``mixed_flood_errors`` (target: 0);
+``mixed_scan_rows_per_s`` and ``mixed_scan_rows_per_s_alone`` (one scan with and without the
+probe; no target: one scan a round is too short to hold one on a small CPU). Not in the default
+suites:
 
     uv run --extra cpu embedtext bench --only mixed
 """
@@ -527,6 +531,10 @@ def run_mixed(
         times, took = await _probe_during(prober, target, probe_texts, scanning)
         return {**probe_figures(times), "rows": scan_rows, "elapsed": took}
 
+    async def scan_alone(target: str) -> dict:
+        took = await asyncio.to_thread(_scan_seconds, target, scan_texts)
+        return {"latencies": [], "rows": scan_rows, "elapsed": took}
+
     async def two_scans(target: str) -> dict:
         half = scan_texts[: scan_rows // 2]
         took = await asyncio.gather(*(asyncio.to_thread(_scan_seconds, target, half) for _ in range(2)))
@@ -546,6 +554,7 @@ def run_mixed(
     phases = [
         ("idle", idle),
         ("scan", scan),
+        ("scan_alone", scan_alone),
         ("two_scans", two_scans),
         (f"bulk{clients}", bulk(True)),
         (f"bulk{clients}_alone", bulk(False)),
@@ -678,7 +687,7 @@ def mixed_ratios(cases: Sequence[dict]) -> dict[str, float]:
         speed = round(new["rows_per_s"] / old["rows_per_s"], 3) if new["rows_per_s"] and old["rows_per_s"] else None
         if kind.endswith("_alone"):
             if speed:
-                ratios[f"{key}bulk_rows_per_s_alone"] = speed
+                ratios[f"{key}{'scan' if kind == 'scan_alone' else 'bulk'}_rows_per_s_alone"] = speed
             continue
         if new.get("p99_ms"):
             ratios[f"{key}interactive_p99_ms_{kind}"] = new["p99_ms"]

@@ -26,7 +26,7 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
     first_round = next(i for i, line in enumerate(lines) if "round 1" in line)
     assert {line.split()[1] for line in lines[:first_round] if "warmed up" in line} == set(MODES)
     by = {(c["mode"], c["kind"]): c for c in cases}
-    kinds = ("idle", "scan", "two_scans", "bulk2", "bulk2_alone", "flood3")
+    kinds = ("idle", "scan", "scan_alone", "two_scans", "bulk2", "bulk2_alone", "flood3")
     assert set(by) == {(m, k) for m in MODES for k in kinds}
     for mode in MODES:
         assert by[(mode, "idle")]["probes"] > 0 and by[(mode, "idle")]["rows"] == 0
@@ -34,6 +34,7 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         assert by[(mode, "bulk2_alone")]["probes"] == 0 and by[(mode, "bulk2_alone")]["rows"] > 0
         assert by[(mode, "bulk2")]["rows"] % len(bulk) == 0  # whole bulk calls only
         assert by[(mode, "scan")]["probes"] > 0 and by[(mode, "scan")]["rows"] == 2 * 100  # both rounds
+        assert by[(mode, "scan_alone")]["probes"] == 0 and by[(mode, "scan_alone")]["rows"] == 2 * 100
         for kind in ("idle", "scan", "bulk2"):  # each probe's reply said where its time went
             case = by[(mode, kind)]
             assert all(case[f"{part}_p99_ms"] >= case[f"{part}_p50_ms"] for part in PROBE_PARTS)
@@ -56,6 +57,7 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         "mixed_bulk_rows_per_s",
         "mixed_bulk_rows_per_s_alone",
         "mixed_scan_rows_per_s",
+        "mixed_scan_rows_per_s_alone",
         "mixed_two_scans_ratio",
         "mixed_flood_errors",
     }
@@ -85,11 +87,14 @@ def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
             case(mode, "scan", speed, p99_ms=speed / 50),
             case(mode, "bulk4", speed, p99_ms=speed / 50),
             case(mode, "bulk4_alone", speed),
+            case(mode, "scan_alone", 2 * speed if mode == "fifo" else speed),
             case(mode, "two_scans", speed, scan_ratio=1.1),
         ]
     ratios = mixed_ratios(cases)
     assert ratios["mixed_bulk_rows_per_s"] == 0.9 and ratios["mixed_unpaced_bulk_rows_per_s"] == 0.2
     assert ratios["mixed_scan_rows_per_s"] == 0.9 and ratios["mixed_unpaced_scan_rows_per_s"] == 0.2
+    # The scan alone has its own key: it is not the bulk clients' alone.
+    assert ratios["mixed_scan_rows_per_s_alone"] == 0.45 and ratios["mixed_bulk_rows_per_s_alone"] == 0.9
     assert ratios["mixed_interactive_p99_vs_slo_scan"] == 0.9 and ratios["mixed_unpaced_interactive_p99_scan"] == 0.2
     assert ratios["mixed_interactive_replica_bulk_rows_per_s"] == 0.5
     assert ratios["mixed_interactive_replica_interactive_p99_bulk4"] == 0.5
