@@ -20,8 +20,8 @@ first gets one untimed bulk call (``warm_up``). Cases, per mode:
                              what the server's settings cost it
   mixed_{mode}_two_scans     two such scans started together on two connections; rows/s of each
                              (``scan_rows_per_s``) and the faster over the slower (``scan_ratio``)
-  mixed_{mode}_bulk{N}       the probe while N clients each send 2048-row bulk calls in a loop;
-                             rows/s is the bulk clients'
+  mixed_{mode}_bulk{N}       the probe while N clients each send 2048-row bulk calls in a loop
+                             (the probe runs until their last call ends); rows/s is the bulk clients'
   mixed_{mode}_bulk{N}_alone the N bulk clients without the probe (bulk rows/s on its own)
   mixed_{mode}_flood{M}      M clients each calling embed(2048 short rows) in a loop for the phase
                              (one round): calls served, calls failed at the caller, rows lost
@@ -394,9 +394,12 @@ async def probed_load(
     seconds: float,
     prober: Prober,
 ) -> tuple[list[ProbeTime], int, float]:
-    """``clients`` bulk loops (none if 0) for ``seconds`` and, if ``probe_texts``, the probes
-    (from ``prober``'s process); returns the probes' times, bulk rows served and the bulk loops'
-    elapsed seconds."""
+    """``clients`` bulk loops (none if 0) that start calls for ``seconds`` and, if
+    ``probe_texts``, the probes (from ``prober``'s process) until the last bulk call ends (or for
+    ``seconds`` without bulk loops); returns the probes' times, bulk rows served and the bulk
+    loops' elapsed seconds. The calls in flight at ``seconds`` still run to their end: on a
+    2-core CPU one round of 2048-row calls takes far longer than the phase's ``seconds``, and
+    probes that stopped there left most of the bulk work "with queries" without them."""
     stop_at = time.monotonic() + seconds
     bulk_rows = 0
 
@@ -413,11 +416,13 @@ async def probed_load(
         await asyncio.gather(*(bulk(i) for i in range(clients)))
         return time.monotonic() - began
 
+    loading = asyncio.ensure_future(loads())
+
     def done() -> bool:
-        return time.monotonic() >= stop_at
+        return loading.done() if clients else time.monotonic() >= stop_at
 
     probing = asyncio.create_task(prober.probe(target, probe_texts, done)) if probe_texts else None
-    elapsed = await loads()
+    elapsed = await loading
     times = await probing if probing else []
     return times, bulk_rows, elapsed
 

@@ -1,7 +1,10 @@
 """The mixed suite's bookkeeping on two NULL ENGINE servers (no model: what is checked is that every
 phase runs on both modes in each round and the ratios pair them; the figures mean nothing here)."""
 
-from embedtext.bench.mixed import MODES, PROBE_PARTS, mixed_ratios, run_mixed
+import asyncio
+import time
+
+from embedtext.bench.mixed import BULK_ROWS, MODES, PROBE_PARTS, mixed_ratios, probed_load, run_mixed
 
 
 def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir):
@@ -269,3 +272,32 @@ def test_on_a_gpu_the_targets_are_read_on_the_interactive_replica():
     assert ratios["mixed_bulk_rows_per_s"] == 1.5 and ratios["mixed_interactive_p99_vs_slo_scan"] == 1.5
     assert ratios["mixed_classes_bulk_rows_per_s"] == 0.8
     assert not any(key.startswith("mixed_interactive_replica_") for key in ratios)
+
+
+class DonePollingProber:
+    """A STAND-IN for ``Prober`` that sends no probes: it polls ``done`` as the real one does and
+    keeps when it first said yes."""
+
+    def __init__(self) -> None:
+        self.done_at: float | None = None
+
+    async def probe(self, target, probe_texts, done):
+        while not done():
+            await asyncio.sleep(0.001)
+        self.done_at = time.monotonic()
+        return []
+
+
+def test_the_probes_run_until_the_last_bulk_call_ends(tiny_model_dir):
+    """The bulk loops stop starting calls after ``seconds``, but the calls in flight run to their
+    end (on a 2-core CPU, most of the phase): the probes must cover that part too, or "bulk
+    rows/s with queries" is mostly without them. The call that ends the loop ends after the 2 s."""
+    from embedtext.bench.servers import embedtext_server
+
+    bulk = [f"bulk row {i} of a table" for i in range(BULK_ROWS)]
+    prober = DonePollingProber()
+    with embedtext_server([f"tiny={tiny_model_dir}"], args=["--engine", "null"]) as server:
+        began = time.monotonic()
+        times, rows, elapsed = asyncio.run(probed_load(server.target, bulk, ["query"], 1, 2.0, prober))
+    assert rows >= BULK_ROWS and rows % BULK_ROWS == 0 and times == []
+    assert prober.done_at is not None and prober.done_at - began >= elapsed  # not before the call ended
