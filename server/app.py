@@ -21,6 +21,7 @@ from embedtext.server.host.tuning import host_tuning
 from embedtext.server.loop_lag import LoopLag
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import load_model_spec, parse_model_arg
+from embedtext.server.replicas import stop_side_by_side
 from embedtext.server.resolved import ResolvedSettings, resolve
 from embedtext.server.runtime import ModelRuntime
 from embedtext.server.security import TokenAuthInterceptor, server_credentials
@@ -180,7 +181,7 @@ class EmbeddingServer:
                 task.cancel()
         await self._set_health(False)
         await self.server.stop(grace)
-        await asyncio.gather(*(runtime.stop() for runtime in self.runtimes))  # each model's replicas side by side
+        await stop_side_by_side(runtime.stop() for runtime in self.runtimes)  # each model's replicas too
         if self.config.uds:
             _remove_socket(self.config.uds)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Iterable
 
 from embedtext.server.engine.base import Backend
 from embedtext.server.metrics import ServerMetrics
@@ -133,8 +133,12 @@ class ReplicaSupervisor:
         for replica in self.replicas:
             replica.healthy = False
         # Side by side: each worker's engine takes a second or more to shut down.
-        stopped = await asyncio.gather(
-            *(r.backend.stop() for r in self.replicas if r.backend is not None), return_exceptions=True
-        )
-        for failed in (s for s in stopped if isinstance(s, BaseException)):
-            raise failed  # once every replica has stopped
+        await stop_side_by_side(r.backend.stop() for r in self.replicas if r.backend is not None)
+
+
+async def stop_side_by_side(stops: Iterable[Awaitable[None]]) -> None:
+    """Await every stop at once; the first failure is raised only once all have ended, so that
+    no stop is left running (and then cancelled) behind it."""
+    results = await asyncio.gather(*stops, return_exceptions=True)
+    for failed in (r for r in results if isinstance(r, BaseException)):
+        raise failed
