@@ -9,7 +9,9 @@ shared engines' defaults (a CPU's), ``interactive_replica`` a GPU's (one more en
 queries alone). ``--mixed-modes`` may add servers that change one thing of ``classes``:
 ``short_switch`` (a 0.5 ms GIL switch interval, Python's being 5 ms), ``full_batches`` (bulk
 batches at ``--max-batch-tokens``: no turns among bulk callers) and ``short_turns`` (bulk turns of
-250 ms of engine time, the default until stop 41, not 1,000). Each server
+250 ms of engine time, the default until stop 41, not 1,000). A paced mode with ``_slo<ms>``
+after its name holds that target instead of the run's: ``classes_slo500,classes,fifo`` puts the
+defaults at 500 ms beside the defaults at 250 ms and FIFO. Each server
 first gets one untimed bulk call (``warm_up``). Cases, per mode:
 
   mixed_{mode}_idle          interactive single rows, one started every 50 ms whether or not the last
@@ -66,6 +68,7 @@ import dataclasses
 import itertools
 import json
 import multiprocessing
+import re
 import tempfile
 import time
 from collections.abc import Awaitable, Callable, Sequence
@@ -117,11 +120,36 @@ MAX_PROBES_A_PHASE = 3000
 SCAN_SQL = "CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs"
 
 
+SLO_SUFFIX = re.compile(r"^(?P<base>\w+?)_slo(?P<ms>\d+(?:\.\d+)?)$")
+
+
+def split_mode(mode: str) -> tuple[str, float | None]:
+    """A mode's base mode, and the target its own ``_slo<ms>`` suffix names (None: no suffix).
+
+    >>> split_mode("classes_slo500"), split_mode("short_turns_slo1000"), split_mode("classes")
+    (('classes', 500.0), ('short_turns', 1000.0), ('classes', None))
+    """
+    found = SLO_SUFFIX.match(mode)
+    return (found["base"], float(found["ms"])) if found else (mode, None)
+
+
+def mode_slo_ms(mode: str, slo_ms: float | None) -> float | None:
+    """The target a mode's server holds: its own suffix's, else the run's ``slo_ms`` (None: the
+    server's default)."""
+    return split_mode(mode)[1] or slo_ms
+
+
 def server_args(mode: str, slo_ms: float | None = None) -> tuple[str, ...]:
     """A mode's server arguments; the paced servers hold ``slo_ms`` when given one (else the
-    server's default: 250 ms on a CPU, 20 ms on a GPU)."""
-    target = ("--interactive-slo-ms", f"{slo_ms:g}") if slo_ms and mode in PACED_MODES else ()
-    return (*MODE_ARGS[mode], *target)
+    server's default: 250 ms on a CPU, 20 ms on a GPU), or the target of their ``_slo<ms>`` suffix.
+
+    >>> server_args("classes_slo500", 250.0)
+    ('--interactive-replica', 'off', '--interactive-slo-ms', '500')
+    """
+    base = split_mode(mode)[0]
+    slo_ms = mode_slo_ms(mode, slo_ms)
+    target = ("--interactive-slo-ms", f"{slo_ms:g}") if slo_ms and base in PACED_MODES else ()
+    return (*MODE_ARGS[base], *target)
 
 
 @dataclass(frozen=True)
@@ -619,7 +647,7 @@ def run_mixed(
                 probes=len(got.get("latencies", [])),
                 bulk_clients=clients if kind.startswith("bulk") else 0,
                 rounds=rounds,
-                slo_ms=slo_ms or CPU_INTERACTIVE_SLO_MS,
+                slo_ms=mode_slo_ms(mode, slo_ms) or CPU_INTERACTIVE_SLO_MS,
                 **extra,
             )
         )
@@ -647,10 +675,16 @@ def check_modes(modes: Sequence[str]) -> None:
     >>> check_modes(["paced"])
     Traceback (most recent call last):
     ValueError: mixed modes need fifo, the ratios' denominator: got paced
+    >>> check_modes(["fifo_slo500", "fifo"])
+    Traceback (most recent call last):
+    ValueError: a target (_slo<ms>) needs a paced mode (classes, paced, ...): got fifo_slo500
     """
-    unknown = [m for m in modes if m not in MODE_ARGS]
+    unknown = [m for m in modes if split_mode(m)[0] not in MODE_ARGS]
     if unknown:
         raise ValueError(f"unknown mixed modes {unknown}: choose from {', '.join(MODE_ARGS)}")
+    unpaced = [m for m in modes if split_mode(m)[1] and split_mode(m)[0] not in PACED_MODES]
+    if unpaced:
+        raise ValueError(f"a target (_slo<ms>) needs a paced mode ({', '.join(PACED_MODES)}): got {', '.join(unpaced)}")
     if "fifo" not in modes:
         raise ValueError(f"mixed modes need fifo, the ratios' denominator: got {','.join(modes)}")
 

@@ -301,3 +301,19 @@ def test_the_probes_run_until_the_last_bulk_call_ends(tiny_model_dir):
         times, rows, elapsed = asyncio.run(probed_load(server.target, bulk, ["query"], 1, 2.0, prober))
     assert rows >= BULK_ROWS and rows % BULK_ROWS == 0 and times == []
     assert prober.done_at is not None and prober.done_at - began >= elapsed  # not before the call ended
+
+
+def test_a_mode_with_a_target_suffix_holds_that_target_and_the_others_the_runs():
+    """``classes_slo500`` beside ``classes``: the same engines' settings, each server its own target."""
+    import pytest
+
+    from embedtext.bench.mixed import check_modes, server_args
+
+    check_modes(["classes_slo500", "classes", "fifo"])
+    assert server_args("classes_slo500", 250.0) == (*server_args("classes"), "--interactive-slo-ms", "500")
+    assert server_args("classes", 250.0) == (*server_args("classes"), "--interactive-slo-ms", "250")
+    assert server_args("fifo", 250.0) == server_args("fifo")  # FIFO holds no target
+    with pytest.raises(ValueError, match="unknown mixed modes"):
+        check_modes(["nonsense_slo500", "fifo"])
+    with pytest.raises(ValueError, match="needs a paced mode"):
+        check_modes(["fifo_slo500", "fifo"])
