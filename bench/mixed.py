@@ -680,10 +680,11 @@ def check_modes(modes: Sequence[str]) -> None:
     Traceback (most recent call last):
     ValueError: a target (_slo<ms>) needs a paced mode (classes, paced, ...): got fifo_slo500
     """
-    unknown = [m for m in modes if split_mode(m)[0] not in MODE_ARGS]
+    parts = {mode: split_mode(mode) for mode in modes}
+    unknown = [m for m, (base, _) in parts.items() if base not in MODE_ARGS]
     if unknown:
         raise ValueError(f"unknown mixed modes {unknown}: choose from {', '.join(MODE_ARGS)}")
-    unpaced = [m for m in modes if split_mode(m)[1] and split_mode(m)[0] not in PACED_MODES]
+    unpaced = [m for m, (base, target) in parts.items() if target and base not in PACED_MODES]
     if unpaced:
         raise ValueError(f"a target (_slo<ms>) needs a paced mode ({', '.join(PACED_MODES)}): got {', '.join(unpaced)}")
     if "fifo" not in modes:
