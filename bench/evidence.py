@@ -30,7 +30,8 @@ its ratios declared (numerator / denominator, on one metric). None is in the def
                      runs well (float32; bfloat16 where it has bfloat16 instructions): the
                      evidence ``--enforce-eager auto`` goes by. Ratios
                      ``compile_rows_per_s_{dtype}_{T}tok`` (compiled over eager).
-  pacing             what the interactive target costs bulk work: the default server, its engine
+  pacing             what the interactive target costs bulk work on shared engines (queries and
+                     bulk work on one engine, ``--interactive-replica off``): their engine
                      steps sized to ``--interactive-slo-ms`` (``paced``), against the same server
                      with the target off (``--interactive-slo-ms 0``: full steps, ``unpaced``)
                      and the behaviour before latency classes (``--scheduling fifo --engine-loop
@@ -142,6 +143,8 @@ def pacing() -> VariantComparison:
                 ("unpaced", "fifo"),
             )
         ),
+        # Beside an interactive replica (the default) the bulk engines step unpaced: nothing to compare.
+        flags=("--interactive-replica", "off"),
     )
 
 

@@ -1,17 +1,18 @@
 """Mixed workloads: single-row interactive calls while bulk work loads the same server, with the
-defaults (latency classes; on a CPU the engines' steps paced to ``--interactive-slo-ms``, 250 ms;
-on a GPU the queries on an engine of their own, for 20 ms) and as before them (``--scheduling fifo
---engine-loop async``).
+defaults (latency classes, the queries on an engine of their own: ``interactive_replica``), with
+queries and bulk work on shared engines whose steps are paced to ``--interactive-slo-ms`` (250 ms
+on a CPU, 20 ms on a GPU: ``classes``, the CPU's defaults until stop 45) and as before both
+(``--scheduling fifo --engine-loop async``).
 
-Two servers run side by side on the same model, one per mode (on a GPU four: GPU_MODES); the rounds
-alternate which goes first, so drift on a shared machine hits them alike. ``classes`` is the
-shared engines' defaults (a CPU's), ``interactive_replica`` a GPU's (one more engine that runs the
-queries alone). ``--mixed-modes`` may add servers that change one thing of ``classes``:
+Three servers run side by side on the same model, one per mode (on a GPU four: GPU_MODES); the
+rounds alternate which goes first, so drift on a shared machine hits them alike.
+``--mixed-modes`` may add ``no_gather`` (the defaults with ``--interactive-gather-ms 0``) and
+servers that change one thing of ``classes``:
 ``short_switch`` (a 0.5 ms GIL switch interval, Python's being 5 ms), ``full_batches`` (bulk
 batches at ``--max-batch-tokens``: no turns among bulk callers) and ``short_turns`` (bulk turns of
 250 ms of engine time, the default until stop 41, not 1,000). A paced mode with ``_slo<ms>``
 after its name holds that target instead of the run's: ``classes_slo500,classes,fifo`` puts the
-defaults at 500 ms beside the defaults at 250 ms and FIFO. Each server
+shared engines at 500 ms beside them at 250 ms and FIFO. Each server
 first gets one untimed bulk call (``warm_up``). Cases, per mode:
 
   mixed_{mode}_idle          interactive single rows, one started every 50 ms whether or not the last
@@ -48,10 +49,10 @@ to the worker's event loop) and ``in_worker_*_ms`` (all of it).
 The probes come from a process of their own (``Prober``), as a user's query comes from another
 process than a bulk job; the bulk clients and scans run in the bench's process.
 
-Ratios (classes / fifo): ``mixed_interactive_p99_{phase}`` (lower is better; p99 over every
+Ratios (the defaults / fifo): ``mixed_interactive_p99_{phase}`` (lower is better; p99 over every
 round's probes), ``mixed_bulk_rows_per_s`` and ``mixed_bulk_rows_per_s_alone`` (target: at least
-0.95); and for classes alone ``mixed_interactive_p99_ms_{phase}`` (its p99) and
-``mixed_interactive_p99_vs_slo_{phase}`` (that over the interactive target the classes server
+0.95); and for the defaults alone ``mixed_interactive_p99_ms_{phase}`` (its p99) and
+``mixed_interactive_p99_vs_slo_{phase}`` (that over the interactive target the server
 holds, ``slo_ms``: the server's default, 250 ms on a CPU, 20 ms on a GPU; target: at most 1),
 ``mixed_two_scans_ratio`` (target: at most 1.25) and ``mixed_flood_errors`` (target: 0);
 ``mixed_scan_rows_per_s`` and ``mixed_scan_rows_per_s_alone`` (one scan with and without the
@@ -87,30 +88,32 @@ from embedtext.server.config import ServerConfig
 from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS, resolve
 
 SUITE = "mixed"
-MODES = ("classes", "fifo")
-# On a GPU two more servers tell what the defaults' parts give there: the GPU's defaults (an
-# interactive replica) against the shared engines, and the shared stepped engine with no target.
+# The defaults (an interactive replica), the shared engines paced for queries, and FIFO.
+MODES = ("interactive_replica", "classes", "fifo")
+# On a GPU one more server: the shared stepped engine with no target.
 GPU_MODES = ("interactive_replica", "classes", "unpaced", "fifo")
 SHARED = ("--interactive-replica", "off")  # queries and bulk work on the same engines
-# What each mode adds to the servers' arguments: the shared engines' defaults, and the order and
+# What each mode adds to the servers' arguments: the defaults, the shared engines, and the order and
 # engine loop before them.
 MODE_ARGS = {
-    # Latency classes on shared engines, their steps paced: the defaults on a CPU.
+    # Latency classes on shared engines, their steps paced (the CPU's defaults until stop 45).
     "classes": SHARED,
     "unpaced": (*SHARED, "--interactive-slo-ms", "0"),
     "paced": (*SHARED, "--engine-loop", "async"),
     "fifo": ("--scheduling", "fifo", "--engine-loop", "async"),
     # classes with a GIL switch interval of 0.5 ms (Python's: 5 ms).
     "short_switch": (*SHARED, "--switch-interval-ms", "0.5"),
-    # One more engine that runs the queries alone, the bulk engines unpaced: the defaults on a GPU.
+    # One more engine that runs the queries alone, the bulk engines unpaced: the defaults.
     "interactive_replica": ("--interactive-replica", "on"),
+    # The same, each query sent at once: no gathering of queries into shared steps on a CPU.
+    "no_gather": ("--interactive-replica", "on", "--interactive-gather-ms", "0"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
     "full_batches": (*SHARED, "--bulk-batch-ms", "0"),
     # classes with bulk turns of 250 ms of engine time (the default until stop 41; now 1,000).
     "short_turns": (*SHARED, "--bulk-batch-ms", "250"),
 }
 # The modes given ``slo_ms`` where it is given.
-PACED_MODES = ("classes", "paced", "short_switch", "interactive_replica", "full_batches", "short_turns")
+PACED_MODES = ("classes", "paced", "short_switch", "interactive_replica", "no_gather", "full_batches", "short_turns")
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes' starts: a few people's queries, not a load of their own
 MIN_PROBES = 5  # per phase, even when the phase is shorter
@@ -544,7 +547,7 @@ def run_mixed(
     args: Sequence[str] = (),
     slo_ms: float | None = None,
     modes: Sequence[str] = MODES,
-    defaults: str = "classes",
+    defaults: str = "interactive_replica",
     settle_s: float = SETTLE_S,
     progress=print,
 ) -> list[dict]:

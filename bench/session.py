@@ -112,8 +112,8 @@ def run_bench(
         from embedtext.server.resolved import GPU_INTERACTIVE_SLO_MS, GPU_MEMORY_FRACTION
 
         corpus = BenchCorpus(load_model_spec("default").path)  # the default model, as a new user runs it
-        # A GPU embeds 6,000 rows in well under a second: its scans are longer, and two more servers
-        # tell what the defaults' parts give there (bench/mixed.py, GPU_MODES).
+        # A GPU embeds 6,000 rows in well under a second: its scans are longer, and one more server
+        # tells what the defaults' parts give there (bench/mixed.py, GPU_MODES).
         gpu = detect_device() == "cuda"
         modes = tuple(mixed_modes) or (GPU_MODES if gpu else MODES)
         # Its servers share one GPU: each takes its part of what a server takes alone (vLLM refuses
@@ -132,8 +132,9 @@ def run_bench(
             args=[*plan.engine_flags, *share],
             slo_ms=GPU_INTERACTIVE_SLO_MS if gpu else None,
             modes=modes,
-            # The targets are read on the defaults: on a GPU the interactive replica, where it ran.
-            defaults="interactive_replica" if gpu and "interactive_replica" in modes else "classes",
+            # The targets are read on the defaults (the interactive replica) where they ran, else on
+            # the shared engines.
+            defaults="interactive_replica" if "interactive_replica" in modes else "classes",
             progress=progress,
         )
     if "dtype" in suites:

@@ -1,12 +1,14 @@
 """startup suite: how long a server takes to become ready on a warm machine, and where the time goes.
 
-Four server variants start in turn, in rotating rounds, each after one untimed start that fills
+Five server variants start in turn, in rotating rounds, each after one untimed start that fills
 vLLM's compile cache: the default (on a CPU the engine stepped in the replica's worker process,
-vLLM imported once: server/engine/vllm_stepped.py), ``--engine-loop async`` (vLLM's AsyncLLM, its
-engine core and worker in processes of their own, each importing vLLM again), and the default
-with ``--enforce-eager on`` (nothing to compile) and ``off`` (compiled; ``auto`` picks one of the
-two by the CPU). Each start is timed to "ready" and split by its log into phases; a short DuckDB
-scan after it checks that rows/s hold.
+vLLM imported once: server/engine/vllm_stepped.py; one more engine for queries, started after the
+bulk one), ``--engine-loop async`` (vLLM's AsyncLLM, its engine core and worker in processes of
+their own, each importing vLLM again), the default with ``--enforce-eager on`` (nothing to
+compile) and ``off`` (compiled; ``auto`` picks one of the two by the CPU), and the default without
+the interactive replica (``--interactive-replica off``: what its engine's start-up costs). Each
+start is timed to "ready" and split by its log into phases; a short DuckDB scan after it checks
+that rows/s hold.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ VARIANTS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "async": (("--engine-loop", "async"), {}),
     "eager": (("--enforce-eager", "on"), {}),
     "compiled": (("--enforce-eager", "off"), {}),
+    "shared": (("--interactive-replica", "off"), {}),
 }
 
 _OURS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
@@ -112,7 +115,7 @@ def startup_ratios(cases: Sequence[dict]) -> dict[str, float]:
         return statistics.median(c[key] for c in by_variant[variant])
 
     out = {"startup_ready_s": round(median("default", "ready_s"), 1)}
-    for other in ("async", "eager", "compiled"):
+    for other in [v for v in VARIANTS if v != "default"]:
         if other in by_variant:
             out[f"startup_ready_s_{other}"] = round(median(other, "ready_s"), 1)
             out[f"startup_rows_per_s_vs_{other}"] = round(

@@ -155,7 +155,8 @@ class AsyncClient:
     """The asyncio client: :class:`Client`'s methods and settings, each one awaited.
 
     Create and use it inside a running event loop. ``max_in_flight`` bounds the sub-batches
-    in flight over all its calls together.
+    in flight over all its calls together: its bulk ones, and apart from them its interactive ones,
+    so that a query never waits behind the sub-batches of a bulk call on the same client.
     """
 
     def __init__(
@@ -163,6 +164,7 @@ class AsyncClient:
     ) -> None:
         self._core = ClientCore(target, ClientConfig.of(config, **settings), ChannelSecurity.open_aio_channel)
         self._slots = asyncio.Semaphore(self.config.max_in_flight)
+        self._interactive_slots = asyncio.Semaphore(self.config.max_in_flight)
 
     config = Client.config
     targets = Client.targets
@@ -218,7 +220,8 @@ class AsyncClient:
         return job.assemble(replies, await self.info() if job.needs_info else None)
 
     async def _call(self, batch: SubBatch, deadline: float | None) -> pb.EmbedResponse:
-        async with self._slots:
+        interactive = batch.request.latency_class == pb.LATENCY_CLASS_INTERACTIVE
+        async with self._interactive_slots if interactive else self._slots:
             for attempt in self._core.attempts(batch, deadline):
                 if attempt.delay_s:
                     await asyncio.sleep(attempt.delay_s)  # backoff: the server was overloaded

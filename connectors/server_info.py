@@ -43,6 +43,8 @@ class ModelInfo:
     interactive_replicas: int = 0
     # Bulk callers' turns on the engines, in engine time (0: off).
     bulk_turn_ms: float = 0.0
+    # While bulk work runs, how long a query may wait for others to share its step (0: none).
+    interactive_gather_ms: float = 0.0
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -108,6 +110,7 @@ class ServerInfo:
                     interactive_requests=m.interactive_requests,
                     interactive_replicas=m.interactive_replicas,
                     bulk_turn_ms=m.bulk_turn_ms,
+                    interactive_gather_ms=m.interactive_gather_ms,
                 )
                 for m in r.models
             ),

@@ -104,6 +104,11 @@ def info(target: str) -> None:
             click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens{turns}")
         else:
             click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens{turns}, {target}; {speed}")
+        if m.interactive_gather_ms:
+            click.echo(
+                f"    queries gather for up to {m.interactive_gather_ms:.0f} ms while bulk work runs, "
+                "to share an engine step"
+            )
         if m.interactive_requests:
             held = ""
             if m.interactive_slo_ms:

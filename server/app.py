@@ -55,6 +55,12 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
         )
     else:
         log.info("no interactive replica (%s)", resolved.interactive_replica_reason)
+    if resolved.interactive_gather_s:
+        log.info(
+            "while bulk work runs, a query waits up to %.0f ms for others to share its engine step "
+            "(--interactive-gather-ms)",
+            resolved.interactive_gather_s * 1000,
+        )
     log.info("%s", resolved.dtype.note)
     log.info("model %s: %s", "eager" if resolved.enforce_eager else "compiled", resolved.eager_reason)
     runtimes = []
@@ -83,6 +89,8 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
                 engine_loop=resolved.engine_loop,
                 eager=resolved.enforce_eager,
                 interactive_replica=resolved.interactive_replica,
+                interactive_gather_s=resolved.interactive_gather_s,
+                interactive_later=resolved.interactive_replica_later,
             )
         )
     return runtimes

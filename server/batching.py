@@ -9,7 +9,9 @@ of several jobs; each job gets its own slice of the raw pooled vectors back (the
 applies each request's options: server/vectors.py).
 
 With latency classes on (the default), interactive rows are taken first and never wait for a
-fuller batch; bulk rows are shared fairly among callers: start-time fair queuing on tokens, so a
+fuller batch, unless ``interactive_gather_s`` is set: then, while bulk work runs, the oldest waits
+up to that long for others to share its engine step (``--interactive-gather-ms``); bulk rows are
+shared fairly among callers: start-time fair queuing on tokens, so a
 caller's share does not depend on how many rows it queued or when. With ``classes=False`` the
 queue is one FIFO (what it was before the classes; ``--scheduling fifo``).
 
@@ -153,6 +155,9 @@ class BatchQueue:
         # Token budget of a bulk batch; the runtime lowers it to hold an interactive target
         # (server/pacing.py). Parts larger than it are split by rows when a batch is taken.
         self.bulk_batch_tokens = max_batch_tokens
+        # While bulk work runs, how long the oldest interactive row may wait for others to share
+        # its engine step: each step carries the model's fixed work (--interactive-gather-ms).
+        self.interactive_gather_s = 0.0
         self._interactive: deque[_Part] = deque()
         self._bulk: dict[str, deque[_Part]] = {}  # caller -> its parts, in arrival order
         self._served: dict[str, float] = {}  # caller -> tokens taken (start-time fair queuing)
@@ -299,13 +304,17 @@ class BatchQueue:
         )
 
     async def next_batch(
-        self, engine_idle: Callable[[], bool] | None = None, room: Callable[[bool], bool] | None = None
+        self,
+        engine_idle: Callable[[], bool] | None = None,
+        room: Callable[[bool], bool] | None = None,
+        bulk_running: Callable[[], bool] | None = None,
     ) -> Batch:
         """Wait for rows, then close a batch at the token budget or after the max delay, or at
         once while ``engine_idle()`` says an engine has nothing to do or interactive rows wait.
 
         ``room(interactive)`` says whether a replica could take the batch now; without room the
-        rows keep waiting (and piling up into a fuller batch)."""
+        rows keep waiting (and piling up into a fuller batch). ``bulk_running()`` says whether
+        bulk work runs or waits: only then do interactive rows gather (``interactive_gather_s``)."""
         while True:
             self._drop_finished()
             if not self._queued_rows:
@@ -316,11 +325,28 @@ class BatchQueue:
             if room is not None and not room(interactive):
                 await self._wait(_NO_ROOM_RECHECK_S)
                 continue
+            if interactive and (gather := self._gather_left(bulk_running)) > 0:
+                await self._wait(gather)
+                continue
             wait = self._oldest_enqueued_at() + self.max_batch_delay_s - time.monotonic()
             if wait > 0 and not interactive and not self._full() and not (engine_idle is not None and engine_idle()):
                 await self._wait(wait)
                 continue
             return self._take()
+
+    def _gather_left(self, bulk_running: Callable[[], bool] | None) -> float:
+        """How much longer the oldest interactive row waits for others to share its step: none
+        on an idle server (nothing to save), nor once a batch's rows have come, nor past half of
+        what its deadline left it on arrival."""
+        if not self.interactive_gather_s or self._queued_interactive_rows >= self.max_batch_rows:
+            return 0.0
+        if not (self.queued_bulk_rows or (bulk_running is not None and bulk_running())):
+            return 0.0
+        oldest = self._interactive[0].job
+        gather = self.interactive_gather_s
+        if oldest.deadline is not None:
+            gather = min(gather, (oldest.deadline - oldest.enqueued_at) / 2)
+        return oldest.enqueued_at + gather - time.monotonic()
 
     async def _wait(self, seconds: float) -> None:
         self._arrived.clear()

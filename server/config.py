@@ -100,6 +100,14 @@ class ServerConfig:
         "so an interactive request waits about this long at most; bulk work gives up the throughput of smaller "
         "engine steps. 0: off.",
     )
+    interactive_gather_ms: float | None = setting(
+        None,
+        min=0,
+        show_default="on a CPU with an interactive replica 30% of --interactive-slo-ms, else 0",
+        help="While bulk work runs, an interactive request waits up to this long for others to share its engine "
+        "step: every step carries the model's fixed work, which a CPU otherwise pays once per query, taking it "
+        "from the bulk engines beside. Never on an idle server. 0: each query goes at once.",
+    )
     hold_bulk_tokenizing: bool = setting(
         True,
         "With an interactive target: tokenize bulk requests as the engines drain the queue, not all at once on "
@@ -111,10 +119,10 @@ class ServerConfig:
         flag_value="on",
         help="Start one more engine per model that runs interactive requests only, beside the --replicas that run "
         "bulk work: a query then never waits behind a bulk engine step, and the bulk engines' steps need no "
-        "pacing. Costs one more engine's device memory and host CPU; while it restarts, queries run on the bulk "
-        "engines (and bulk work on it while every bulk engine does). auto: on a GPU with --scheduling classes for "
-        "models whose weights take at most 2 GiB; off on a CPU, whose few cores the two engines would share. "
-        "Alone: on. on needs --scheduling classes.",
+        "pacing. Costs one more engine's memory and start-up, and on a CPU the cores the engines share; while it "
+        "restarts, queries run on the bulk engines (and bulk work on it while every bulk engine does). auto: on "
+        "with --scheduling classes for models whose weights take at most 2 GiB, on a GPU or a CPU. Alone: on. "
+        "on needs --scheduling classes.",
     )
     max_queued_rows: int = setting(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_request_rows: int = setting(16384, "Rows per request at most.", min=1)

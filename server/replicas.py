@@ -3,6 +3,11 @@
 Engines start one after another (each checks free device memory at start-up, so they
 must not race). A watchdog takes a dead engine out of rotation at once and restarts it
 in the background; the router sends its retried batches elsewhere meanwhile.
+
+On a CPU an interactive replica starts after the others, once the server is ready
+(``interactive_later``): its worker's vLLM import beside theirs would slow the start of every
+engine on a few cores (bench: --only startup). Until it is up, queries run on the bulk engines,
+as while it restarts.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class ReplicaSupervisor:
         *,
         metrics: ServerMetrics,
         watch_interval_s: float = 0.5,
+        interactive_later: bool = False,
     ) -> None:
         self.model = model
         self._factory = backend_factory
@@ -40,6 +46,7 @@ class ReplicaSupervisor:
         self._tasks: set[asyncio.Task] = set()
         self._restarting: set[int] = set()
         self._closed = False
+        self._interactive_later = interactive_later
 
     def _export(self, replica: Replica) -> None:
         labels = (self.model, str(replica.index))
@@ -61,17 +68,37 @@ class ReplicaSupervisor:
         return task
 
     async def start(self) -> None:
+        """Start the engines; with ``interactive_later``, return before the interactive ones,
+        which start in the background."""
         for replica in self.replicas:
             replica.backend = self._factory(replica.index)  # not healthy (routed to) until started
+        later = [r for r in self.replicas if r.interactive_only and self._interactive_later]
+        first = [r for r in self.replicas if r not in later]
         # Replicas in worker processes load their code side by side (server/engine/process_backend.py) ...
-        await asyncio.gather(*(r.backend.spawn() for r in self.replicas))
+        await asyncio.gather(*(r.backend.spawn() for r in first))
         # ... but engines start one after another.
-        for replica in self.replicas:
-            await replica.backend.start()
-            replica.healthy = True
-            self._export(replica)
-            self.policy.changed()
+        for replica in first:
+            await self._start(replica)
         self._spawn(self._watch())
+        if later:
+            self._spawn(self._start_later(later))
+
+    async def _start(self, replica: Replica) -> None:
+        await replica.backend.start()
+        replica.healthy = True
+        self._export(replica)
+        self.policy.changed()
+
+    async def _start_later(self, replicas: list[Replica]) -> None:
+        for replica in replicas:
+            log.info("model %s: starting replica %d (interactive requests) after the others", self.model, replica.index)
+            try:
+                await self._start(replica)
+            except Exception as exc:
+                log.exception("model %s replica %d failed to start", self.model, replica.index)
+                self.report_dead(replica, f"its engine failed to start: {exc}")
+                continue
+            log.info("model %s replica %d (interactive requests) is up", self.model, replica.index)
 
     async def _watch(self) -> None:
         while not self._closed:

@@ -21,6 +21,9 @@ GPU_MEMORY_FRACTION = 0.9
 # auto starts an interactive replica for models up to this size: a second copy of larger weights
 # takes device memory the bulk engines' batches need.
 INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES = 2 * 1024**3
+# Of the interactive target, what a query may wait for others to share its step, by default on a
+# CPU beside an interactive replica: the rest is for that step and the way to and from it.
+GATHER_SHARE_OF_SLO = 0.3
 
 
 def default_interactive_slo_ms(device: str) -> float:
@@ -41,10 +44,18 @@ class ResolvedSettings:
     eager_reason: str = ""  # for the start-up log
     interactive_replica: bool = False  # one more engine per model that runs interactive requests only
     interactive_replica_reason: str = ""  # for the start-up log
+    interactive_gather_s: float = 0.0  # while bulk work runs, how long a query waits for others
 
     @property
     def stepped(self) -> bool:
         return self.engine_loop == "stepped"
+
+    @property
+    def interactive_replica_later(self) -> bool:
+        """The interactive replica starts once the server is ready, on a CPU: its vLLM import beside
+        the bulk engines' would slow their start on a few cores. On a GPU every engine starts
+        before batches run: each checks the device's free memory as it starts."""
+        return self.interactive_replica and self.device == "cpu"
 
     @property
     def backend(self) -> str:
@@ -88,10 +99,16 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     - ``--interactive-slo-ms`` unset: 250 ms on a CPU, whose engine steps at --max-batch-tokens take
       seconds; 20 ms on a GPU. Off with ``--scheduling fifo``.
     - ``--memory-fraction`` unset: 0.9 of a GPU, 0.2 of a CPU's memory.
-    - ``--interactive-replica auto``: on a GPU with latency classes, where a query on an engine of its
-      own waits for no bulk step and the bulk engines step unpaced, faster than the shared engine
-      paced for queries (bench/results/gpu-mixed-quick-h200-replica.json). Off for models over 2 GiB
-      of weights, and on a CPU, where the second engine takes a start-up and cores from the first.
+    - ``--interactive-replica auto``: on with latency classes, on either device. A query on an engine
+      of its own waits for no bulk step, and the bulk engines step unpaced: both faster than the
+      shared engine paced for queries, on a GPU and on a 2-core CPU, whose two engines share its
+      cores (bench/results/gpu-mixed-quick-h200-replica.json, cpu-mixed-quick-target-size.json).
+      Off for models over 2 GiB of weights, whose second copy takes the memory bulk batches need.
+    - ``--interactive-gather-ms`` unset: on a CPU beside an interactive replica, 30% of the target
+      (75 ms of 250): each query's own step there carries the model's fixed work, which takes cores
+      from the bulk engine; queries that come close together then share one step. 0 elsewhere: a
+      GPU's fixed work per step is small beside its 20 ms target, and a shared engine's queries
+      join its bulk steps anyway.
     - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
       ``flags`` (by default /proc/cpuinfo's).
 
@@ -101,8 +118,9 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     >>> r = resolve(ServerConfig(), "cuda")
     >>> (r.engine_loop, r.backend, r.word_cache, r.interactive_slo_s, r.memory_fraction, r.interactive_replica)
     ('stepped', 'vllm-stepped', False, 0.02, 0.9, True)
-    >>> resolve(ServerConfig(), "cpu").interactive_replica
-    False
+    >>> cpu = resolve(ServerConfig(), "cpu")
+    >>> (cpu.interactive_replica, cpu.interactive_gather_s, r.interactive_gather_s)
+    (True, 0.075, 0.0)
     """
     vllm = config.engine == "vllm"
     if device is None:
@@ -126,18 +144,23 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
         memory = GPU_MEMORY_FRACTION if device == "cuda" else CPU_MEMORY_FRACTION
     eager, eager_reason = eager_engine(config.enforce_eager, device, flags) if vllm else (False, "null engine")
     interactive_replica, interactive_replica_reason = _interactive_replica(config, device)
+    slo_s = slo_ms / 1000.0 if slo_ms and config.scheduling == "classes" else None
+    gather_ms = config.interactive_gather_ms
+    if gather_ms is None:
+        gather_ms = GATHER_SHARE_OF_SLO * slo_ms if slo_s and interactive_replica and device == "cpu" else 0.0
     return ResolvedSettings(
         device=device,
         engine_loop=loop,
         replica_processes=own_processes or loop == "stepped",
         word_cache=word_cache,
-        interactive_slo_s=slo_ms / 1000.0 if slo_ms and config.scheduling == "classes" else None,
+        interactive_slo_s=slo_s,
         memory_fraction=memory,
         dtype=engine_dtype(config.dtype, device, flags) if vllm else EngineDtype("float32", "null engine"),
         enforce_eager=eager,
         eager_reason=eager_reason,
         interactive_replica=interactive_replica,
         interactive_replica_reason=interactive_replica_reason,
+        interactive_gather_s=gather_ms / 1000.0 if config.scheduling == "classes" else 0.0,
     )
 
 
@@ -149,8 +172,6 @@ def _interactive_replica(config: ServerConfig, device: str) -> tuple[bool, str]:
         return False, "auto: off for the null engine"
     if config.scheduling != "classes":
         return False, "auto: off without latency classes"
-    if device != "cuda":
-        return False, "auto: off on a CPU, whose cores a second engine would take from the first"
     for arg in config.models:
         name, source = parse_model_arg(arg)
         spec = load_model_spec(source, name)
@@ -160,4 +181,4 @@ def _interactive_replica(config: ServerConfig, device: str) -> tuple[bool, str]:
                 f"(over {INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES / 1024**3:g}): a second copy would take the memory "
                 "bulk batches need"
             )
-    return True, "auto: on a GPU, queries run on an engine of their own"
+    return True, "auto: queries run on an engine of their own"

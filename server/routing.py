@@ -92,6 +92,10 @@ class LeastInFlightTokensPolicy:
         """Some healthy replica that runs bulk batches has none in flight (interactive batches never wait)."""
         return any(r.healthy and r.inflight_batches == 0 for r in self._serving(False))
 
+    def busy(self, interactive: bool = False) -> bool:
+        """Some replica that runs batches of this class has one in flight."""
+        return any(r.inflight_batches for r in self._serving(interactive))
+
     def healthy_serving(self, interactive: bool = False) -> int:
         """Healthy replicas a batch of this class may run on now."""
         return sum(1 for r in self._serving(interactive) if r.healthy)

@@ -78,6 +78,8 @@ class ModelRuntime:
         engine_loop: str = "",
         eager: bool = False,
         interactive_replica: bool = False,
+        interactive_gather_s: float = 0.0,
+        interactive_later: bool = False,
     ) -> None:
         self.spec = spec
         self.dtype = dtype  # what the engines compute in (server/host/cpu_features.py)
@@ -101,6 +103,7 @@ class ModelRuntime:
             max_queued_rows=config.max_queued_rows,
             classes=config.scheduling == "classes",
         )
+        self.queue.interactive_gather_s = interactive_gather_s if self.queue.classes else 0.0
         self.speed = EngineSpeed()
         # Bulk batches sized to an interactive latency target (server/pacing.py); None: at
         # --max-batch-tokens, as without classes.
@@ -125,7 +128,9 @@ class ModelRuntime:
             max_batches_per_replica=config.max_batches_per_replica,
             interactive_replicas=1 if interactive_replica else 0,
         )
-        self.supervisor = ReplicaSupervisor(spec.name, self.router, backend_factory, metrics=metrics)
+        self.supervisor = ReplicaSupervisor(
+            spec.name, self.router, backend_factory, metrics=metrics, interactive_later=interactive_later
+        )
         for replica in self.supervisor.replicas:
             metrics.engine_step_tokens.labels(spec.name, str(replica.index)).set_function(
                 lambda r=replica: pace.budget_tokens if (pace := _reported_pace(r)) else 0
@@ -304,8 +309,11 @@ class ModelRuntime:
             # rows may take one slot beyond the bound, so they never wait behind bulk batches.
             return policy.has_room(INTERACTIVE_EXTRA_SLOTS if interactive else 0, interactive)
 
+        def bulk_running() -> bool:
+            return policy.busy(interactive=False)
+
         while True:
-            batch = await self.queue.next_batch(engine_idle, room)
+            batch = await self.queue.next_batch(engine_idle, room, bulk_running)
             task = asyncio.create_task(self._run_batch(batch))
             self._tasks.add(task)
             task.add_done_callback(self._batch_done)

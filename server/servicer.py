@@ -230,6 +230,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 interactive_slo_ms=(rt.interactive_slo_s or 0.0) * 1000,
                 bulk_batch_tokens=rt.queue.bulk_batch_tokens,
                 bulk_turn_ms=rt.bulk_turn_s * 1000,
+                interactive_gather_ms=rt.queue.interactive_gather_s * 1000,
                 engine_tokens_per_second=rt.engine_tokens_per_s,
                 dtype=rt.dtype,
                 engine_loop=rt.engine_loop,

@@ -3,12 +3,18 @@
 Two servers start side by side (engine start-up dominates the suite's time):
 * ``minilm``: the real all-MiniLM-L6-v2 (default model), one replica, and a generated 768-d
   ``arctic-like`` model (for EMBED_TEXT_768 end to end);
-* ``minilm`` runs the defaults: on a CPU, each replica a worker process whose engine the
-  server steps itself (``--engine-loop stepped``);
-* ``tiny``: a generated 2-layer BERT (deterministic), two replicas with the defaults (each a worker
-  process whose engine the server steps), with metrics. vLLM's AsyncLLM loop (``--engine-loop
+* ``minilm`` runs the defaults but for the interactive replica: on a CPU, each replica a worker
+  process whose engine the server steps itself (``--engine-loop stepped``);
+* ``tiny``: a generated 2-layer BERT (deterministic), two replicas with the same settings (each a
+  worker process whose engine the server steps), with metrics. vLLM's AsyncLLM loop (``--engine-loop
   async``) is tested on its own: ``async_loop_server`` (its bulk batch pacing), test_engine_abort.py
   (the backend), test_oldest_vllm.py (a server on the oldest vLLM).
+
+Both run queries and bulk work on the same engines (``--interactive-replica off``, SHARED_ENGINES):
+the order of work within one engine and its paced steps are what most tests here check, and an
+interactive replica per model would start three more engines on a 2-core host. The default's
+interactive replica is tested by ``interactive_replica_server``, the ``guarded`` server (the fault
+tests) and the co-deployed default (test_duckdb_udf.py).
 """
 
 from __future__ import annotations
@@ -30,6 +36,8 @@ START_TIMEOUT_S = float(os.environ.get("EMBEDTEXT_TEST_START_TIMEOUT", "900"))
 # The generated tiny model's engines start eager: compiling them tests nothing of ours, and costs
 # each start about 7 s (stepped) to 14 s (async) on a 2-core host. The default server stays compiled.
 TINY_ENGINE_ARGS = ("--enforce-eager", "on")
+# Queries and bulk work on the same engines (the default starts one more engine for queries).
+SHARED_ENGINES = ("--interactive-replica", "off")
 
 
 def free_port() -> int:
@@ -98,7 +106,7 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
     minilm = LocalServer(
         ["default", f"arctic-like={arctic_like_model_dir}"],
         replicas=1,
-        args=["--step-timeline", str(step_timeline)],
+        args=["--step-timeline", str(step_timeline), *SHARED_ENGINES],
         log_path=logs / "minilm.log",
     )
     tiny = LocalServer(
@@ -111,6 +119,7 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
             "64",
             "--max-queued-rows",
             "4096",
+            *SHARED_ENGINES,
             *TINY_ENGINE_ARGS,
         ],
         log_path=logs / "tiny.log",
@@ -240,7 +249,7 @@ class GuardedServer:
     """The tiny model behind mutual TLS and a token, on a fixed 127.0.0.1 port, with metrics.
 
     Used by the security tests first (test_auth.py), then by the fault tests (test_faults.py),
-    which restart it and finally kill it."""
+    which restart it and finally kill it. Otherwise the defaults: an interactive replica too."""
 
     def __init__(self, model_dir, tls: TLSFiles, logs) -> None:
         self.model_dir = model_dir
@@ -353,6 +362,7 @@ def guarded(tiny_model_dir, tls_files, tmp_path_factory):
 
 # Batch rows of the interactive-replica server: a bulk call makes many batches, each counted.
 INTERACTIVE_REPLICA_BATCH_ROWS = 64
+INTERACTIVE_GATHER_MS = 1000
 
 
 class MetricsServer:
@@ -391,21 +401,45 @@ def _tiny_metrics_server(model_dir, logs, name: str, args: list[str]):
 @pytest.fixture(scope="module")
 def interactive_replica_server(tiny_model_dir, tmp_path_factory):
     """The tiny model on one bulk engine and one interactive engine (``--interactive-replica on``),
-    stepped as by default, with batches of at most INTERACTIVE_REPLICA_BATCH_ROWS rows."""
+    stepped as by default, with batches of at most INTERACTIVE_REPLICA_BATCH_ROWS rows. Queries
+    gather for INTERACTIVE_GATHER_MS while bulk work runs: long enough that queries sent together
+    share a step however busy the host (the CPU's default is 75 ms)."""
     with _tiny_metrics_server(
         tiny_model_dir,
         tmp_path_factory.mktemp("logs"),
         "interactive-replica",
-        ["--interactive-replica", "on", "--max-batch-rows", str(INTERACTIVE_REPLICA_BATCH_ROWS)],
+        [
+            "--interactive-replica",
+            "on",
+            "--max-batch-rows",
+            str(INTERACTIVE_REPLICA_BATCH_ROWS),
+            "--interactive-gather-ms",
+            str(INTERACTIVE_GATHER_MS),
+        ],
     ) as running:
+        _wait_for_interactive_replica(running.target)
         yield running
+
+
+def _wait_for_interactive_replica(target: str) -> None:
+    """On a CPU the interactive replica starts after the server is ready: wait until it is up."""
+    import time
+
+    from embedtext import Client
+
+    with Client(target) as client:
+        give_up = time.monotonic() + START_TIMEOUT_S
+        while not client.info(refresh=True).model().interactive_replicas:
+            assert time.monotonic() < give_up, "the interactive replica never came up"
+            time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")
 def async_loop_server(tiny_model_dir, tmp_path_factory):
-    """The tiny model on one engine run by vLLM's AsyncLLM (``--engine-loop async``): the server
-    paces the bulk batches it hands over (the stepped default paces its engine's steps)."""
+    """The tiny model on one engine run by vLLM's AsyncLLM (``--engine-loop async``), shared by
+    queries and bulk work: the server paces the bulk batches it hands over (the stepped loop paces
+    its engine's steps)."""
     with _tiny_metrics_server(
-        tiny_model_dir, tmp_path_factory.mktemp("logs"), "async-loop", ["--engine-loop", "async"]
+        tiny_model_dir, tmp_path_factory.mktemp("logs"), "async-loop", ["--engine-loop", "async", *SHARED_ENGINES]
     ) as running:
         yield running

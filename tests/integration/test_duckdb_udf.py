@@ -186,7 +186,15 @@ def test_co_deployed_default_starts_and_stops_cleanly(tmp_path):
         registration = embedtext.register(con)
         print(con.execute("SELECT typeof(embed_text('a cat'))").fetchall()[0][0])
         with embedtext.Client(registration.target) as client:
-            print("DTYPE", client.info().models[0].dtype)
+            model = client.info().models[0]
+            print("DTYPE", model.dtype)
+            import time
+            for _ in range(1200):  # the interactive replica starts after the server is ready
+                if model.interactive_replicas:
+                    break
+                time.sleep(0.1)
+                model = client.info(refresh=True).models[0]
+            print("ENGINES", model.replicas, model.interactive_replicas)
         server = psutil.Process(co_deployed._server.pid)
         print("PIDS", server.pid, *[c.pid for c in server.children(recursive=True)])
         """
@@ -199,9 +207,11 @@ def test_co_deployed_default_starts_and_stops_cleanly(tmp_path):
 
     # --dtype auto on this CPU: bfloat16 where it has the instructions, float32 elsewhere.
     assert f"DTYPE {engine_dtype('auto', 'cpu').dtype}\n" in result.stdout
+    # --interactive-replica auto: one engine for the scan's bulk work, one more for queries.
+    assert "ENGINES 2 1\n" in result.stdout  # replicas counts both
     import psutil
 
     pids = [int(p) for p in result.stdout.split("PIDS", 1)[1].split()]
-    assert len(pids) >= 2  # the server and its engine core
+    assert len(pids) >= 3  # the server and its two engines' workers
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == [], "the co-deployed server outlived its process"

@@ -2,13 +2,16 @@
 (the generated tiny model, stepped as by default). Which engine ran what, never how long it took.
 
 While bulk work keeps the bulk engine busy, single-row queries run on the interactive engine and
-no bulk batch does; while the interactive engine restarts, queries run on the bulk engine.
+no bulk batch does, and queries sent together share its steps (``--interactive-gather-ms``);
+while the interactive engine restarts, queries run on the bulk engine.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,6 +21,7 @@ import numpy as np
 import embedtext
 
 MAX_BATCH_ROWS = 64  # the server fixture's --max-batch-rows (conftest)
+GATHER_MS = 1000  # its --interactive-gather-ms
 BULK_ROWS = 6000
 QUERY = "which table holds the invoices"
 
@@ -47,7 +51,15 @@ def test_queries_run_on_their_own_engine_while_bulk_work_runs(interactive_replic
     server = interactive_replica_server
     with embedtext.Client(server.target) as client:
         model = client.info(refresh=True).model()
-    assert (model.replicas, model.interactive_replicas) == (2, 1)
+    assert (model.replicas, model.interactive_replicas, model.interactive_gather_ms) == (2, 1, GATHER_MS)
+    info = subprocess.run(
+        [sys.executable, "-m", "embedtext.cli", "info", "--target", server.target],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert "replicas 2 (1 for interactive requests only)" in info.stdout, info.stderr
+    assert f"queries gather for up to {GATHER_MS} ms while bulk work runs" in info.stdout
     before = _batches(server)
     bulk: dict[str, np.ndarray] = {}
 
@@ -76,6 +88,41 @@ def test_queries_run_on_their_own_engine_while_bulk_work_runs(interactive_replic
     expected = bulk["vectors"][0] / np.linalg.norm(bulk["vectors"][0])
     for vector in queries:
         assert float(vector[0] @ expected / np.linalg.norm(vector[0])) > 0.999
+
+
+def test_queries_sent_together_while_bulk_work_runs_share_a_step(interactive_replica_server):
+    """``--interactive-gather-ms``: four one-row queries sent at once while a bulk call runs go
+    to the queries' engine in fewer than four batches (each sent at once would be one each). The
+    bulk call is far longer than the queries, and is cancelled once they are answered."""
+    import asyncio
+
+    server = interactive_replica_server
+
+    async def run() -> tuple[list[np.ndarray], float, bool]:
+        async with embedtext.AsyncClient(server.target, timeout=600, max_batch_rows=512, max_in_flight=8) as client:
+            texts = [f"row {j} of a table: " + "the orders of a customer " * 8 for j in range(100_000)]
+            bulk = asyncio.ensure_future(client.embed(texts, latency_class="bulk"))
+            give_up = time.monotonic() + 120
+            while (m := (await client.info(refresh=True)).model()).queued_bulk_rows + m.held_bulk_rows < MAX_BATCH_ROWS:
+                assert time.monotonic() < give_up, "bulk rows never queued up"
+                await asyncio.sleep(0.02)
+            before = _batches(server)
+            async with embedtext.AsyncClient(server.target) as queries:  # a user's, beside the bulk job's
+                vectors = await asyncio.gather(*(queries.embed([f"{QUERY} {i}"]) for i in range(4)))
+            query_batches = _batches(server)["1"] - before.get("1", 0)
+            bulk_running = not bulk.done()
+            bulk.cancel()
+            await asyncio.gather(bulk, return_exceptions=True)
+            # The server drops the cancelled call's rows: nothing of it is left for the next test.
+            while (m := (await client.info(refresh=True)).model()).queued_bulk_rows + m.held_bulk_rows:
+                assert time.monotonic() < give_up + 60, "the cancelled call's rows stayed queued"
+                await asyncio.sleep(0.05)
+            return vectors, query_batches, bulk_running
+
+    vectors, query_batches, bulk_running = asyncio.run(run())
+    assert [v.shape[0] for v in vectors] == [1, 1, 1, 1]
+    assert bulk_running  # the queries came while bulk work ran
+    assert 1 <= query_batches < 4
 
 
 def test_queries_run_on_the_bulk_engine_while_theirs_restarts(interactive_replica_server):

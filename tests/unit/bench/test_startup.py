@@ -15,11 +15,13 @@ def test_untimed_cold_starts_do_not_count():
         _case("default", 41.0, 170.0),
         _case("eager", 30.0, 120.0),
         _case("eager", 90.0, 120.0, cold=True),
+        _case("shared", 33.0, 140.0),
     ]
     ratios = startup_ratios(cases)
     assert ratios["startup_ready_s"] == 41.0
     assert ratios["startup_ready_s_eager"] == 30.0
     assert ratios["startup_rows_per_s_vs_eager"] == round(160.0 / 120.0, 3)
+    assert ratios["startup_ready_s_shared"] == 33.0  # without the interactive replica's engine
     assert "startup_ready_s_async" not in ratios
 
 

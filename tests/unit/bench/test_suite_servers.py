@@ -1,6 +1,7 @@
 """The servers a suite starts are the ones it says it compares: their flags, parsed as `embedtext
 serve` parses them and resolved for the device, give the settings the suite's names claim."""
 
+import dataclasses
 import os
 
 from embedtext.bench.evidence import pacing
@@ -22,11 +23,13 @@ def _server(flags, monkeypatch, device="cpu"):
 
 def test_the_pacing_suite_compares_paced_unheld_unpaced_and_fifo(monkeypatch):
     comparison = pacing()
-    servers = {v.name: _server(v.flags, monkeypatch) for v in comparison.variants}
+    servers = {v.name: _server((*comparison.flags, *v.flags), monkeypatch) for v in comparison.variants}
     assert set(servers) == {"paced", "unheld", "unpaced", "fifo"}
+    # Every server runs queries and bulk work on the same engines: the pacing is theirs.
+    assert not any(resolved.interactive_replica for _, resolved in servers.values())
 
     config, paced = servers["paced"]
-    assert config == ServerConfig(models=("default",))  # the defaults, as a user starts it
+    assert config == ServerConfig(models=("default",), interactive_replica="off")  # the shared engines' defaults
     assert paced.stepped and paced.interactive_slo_s == 0.25 and config.hold_bulk_tokenizing
 
     config, unheld = servers["unheld"]
@@ -50,14 +53,18 @@ def test_the_pacing_suite_compares_paced_unheld_unpaced_and_fifo(monkeypatch):
 
 
 def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
-    """On a CPU the classes server keeps its default target. On a GPU the classes server (the
-    defaults: a stepped engine) and the paced one (pacing bulk batches on the async loop) hold
-    20 ms, and the unpaced one is the defaults without a target. The FIFO server holds no target
-    either way."""
-    assert MODES == ("classes", "fifo") and GPU_MODES == ("interactive_replica", "classes", "unpaced", "fifo")
+    """On a CPU the paced servers keep their default target. On a GPU the classes server (shared
+    stepped engines) and the interactive replica's hold 20 ms, and the unpaced one is the classes
+    server without a target. The FIFO server holds no target either way."""
+    assert MODES == ("interactive_replica", "classes", "fifo")
+    assert GPU_MODES == ("interactive_replica", "classes", "unpaced", "fifo")
     on_cpu = {mode: _server(server_args(mode), monkeypatch)[1] for mode in MODES}
     assert on_cpu["classes"].interactive_slo_s == 0.25 and on_cpu["classes"].stepped
     assert on_cpu["fifo"].interactive_slo_s is None and on_cpu["fifo"].engine_loop == "async"
+    # The CPU's defaults are the interactive replica's server.
+    defaults = _server((), monkeypatch)[1]
+    as_told = dataclasses.replace(defaults, interactive_replica_reason="--interactive-replica on")
+    assert on_cpu["interactive_replica"] == as_told
 
     on_gpu = {mode: _server(server_args(mode, GPU_INTERACTIVE_SLO_MS), monkeypatch, "cuda")[1] for mode in GPU_MODES}
     assert on_gpu["classes"].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000 and on_gpu["classes"].stepped
@@ -66,7 +73,7 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     assert on_gpu["fifo"].interactive_slo_s is None and on_gpu["fifo"].engine_loop == "async"
     # Every mode but interactive_replica runs queries and bulk work on the same engines, on either device.
     assert [m for m, r in on_gpu.items() if r.interactive_replica] == ["interactive_replica"]
-    assert not any(r.interactive_replica for r in on_cpu.values())
+    assert [m for m, r in on_cpu.items() if r.interactive_replica] == ["interactive_replica"]
     # Without the bench's target the server's GPU default is the same; its default engines are the replica's.
     assert _server(server_args("classes"), monkeypatch, "cuda")[1].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000
     assert _server((), monkeypatch, "cuda")[1].interactive_replica

@@ -203,3 +203,26 @@ def test_client_config_is_one_source(null_server):
         embedtext.Client(null_server.target, max_batch=3)
     with pytest.raises(ValueError, match="at least 1"):
         embedtext.AsyncClient(null_server.target, max_in_flight=0)
+
+
+def test_an_async_query_does_not_wait_behind_the_same_clients_bulk_sub_batches(start_server, tmp_path):
+    """One AsyncClient, one slot: a bulk call's 20 sub-batches each wait out the server's 200 ms
+    batch delay one after another; a one-row query sent meanwhile has slots of its own, and is
+    answered before the bulk call ends (with one shared bound it would queue behind all 20)."""
+    server = start_server(tmp_path / "slow.sock", max_batch_delay_ms=200, idle_dispatch=False)
+    finished: list[str] = []
+
+    async def run():
+        async with embedtext.AsyncClient(server.target, max_in_flight=1, max_batch_rows=2, timeout=60) as client:
+
+            async def call(name, texts, latency_class):
+                await client.embed(texts, latency_class=latency_class)
+                finished.append(name)
+
+            bulk = asyncio.ensure_future(call("bulk", [f"row {i}" for i in range(40)], "bulk"))
+            await asyncio.sleep(0.3)  # its sub-batches are queued on the client's one slot
+            await call("query", ["which table holds the invoices"], "interactive")
+            await bulk
+
+    asyncio.run(run())
+    assert finished == ["query", "bulk"]

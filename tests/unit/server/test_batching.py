@@ -277,3 +277,57 @@ def test_the_bulk_budget_does_not_cut_interactive_batches():
         return b.row_count, b.tokens
 
     assert asyncio.run(run()) == (4, 8)
+
+
+def test_while_bulk_work_runs_queries_gather_to_share_one_step():
+    """``--interactive-gather-ms``: the first query waits (here up to a minute) for others; the
+    batch closes with both once the rows of a batch have come, never with bulk rows in it."""
+
+    async def run():
+        q = _queue(max_batch_tokens=100, max_batch_rows=2, max_batch_delay_s=60)
+        q.interactive_gather_s = 60.0
+        q.submit(_classed([[1]] * 8, caller="scan"))
+        q.submit(_classed([[7, 7]], interactive=True))
+        waiter = asyncio.ensure_future(q.next_batch(bulk_running=lambda: True))
+        await asyncio.sleep(0.05)
+        assert not waiter.done()  # gathering
+        q.submit(_classed([[8]], interactive=True))
+        return await asyncio.wait_for(waiter, 5)
+
+    batch = asyncio.run(run())
+    assert batch.rows == [[7, 7], [8]] and batch.interactive_rows == 2
+
+
+@pytest.mark.parametrize("bulk_queued", [False, True])
+def test_queries_gather_only_while_bulk_work_runs_or_waits(bulk_queued):
+    """On an idle server a query goes at once (nothing to save); bulk rows in the queue count as
+    bulk work, as do bulk batches on the engines (``bulk_running``)."""
+
+    async def run():
+        q = _queue(max_batch_tokens=100, max_batch_delay_s=60)
+        q.interactive_gather_s = 60.0
+        if bulk_queued:
+            q.submit(_classed([[1]] * 8, caller="scan"))
+        q.submit(_classed([[7]], interactive=True))
+        try:
+            return await asyncio.wait_for(q.next_batch(bulk_running=lambda: False), 0.5)
+        except TimeoutError:
+            return None
+
+    batch = asyncio.run(run())
+    assert (batch is None) is bulk_queued
+    if batch is not None:
+        assert batch.rows == [[7]]
+
+
+def test_a_query_gathers_for_at_most_half_of_what_its_deadline_left_it():
+    async def run():
+        q = _queue(max_batch_tokens=100, max_batch_delay_s=60)
+        q.interactive_gather_s = 60.0
+        q.submit(_classed([[1]] * 8, caller="scan"))
+        query = _classed([[7]], interactive=True)
+        query.deadline = query.enqueued_at + 0.2
+        q.submit(query)
+        return await asyncio.wait_for(q.next_batch(bulk_running=lambda: True), 30)  # not the minute
+
+    assert asyncio.run(run()).rows == [[7]]

@@ -63,15 +63,16 @@ def test_engine_loop_auto_steps_the_engine_on_either_device(setting, device, eng
 
 
 def test_a_stepped_engine_paces_its_steps_and_the_server_its_batches_no_more():
+    """On shared engines (queries and bulk work on one engine, --interactive-replica off)."""
     from embedtext.server import app
     from embedtext.server.metrics import ServerMetrics
 
-    config = ServerConfig(engine_loop="stepped")
+    config = ServerConfig(engine_loop="stepped", interactive_replica="off")
     (stepped,) = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
     assert stepped.pacer is None and stepped.interactive_slo_s == 0.25 and stepped.engine_loop == "stepped"
     backend = stepped.supervisor._factory(0)
     assert backend.engine == "vllm-stepped" and backend.settings.interactive_slo_s == 0.25
-    config = ServerConfig(engine_loop="async")
+    config = ServerConfig(engine_loop="async", interactive_replica="off")
     (paced,) = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
     assert paced.pacer is not None and paced.supervisor._factory(0).settings.interactive_slo_s is None
     for runtime in (stepped, paced):
@@ -103,11 +104,11 @@ def test_an_interactive_replica_needs_latency_classes():
 
 @pytest.mark.parametrize(
     ("setting", "device", "started"),
-    [("auto", "cuda", True), ("auto", "cpu", False), ("off", "cuda", False), ("on", "cpu", True)],
+    [("auto", "cuda", True), ("auto", "cpu", True), ("off", "cuda", False), ("off", "cpu", False), ("on", "cpu", True)],
 )
-def test_interactive_replica_auto_starts_one_on_a_gpu_only(setting, device, started):
-    """auto: on a GPU a query's own engine waits for no bulk step; on a CPU the second engine would
-    take cores (and a start-up) from the first. What was chosen, and why, goes to the start-up log."""
+def test_interactive_replica_auto_starts_one_on_either_device(setting, device, started):
+    """auto: a query's own engine waits for no bulk step, on a GPU and on a CPU alike (the mixed
+    suite measured both). What was chosen, and why, goes to the start-up log."""
     from embedtext.server import app
     from embedtext.server.metrics import ServerMetrics
 
@@ -132,12 +133,38 @@ def test_interactive_replica_auto_leaves_a_large_model_one_engine(tiny_model_dir
     with open(big / "model-00002-of-00002.safetensors", "wb") as f:  # sparse: no disk used
         f.truncate(resolved_settings.INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES)
     assert load_model_spec(str(big)).weight_bytes == weights + resolved_settings.INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES
-    small = resolve(ServerConfig(models=(f"tiny={tiny_model_dir}",)), "cuda")
-    assert small.interactive_replica
-    large = resolve(ServerConfig(models=(f"tiny={tiny_model_dir}", f"big={big}")), "cuda")
-    assert not large.interactive_replica and "big's weights take 2.0 GiB" in large.interactive_replica_reason
+    for device in ("cuda", "cpu"):
+        small = resolve(ServerConfig(models=(f"tiny={tiny_model_dir}",)), device)
+        assert small.interactive_replica
+        large = resolve(ServerConfig(models=(f"tiny={tiny_model_dir}", f"big={big}")), device)
+        assert not large.interactive_replica and "big's weights take 2.0 GiB" in large.interactive_replica_reason
     on = resolve(ServerConfig(models=(str(big),), interactive_replica="on"), "cuda")
     assert on.interactive_replica  # as told
+
+
+@pytest.mark.parametrize(
+    ("settings", "device", "gather_ms"),
+    [
+        ({}, "cpu", 75.0),  # 30% of the CPU's 250 ms target, beside the interactive replica
+        ({"interactive_slo_ms": 1000}, "cpu", 300.0),
+        ({}, "cuda", 0.0),  # a GPU's step has little fixed work beside its 20 ms target
+        ({"interactive_replica": "off"}, "cpu", 0.0),  # a shared engine's queries join its bulk steps
+        ({"interactive_slo_ms": 0}, "cpu", 0.0),
+        ({"interactive_gather_ms": 20}, "cuda", 20.0),  # as told
+        ({"interactive_gather_ms": 0}, "cpu", 0.0),
+        ({"scheduling": "fifo", "interactive_gather_ms": 20}, "cpu", 0.0),  # no classes, nothing to gather
+    ],
+)
+def test_interactive_gather_auto_waits_for_queries_on_a_cpu_beside_an_interactive_replica(settings, device, gather_ms):
+    from embedtext.server import app
+    from embedtext.server.metrics import ServerMetrics
+
+    config = ServerConfig(**settings)
+    resolved = resolve(config, device)
+    assert resolved.interactive_gather_s == pytest.approx(gather_ms / 1000)
+    (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
+    assert runtime.queue.interactive_gather_s == pytest.approx(gather_ms / 1000)  # the queue holds it
+    runtime.tokenizers.close()
 
 
 def test_interactive_replica_alone_on_the_command_line_means_on():

@@ -143,13 +143,14 @@ def test_room_and_idleness_are_per_class():
         policy, replicas = _with_interactive_replica(bulk=1, per=1)
         seen = []
         async with policy.lease(100):  # the bulk replica's one slot
-            seen.append((policy.has_room(), policy.has_room(interactive=True), policy.any_idle))
+            seen.append((policy.has_room(), policy.has_room(interactive=True), policy.any_idle, policy.busy()))
         async with policy.lease(5, interactive=True):
             # An interactive batch in flight leaves the bulk replica idle and with room.
-            seen.append((policy.has_room(), policy.has_room(interactive=True), policy.any_idle))
+            seen.append((policy.has_room(), policy.has_room(interactive=True), policy.any_idle, policy.busy()))
+        seen.append(policy.busy(interactive=True))
         return seen
 
-    assert asyncio.run(run()) == [(False, True, False), (True, False, True)]
+    assert asyncio.run(run()) == [(False, True, False, True), (True, False, True, False), False]
 
 
 def test_a_class_borrows_the_other_replicas_while_its_own_are_down():
