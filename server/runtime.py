@@ -309,11 +309,9 @@ class ModelRuntime:
             # rows may take one slot beyond the bound, so they never wait behind bulk batches.
             return policy.has_room(INTERACTIVE_EXTRA_SLOTS if interactive else 0, interactive)
 
-        def bulk_running() -> bool:
-            return policy.busy(interactive=False)
-
         while True:
-            batch = await self.queue.next_batch(engine_idle, room, bulk_running)
+            # Bulk batches in flight on the engines bulk work runs on: queries gather only then.
+            batch = await self.queue.next_batch(engine_idle, room, policy.busy)
             task = asyncio.create_task(self._run_batch(batch))
             self._tasks.add(task)
             task.add_done_callback(self._batch_done)
