@@ -6,7 +6,9 @@ on a CPU, 20 ms on a GPU: ``classes``, the CPU's defaults until stop 45) and as 
 
 Three servers run side by side on the same model, one per mode (on a GPU four: GPU_MODES); the
 rounds alternate which goes first, so drift on a shared machine hits them alike.
-``--mixed-modes`` may add ``no_gather`` (the defaults with ``--interactive-gather-ms 0``) and
+``--mixed-modes`` may add ``no_gather`` (the defaults with ``--interactive-gather-ms 0``),
+``all_threads`` (the defaults with the interactive replica's engine on every usable core, not half:
+``--interactive-threads``) and
 servers that change one thing of ``classes``:
 ``short_switch`` (a 0.5 ms GIL switch interval, Python's being 5 ms), ``full_batches`` (bulk
 batches at ``--max-batch-tokens``: no turns among bulk callers) and ``short_turns`` (bulk turns of
@@ -85,6 +87,7 @@ from embedtext.connectors.client import AsyncClient, Client
 from embedtext.connectors.requests import RequestOptions, plan_text_requests
 from embedtext.protocol.errors import EmbedTextError
 from embedtext.server.config import ServerConfig
+from embedtext.server.host.cpu_threads import usable_cores
 from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS, resolve
 
 SUITE = "mixed"
@@ -107,13 +110,24 @@ MODE_ARGS = {
     "interactive_replica": ("--interactive-replica", "on"),
     # The same, each query sent at once: no gathering of queries into shared steps on a CPU.
     "no_gather": ("--interactive-replica", "on", "--interactive-gather-ms", "0"),
+    # The same, the queries' engine on every usable core (the default on a CPU: half of them).
+    "all_threads": ("--interactive-replica", "on", "--interactive-threads", str(usable_cores())),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
     "full_batches": (*SHARED, "--bulk-batch-ms", "0"),
     # classes with bulk turns of 250 ms of engine time (the default until stop 41; now 1,000).
     "short_turns": (*SHARED, "--bulk-batch-ms", "250"),
 }
 # The modes given ``slo_ms`` where it is given.
-PACED_MODES = ("classes", "paced", "short_switch", "interactive_replica", "no_gather", "full_batches", "short_turns")
+PACED_MODES = (
+    "classes",
+    "paced",
+    "short_switch",
+    "interactive_replica",
+    "no_gather",
+    "all_threads",
+    "full_batches",
+    "short_turns",
+)
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes' starts: a few people's queries, not a load of their own
 MIN_PROBES = 5  # per phase, even when the phase is shorter

@@ -45,6 +45,8 @@ class ModelInfo:
     bulk_turn_ms: float = 0.0
     # While bulk work runs, how long a query may wait for others to share its step (0: none).
     interactive_gather_ms: float = 0.0
+    # On a CPU, the threads the interactive replica's engine computes on (0: not set).
+    interactive_threads: int = 0
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -111,6 +113,7 @@ class ServerInfo:
                     interactive_replicas=m.interactive_replicas,
                     bulk_turn_ms=m.bulk_turn_ms,
                     interactive_gather_ms=m.interactive_gather_ms,
+                    interactive_threads=m.interactive_threads,
                 )
                 for m in r.models
             ),

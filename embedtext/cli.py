@@ -73,7 +73,11 @@ def info(target: str) -> None:
         click.echo(
             f"  {m.name}: dim {m.dim}, max tokens {m.max_tokens}, pooling {m.pooling}, "
             f"normalized {m.normalize_default}, replicas {m.replicas}"
-            + (f" ({m.interactive_replicas} for interactive requests only)" if m.interactive_replicas else "")
+            + (
+                f" ({m.interactive_replicas} for interactive requests only{_on_threads(m.interactive_threads)})"
+                if m.interactive_replicas
+                else ""
+            )
             + (f", dtype {m.dtype}" if m.dtype else "")
             + (", eager" if m.enforce_eager else "")
             + (f", aliases {', '.join(m.aliases)}" if m.aliases else "")
@@ -147,6 +151,11 @@ def embed(texts: tuple[str, ...], target: str, model: str | None, dimensions: in
     except EmbedTextError as exc:
         raise click.ClickException(str(exc)) from None
     _print_similarities(list(texts), vectors)
+
+
+def _on_threads(threads: int) -> str:
+    """ ", on 1 thread" for the interactive replica's engine (empty where not set)."""
+    return f", on {threads} thread{'s' if threads != 1 else ''}" if threads else ""
 
 
 def _print_similarities(texts: list[str], vectors) -> None:

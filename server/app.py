@@ -55,6 +55,8 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
         )
     else:
         log.info("no interactive replica (%s)", resolved.interactive_replica_reason)
+    if resolved.interactive_threads:
+        log.info("the interactive replica's engine threads: %d (--interactive-threads)", resolved.interactive_threads)
     if resolved.interactive_gather_s:
         log.info(
             "while bulk work runs, a query waits up to %.0f ms for others to share its engine step "
@@ -91,6 +93,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
                 interactive_replica=resolved.interactive_replica,
                 interactive_gather_s=resolved.interactive_gather_s,
                 interactive_later=resolved.interactive_replica_later,
+                interactive_threads=resolved.interactive_threads,
             )
         )
     return runtimes

@@ -124,6 +124,14 @@ class ServerConfig:
         "with --scheduling classes for models whose weights take at most 2 GiB, on a GPU or a CPU. Alone: on. "
         "on needs --scheduling classes.",
     )
+    interactive_threads: int | None = setting(
+        None,
+        min=1,
+        show_default="half the usable cores, at least 1",
+        help="On a CPU, the threads the interactive replica's engine computes on. Its steps hold a few short "
+        "rows, which gain little from more threads, and every thread it runs takes a core from the bulk engines "
+        "on the same cores. A stepped engine's (the default engine loop); a GPU ignores it.",
+    )
     max_queued_rows: int = setting(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_request_rows: int = setting(16384, "Rows per request at most.", min=1)
     max_concurrent_rpcs: int = setting(4096, "Calls handled at once; beyond it RESOURCE_EXHAUSTED.", min=1)

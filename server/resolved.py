@@ -12,6 +12,7 @@ from pathlib import Path
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
 from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
+from embedtext.server.host.cpu_threads import usable_cores
 from embedtext.server.models import load_model_spec, parse_model_arg
 
 CPU_INTERACTIVE_SLO_MS = 250.0
@@ -45,6 +46,7 @@ class ResolvedSettings:
     interactive_replica: bool = False  # one more engine per model that runs interactive requests only
     interactive_replica_reason: str = ""  # for the start-up log
     interactive_gather_s: float = 0.0  # while bulk work runs, how long a query waits for others
+    interactive_threads: int = 0  # threads the interactive replica's engine computes on (0: torch's own)
 
     @property
     def stepped(self) -> bool:
@@ -80,11 +82,15 @@ class ResolvedSettings:
             interactive_slo_s=self.interactive_slo_s if paced else None,
             step_timeline=str(Path(config.step_timeline).absolute()) if self.stepped and config.step_timeline else None,
             switch_interval_s=config.switch_interval_ms / 1000.0 if config.switch_interval_ms else None,
+            compute_threads=self.interactive_threads if interactive and self.interactive_threads else None,
         )
 
 
-def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[str] | None = None) -> ResolvedSettings:
-    """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one).
+def resolve(
+    config: ServerConfig, device: str | None = None, flags: frozenset[str] | None = None, cores: int | None = None
+) -> ResolvedSettings:
+    """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one),
+    with ``cores`` usable cores (by default this process's).
 
     - ``--engine-loop auto``: stepped. On a CPU vLLM's extra processes (async) cost start-up time
       and cores; on a GPU a stepped engine's batches cost less than AsyncLLM's at every size, and
@@ -109,6 +115,10 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
       from the bulk engine; queries that come close together then share one step. 0 elsewhere: a
       GPU's fixed work per step is small beside its 20 ms target, and a shared engine's queries
       join its bulk steps anyway.
+    - ``--interactive-threads`` unset: on a CPU, the interactive replica's stepped engine computes
+      on half the usable cores, at least one. Its steps of a few short rows gain little from more
+      threads, and the bulk engine's threads wait for every core it takes (bench/RESULTS.md, the
+      mixed suite's ``all_threads``). 0 (torch's own) elsewhere.
     - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
       ``flags`` (by default /proc/cpuinfo's).
 
@@ -121,6 +131,8 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     >>> cpu = resolve(ServerConfig(), "cpu")
     >>> (cpu.interactive_replica, cpu.interactive_gather_s, r.interactive_gather_s)
     (True, 0.075, 0.0)
+    >>> resolve(ServerConfig(), "cpu", cores=2).interactive_threads, r.interactive_threads
+    (1, 0)
     """
     vllm = config.engine == "vllm"
     if device is None:
@@ -148,6 +160,9 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     gather_ms = config.interactive_gather_ms
     if gather_ms is None:
         gather_ms = GATHER_SHARE_OF_SLO * slo_ms if slo_s and interactive_replica and device == "cpu" else 0.0
+    threads = 0
+    if interactive_replica and device == "cpu" and loop == "stepped":
+        threads = config.interactive_threads or max(1, (usable_cores() if cores is None else cores) // 2)
     return ResolvedSettings(
         device=device,
         engine_loop=loop,
@@ -161,6 +176,7 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
         interactive_replica=interactive_replica,
         interactive_replica_reason=interactive_replica_reason,
         interactive_gather_s=gather_ms / 1000.0 if config.scheduling == "classes" else 0.0,
+        interactive_threads=threads,
     )
 
 

@@ -80,12 +80,14 @@ class ModelRuntime:
         interactive_replica: bool = False,
         interactive_gather_s: float = 0.0,
         interactive_later: bool = False,
+        interactive_threads: int = 0,
     ) -> None:
         self.spec = spec
         self.dtype = dtype  # what the engines compute in (server/host/cpu_features.py)
         self.eager = eager  # the engines run the model without torch.compile
         # "stepped": the engines pace their own steps to the target (server/engine/vllm_stepped.py).
         self.engine_loop = engine_loop
+        self.interactive_threads = interactive_threads  # the interactive replica's engine's (0: torch's own)
         self.config = config
         self.metrics = metrics
         self.tokenizers = TokenizerPool(

@@ -231,6 +231,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 bulk_batch_tokens=rt.queue.bulk_batch_tokens,
                 bulk_turn_ms=rt.bulk_turn_s * 1000,
                 interactive_gather_ms=rt.queue.interactive_gather_s * 1000,
+                interactive_threads=rt.interactive_threads,
                 engine_tokens_per_second=rt.engine_tokens_per_s,
                 dtype=rt.dtype,
                 engine_loop=rt.engine_loop,

@@ -22,6 +22,8 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
+import subprocess
+import sys
 import urllib.request
 
 import pytest
@@ -44,6 +46,24 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def embedtext_info():
+    """``embedtext info --target`` as a user runs it, in a process of its own: its output (it must
+    succeed). The environment is the test's (a token or TLS files set with monkeypatch)."""
+
+    def run(target: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "embedtext.cli", "info", "--target", target],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    return run
 
 
 @pytest.fixture(scope="session")

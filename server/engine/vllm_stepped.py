@@ -110,10 +110,6 @@ class SteppedVllmBackend:
             "starting %s for model %s on %s, stepped in this process", self.name, self.spec.name, self.settings.device
         )
         self._engine = await asyncio.to_thread(self._build)
-        import torch
-
-        # In this process vLLM-CPU binds no threads and reserves no core: torch's pool is the engine's.
-        log.info("%s: the engine computes on %d threads", self.name, torch.get_num_threads())
         self._thread = threading.Thread(target=self._run, name=f"steps-{self.name}", daemon=True)
         self._thread.start()
         if self.pacer is not None:
@@ -166,6 +162,12 @@ class SteppedVllmBackend:
             VLLMValidationError = ValueError  # noqa: N806
 
         engine = self._engine
+        import torch
+
+        # In this process vLLM-CPU binds no threads and reserves no core: torch's pool is the engine's,
+        # of OMP_NUM_THREADS threads where the worker was started with it (--interactive-threads).
+        # Read in this thread, which runs every step: OpenMP keeps the count per thread.
+        log.info("%s: the engine computes on %d threads", self.name, torch.get_num_threads())
         params = PoolingParams(task="embed", use_activation=False)
         plan = self.plan
         waiters: dict[int, tuple[StepBatch, asyncio.Future]] = {}  # id(batch) ->

@@ -9,9 +9,8 @@ while the interactive engine restarts, queries run on the bulk engine.
 from __future__ import annotations
 
 import os
+import re
 import signal
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 import embedtext
+from embedtext.server.host.cpu_threads import usable_cores
 
 MAX_BATCH_ROWS = 64  # the server fixture's --max-batch-rows (conftest)
 GATHER_MS = 1000  # its --interactive-gather-ms
@@ -47,19 +47,14 @@ def _worker_pid(server_pid: int, name: str) -> int:
     raise AssertionError(f"no worker process named {name}")
 
 
-def test_queries_run_on_their_own_engine_while_bulk_work_runs(interactive_replica_server):
+def test_queries_run_on_their_own_engine_while_bulk_work_runs(interactive_replica_server, embedtext_info):
     server = interactive_replica_server
     with embedtext.Client(server.target) as client:
         model = client.info(refresh=True).model()
     assert (model.replicas, model.interactive_replicas, model.interactive_gather_ms) == (2, 1, GATHER_MS)
-    info = subprocess.run(
-        [sys.executable, "-m", "embedtext.cli", "info", "--target", server.target],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert "replicas 2 (1 for interactive requests only)" in info.stdout, info.stderr
-    assert f"queries gather for up to {GATHER_MS} ms while bulk work runs" in info.stdout
+    info = embedtext_info(server.target)
+    assert "replicas 2 (1 for interactive requests only" in info
+    assert f"queries gather for up to {GATHER_MS} ms while bulk work runs" in info
     before = _batches(server)
     bulk: dict[str, np.ndarray] = {}
 
@@ -88,6 +83,21 @@ def test_queries_run_on_their_own_engine_while_bulk_work_runs(interactive_replic
     expected = bulk["vectors"][0] / np.linalg.norm(bulk["vectors"][0])
     for vector in queries:
         assert float(vector[0] @ expected / np.linalg.norm(vector[0])) > 0.999
+
+
+def test_the_interactive_engine_computes_on_half_the_cores(interactive_replica_server, embedtext_info):
+    """``--interactive-threads`` auto: a query's step of a few rows gains little from more threads,
+    and each one it runs takes a core from the bulk engine. The count is read in the engine's own
+    step thread (its log line), where OpenMP keeps it."""
+    server = interactive_replica_server
+    wanted = max(1, usable_cores() // 2)
+    with embedtext.Client(server.target) as client:
+        assert client.info(refresh=True).model().interactive_threads == wanted
+    said = dict(re.findall(r"(tiny/\d+): the engine computes on (\d+) threads", server.server.log_path.read_text()))
+    assert int(said["tiny/1"]) == wanted, said
+    assert int(said["tiny/0"]) >= wanted, said  # the bulk engine keeps torch's own count
+    thread = "thread" if wanted == 1 else "threads"
+    assert f"replicas 2 (1 for interactive requests only, on {wanted} {thread})" in embedtext_info(server.target)
 
 
 def test_queries_sent_together_while_bulk_work_runs_share_a_step(interactive_replica_server):

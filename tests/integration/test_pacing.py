@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import time
 
 import pytest
@@ -23,7 +21,7 @@ MAX_BATCH_TOKENS = 16384
 BATCHES_PER_REPLICA = 2
 
 
-def test_bulk_batches_are_sized_from_the_measured_engine_speed(async_loop_server):
+def test_bulk_batches_are_sized_from_the_measured_engine_speed(async_loop_server, embedtext_info):
     """The async loop: the server sizes the bulk batches it hands to vLLM's AsyncLLM."""
     target = async_loop_server.target
     texts = [f"row {i} of a bulk scan: " + "some words about the orders of a customer " * 8 for i in range(2000)]
@@ -45,7 +43,7 @@ def test_bulk_batches_are_sized_from_the_measured_engine_speed(async_loop_server
     assert (model.interactive_slo_ms, model.bulk_batch_tokens) == (CPU_SLO_S * 1000, budget)
     assert model.bulk_turn_ms == ServerConfig().bulk_batch_ms
     assert model.engine_tokens_per_second == pytest.approx(speed, rel=1e-6)
-    out = _embedtext_info(target)
+    out = embedtext_info(target)
     assert (
         f"bulk batches: {int(budget):,} tokens (bulk callers' turns: about 1000 ms of engine time), "
         "paced for interactive requests within 250 ms"
@@ -64,7 +62,7 @@ def test_a_request_the_engines_cannot_finish_in_time_is_refused_at_once(servers)
     assert "tokens/s" in str(caught.value) and "deadline leaves" in str(caught.value)
 
 
-def test_a_stepped_engine_reports_the_step_budget_it_sized_from_its_speed(servers):
+def test_a_stepped_engine_reports_the_step_budget_it_sized_from_its_speed(servers, embedtext_info):
     # The default server on a CPU steps its engine in the replica's worker; the worker reports back.
     texts = [f"row {i} of an indexing job: " + "notes on the invoices of a customer " * 6 for i in range(512)]
     with embedtext.Client(servers.minilm.target, timeout=600) as client:
@@ -85,12 +83,12 @@ def test_a_stepped_engine_reports_the_step_budget_it_sized_from_its_speed(server
     assert step == pytest.approx(max(model.max_tokens, min(MAX_BATCH_TOKENS, int(wanted))), abs=1)  # float32 speed
     assert not model.interactive_slo_missed
     assert model.enforce_eager is resolve(ServerConfig(), "cpu").enforce_eager  # Info says what auto chose
-    out = _embedtext_info(servers.minilm.target)
+    out = embedtext_info(servers.minilm.target)
     assert f"engine steps: {step:,} tokens, paced for interactive requests within 250 ms" in out
     assert (", eager" in out) is model.enforce_eager
 
 
-def test_info_reports_the_latency_of_the_last_interactive_requests(servers):
+def test_info_reports_the_latency_of_the_last_interactive_requests(servers, embedtext_info):
     target = servers.minilm.target
     with embedtext.Client(target) as client:
         before = client.info(refresh=True).model()
@@ -103,15 +101,7 @@ def test_info_reports_the_latency_of_the_last_interactive_requests(servers):
     assert 0 < after.interactive_p50_ms <= after.interactive_p99_ms
     # The server's event loop ticks all along; how late, it reports over its last 10 s.
     assert info.event_loop_ticks > 0 and 0 <= info.event_loop_lag_p99_ms <= info.event_loop_lag_max_ms
-    out = _embedtext_info(target)
+    out = embedtext_info(target)
     assert f"interactive requests (last {after.interactive_requests:,}, in the server): p50" in out
     assert "target 250 ms" in out
     assert "event loop (gRPC, the queue, the hand-overs): late by p99 " in out
-
-
-def _embedtext_info(target: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "embedtext.cli", "info", "--target", target], capture_output=True, text=True, timeout=120
-    )
-    assert out.returncode == 0, out.stderr
-    return out.stdout

@@ -167,6 +167,35 @@ def test_interactive_gather_auto_waits_for_queries_on_a_cpu_beside_an_interactiv
     runtime.tokenizers.close()
 
 
+@pytest.mark.parametrize(
+    ("settings", "device", "cores", "threads"),
+    [
+        ({}, "cpu", 2, 1),  # half the cores: a query's few-row step gains little from more threads
+        ({}, "cpu", 1, 1),
+        ({}, "cpu", 16, 8),
+        ({"interactive_threads": 2}, "cpu", 2, 2),  # as told
+        ({}, "cuda", 2, 0),  # a GPU computes the steps: torch's own threads
+        ({"interactive_threads": 2}, "cuda", 2, 0),
+        ({"interactive_replica": "off"}, "cpu", 2, 0),  # no interactive replica
+        ({"engine_loop": "async"}, "cpu", 2, 0),  # vLLM binds the threads of its own engine processes
+    ],
+)
+def test_interactive_threads_auto_gives_the_interactive_engine_half_a_cpus_cores(settings, device, cores, threads):
+    from embedtext.server import app
+    from embedtext.server.metrics import ServerMetrics
+
+    config = ServerConfig(**settings)
+    resolved = resolve(config, device, cores=cores)
+    assert resolved.interactive_threads == threads
+    # The interactive replica's engine gets them, the bulk engines keep torch's own count.
+    assert resolved.engine_settings(config, 0.2, interactive=True).compute_threads == (threads or None)
+    assert resolved.engine_settings(config, 0.2).compute_threads is None
+    if device == "cpu":
+        (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
+        assert runtime.interactive_threads == threads  # what Info reports
+        runtime.tokenizers.close()
+
+
 def test_interactive_replica_alone_on_the_command_line_means_on():
     from embedtext.server.cli import serve_command
 
