@@ -7,8 +7,8 @@ on a CPU, 20 ms on a GPU: ``classes``, the CPU's defaults until stop 45) and as 
 Three servers run side by side on the same model, one per mode (on a GPU four: GPU_MODES); the
 rounds alternate which goes first, so drift on a shared machine hits them alike.
 ``--mixed-modes`` may add ``no_gather`` (the defaults with ``--interactive-gather-ms 0``),
-``all_threads`` (the defaults with the interactive replica's engine on every usable core, not half:
-``--interactive-threads``) and
+``one_thread`` (the defaults with the interactive replica's engine on one thread, not every core:
+``--interactive-threads 1``) and
 servers that change one thing of ``classes``:
 ``short_switch`` (a 0.5 ms GIL switch interval, Python's being 5 ms), ``full_batches`` (bulk
 batches at ``--max-batch-tokens``: no turns among bulk callers) and ``short_turns`` (bulk turns of
@@ -87,7 +87,6 @@ from embedtext.connectors.client import AsyncClient, Client
 from embedtext.connectors.requests import RequestOptions, plan_text_requests
 from embedtext.protocol.errors import EmbedTextError
 from embedtext.server.config import ServerConfig
-from embedtext.server.host.cpu_threads import usable_cores
 from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS, resolve
 
 SUITE = "mixed"
@@ -110,8 +109,8 @@ MODE_ARGS = {
     "interactive_replica": ("--interactive-replica", "on"),
     # The same, each query sent at once: no gathering of queries into shared steps on a CPU.
     "no_gather": ("--interactive-replica", "on", "--interactive-gather-ms", "0"),
-    # The same, the queries' engine on every usable core (the default on a CPU: half of them).
-    "all_threads": ("--interactive-replica", "on", "--interactive-threads", str(usable_cores())),
+    # The same, the queries' engine on one thread (by default: torch's own count, every core).
+    "one_thread": ("--interactive-replica", "on", "--interactive-threads", "1"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
     "full_batches": (*SHARED, "--bulk-batch-ms", "0"),
     # classes with bulk turns of 250 ms of engine time (the default until stop 41; now 1,000).
@@ -124,7 +123,7 @@ PACED_MODES = (
     "short_switch",
     "interactive_replica",
     "no_gather",
-    "all_threads",
+    "one_thread",
     "full_batches",
     "short_turns",
 )

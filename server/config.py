@@ -127,10 +127,11 @@ class ServerConfig:
     interactive_threads: int | None = setting(
         None,
         min=1,
-        show_default="half the usable cores, at least 1",
-        help="On a CPU, the threads the interactive replica's engine computes on. Its steps hold a few short "
-        "rows, which gain little from more threads, and every thread it runs takes a core from the bulk engines "
-        "on the same cores. A stepped engine's (the default engine loop); a GPU ignores it.",
+        show_default="every core (torch's own count)",
+        help="On a CPU, the threads the interactive replica's engine computes on (its worker's OMP_NUM_THREADS). "
+        "Fewer leave cores to the bulk engine, but its threads wait at each step for any core the queries' "
+        "engine holds, and fewer threads hold it longer: on 2 cores one thread did not help (bench/RESULTS.md). "
+        "A GPU ignores it.",
     )
     max_queued_rows: int = setting(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_request_rows: int = setting(16384, "Rows per request at most.", min=1)
@@ -229,6 +230,11 @@ class ServerConfig:
             raise ValueError("--interactive-replica serves the interactive class: it needs --scheduling classes")
         if self.step_timeline and (self.engine_loop == "async" or self.engine != "vllm"):
             raise ValueError("--step-timeline records a stepped engine's steps: it needs --engine-loop stepped or auto")
+        if self.interactive_threads and (self.interactive_replica == "off" or self.engine_loop == "async"):
+            raise ValueError(
+                "--interactive-threads sets the threads of the interactive replica's stepped engine: it needs "
+                "--interactive-replica auto or on, and --engine-loop stepped or auto (async: vLLM binds its threads)"
+            )
         if self.step_timeline and not Path(self.step_timeline).absolute().parent.is_dir():
             raise ValueError(f"--step-timeline {self.step_timeline}: its folder does not exist")
         if self.uds is None and not is_loopback_host(self.host) and not (self.tls_cert and self.token):

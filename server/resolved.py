@@ -12,7 +12,6 @@ from pathlib import Path
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
 from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
-from embedtext.server.host.cpu_threads import usable_cores
 from embedtext.server.models import load_model_spec, parse_model_arg
 
 CPU_INTERACTIVE_SLO_MS = 250.0
@@ -86,11 +85,8 @@ class ResolvedSettings:
         )
 
 
-def resolve(
-    config: ServerConfig, device: str | None = None, flags: frozenset[str] | None = None, cores: int | None = None
-) -> ResolvedSettings:
-    """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one),
-    with ``cores`` usable cores (by default this process's).
+def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[str] | None = None) -> ResolvedSettings:
+    """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one).
 
     - ``--engine-loop auto``: stepped. On a CPU vLLM's extra processes (async) cost start-up time
       and cores; on a GPU a stepped engine's batches cost less than AsyncLLM's at every size, and
@@ -115,10 +111,10 @@ def resolve(
       from the bulk engine; queries that come close together then share one step. 0 elsewhere: a
       GPU's fixed work per step is small beside its 20 ms target, and a shared engine's queries
       join its bulk steps anyway.
-    - ``--interactive-threads`` unset: on a CPU, the interactive replica's stepped engine computes
-      on half the usable cores, at least one. Its steps of a few short rows gain little from more
-      threads, and the bulk engine's threads wait for every core it takes (bench/RESULTS.md, the
-      mixed suite's ``all_threads``). 0 (torch's own) elsewhere.
+    - ``--interactive-threads``: on a CPU, the interactive replica's stepped engine computes on that
+      many threads; unset (0), on torch's own count, every core. Fewer did not help on 2 cores: the
+      bulk engine's threads wait at each step for a core the queries' engine holds, and one
+      thread's steps hold it longer (bench/RESULTS.md, the mixed suite's ``one_thread``).
     - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
       ``flags`` (by default /proc/cpuinfo's).
 
@@ -131,8 +127,8 @@ def resolve(
     >>> cpu = resolve(ServerConfig(), "cpu")
     >>> (cpu.interactive_replica, cpu.interactive_gather_s, r.interactive_gather_s)
     (True, 0.075, 0.0)
-    >>> resolve(ServerConfig(), "cpu", cores=2).interactive_threads, r.interactive_threads
-    (1, 0)
+    >>> cpu.interactive_threads, resolve(ServerConfig(interactive_threads=1), "cpu").interactive_threads
+    (0, 1)
     """
     vllm = config.engine == "vllm"
     if device is None:
@@ -160,9 +156,8 @@ def resolve(
     gather_ms = config.interactive_gather_ms
     if gather_ms is None:
         gather_ms = GATHER_SHARE_OF_SLO * slo_ms if slo_s and interactive_replica and device == "cpu" else 0.0
-    threads = 0
-    if interactive_replica and device == "cpu" and loop == "stepped":
-        threads = config.interactive_threads or max(1, (usable_cores() if cores is None else cores) // 2)
+    cpu_stepped_replica = interactive_replica and device == "cpu" and loop == "stepped"
+    threads = (config.interactive_threads or 0) if cpu_stepped_replica else 0
     return ResolvedSettings(
         device=device,
         engine_loop=loop,

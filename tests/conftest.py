@@ -423,7 +423,8 @@ def interactive_replica_server(tiny_model_dir, tmp_path_factory):
     """The tiny model on one bulk engine and one interactive engine (``--interactive-replica on``),
     stepped as by default, with batches of at most INTERACTIVE_REPLICA_BATCH_ROWS rows. Queries
     gather for INTERACTIVE_GATHER_MS while bulk work runs: long enough that queries sent together
-    share a step however busy the host (the CPU's default is 75 ms)."""
+    share a step however busy the host (the CPU's default is 75 ms). The interactive engine computes
+    on one thread (``--interactive-threads 1``; by default every core): the tests check it gets it."""
     with _tiny_metrics_server(
         tiny_model_dir,
         tmp_path_factory.mktemp("logs"),
@@ -435,6 +436,8 @@ def interactive_replica_server(tiny_model_dir, tmp_path_factory):
             str(INTERACTIVE_REPLICA_BATCH_ROWS),
             "--interactive-gather-ms",
             str(INTERACTIVE_GATHER_MS),
+            "--interactive-threads",
+            "1",
         ],
     ) as running:
         _wait_for_interactive_replica(running.target)

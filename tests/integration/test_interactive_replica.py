@@ -11,6 +11,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -18,7 +20,6 @@ from pathlib import Path
 import numpy as np
 
 import embedtext
-from embedtext.server.host.cpu_threads import usable_cores
 
 MAX_BATCH_ROWS = 64  # the server fixture's --max-batch-rows (conftest)
 GATHER_MS = 1000  # its --interactive-gather-ms
@@ -85,19 +86,22 @@ def test_queries_run_on_their_own_engine_while_bulk_work_runs(interactive_replic
         assert float(vector[0] @ expected / np.linalg.norm(vector[0])) > 0.999
 
 
-def test_the_interactive_engine_computes_on_half_the_cores(interactive_replica_server, embedtext_info):
-    """``--interactive-threads`` auto: a query's step of a few rows gains little from more threads,
-    and each one it runs takes a core from the bulk engine. The count is read in the engine's own
-    step thread (its log line), where OpenMP keeps it."""
+def test_the_interactive_engine_computes_on_the_threads_it_was_given(interactive_replica_server, embedtext_info):
+    """``--interactive-threads 1`` (the fixture's) reaches the interactive engine's worker, and only
+    it. The count is read in the engine's own step thread (its log line), where OpenMP keeps it."""
     server = interactive_replica_server
-    wanted = max(1, usable_cores() // 2)
     with embedtext.Client(server.target) as client:
-        assert client.info(refresh=True).model().interactive_threads == wanted
+        assert client.info(refresh=True).model().interactive_threads == 1
     said = dict(re.findall(r"(tiny/\d+): the engine computes on (\d+) threads", server.server.log_path.read_text()))
-    assert int(said["tiny/1"]) == wanted, said
-    assert int(said["tiny/0"]) >= wanted, said  # the bulk engine keeps torch's own count
-    thread = "thread" if wanted == 1 else "threads"
-    assert f"replicas 2 (1 for interactive requests only, on {wanted} {thread})" in embedtext_info(server.target)
+    assert said["tiny/1"] == "1", said
+    assert said["tiny/0"] == str(torch_threads()), said  # the bulk engine keeps torch's own count
+    assert "replicas 2 (1 for interactive requests only, on 1 thread)" in embedtext_info(server.target)
+
+
+def torch_threads() -> int:
+    """torch's own thread count in a new process, as a worker starts it (the server's environment)."""
+    command = [sys.executable, "-c", "import torch; print(torch.get_num_threads())"]
+    return int(subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout)
 
 
 def test_queries_sent_together_while_bulk_work_runs_share_a_step(interactive_replica_server):

@@ -168,24 +168,20 @@ def test_interactive_gather_auto_waits_for_queries_on_a_cpu_beside_an_interactiv
 
 
 @pytest.mark.parametrize(
-    ("settings", "device", "cores", "threads"),
+    ("settings", "device", "threads"),
     [
-        ({}, "cpu", 2, 1),  # half the cores: a query's few-row step gains little from more threads
-        ({}, "cpu", 1, 1),
-        ({}, "cpu", 16, 8),
-        ({"interactive_threads": 2}, "cpu", 2, 2),  # as told
-        ({}, "cuda", 2, 0),  # a GPU computes the steps: torch's own threads
-        ({"interactive_threads": 2}, "cuda", 2, 0),
-        ({"interactive_replica": "off"}, "cpu", 2, 0),  # no interactive replica
-        ({"engine_loop": "async"}, "cpu", 2, 0),  # vLLM binds the threads of its own engine processes
+        ({}, "cpu", 0),  # torch's own count: fewer did not help on 2 cores
+        ({"interactive_threads": 1}, "cpu", 1),  # as told
+        ({"interactive_threads": 1}, "cuda", 0),  # a GPU computes the steps
+        ({"interactive_threads": 1, "interactive_replica": "auto", "engine": "null"}, "cpu", 0),  # no replica
     ],
 )
-def test_interactive_threads_auto_gives_the_interactive_engine_half_a_cpus_cores(settings, device, cores, threads):
+def test_interactive_threads_reach_the_interactive_engine_alone(settings, device, threads):
     from embedtext.server import app
     from embedtext.server.metrics import ServerMetrics
 
     config = ServerConfig(**settings)
-    resolved = resolve(config, device, cores=cores)
+    resolved = resolve(config, device)
     assert resolved.interactive_threads == threads
     # The interactive replica's engine gets them, the bulk engines keep torch's own count.
     assert resolved.engine_settings(config, 0.2, interactive=True).compute_threads == (threads or None)
@@ -194,6 +190,13 @@ def test_interactive_threads_auto_gives_the_interactive_engine_half_a_cpus_cores
         (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
         assert runtime.interactive_threads == threads  # what Info reports
         runtime.tokenizers.close()
+
+
+@pytest.mark.parametrize("settings", [{"interactive_replica": "off"}, {"engine_loop": "async"}])
+def test_interactive_threads_need_an_interactive_replica_on_a_stepped_engine(settings):
+    with pytest.raises(ValueError, match="--interactive-threads sets the threads of the interactive replica's"):
+        ServerConfig(interactive_threads=1, **settings)
+    ServerConfig(**settings)  # unset: fine
 
 
 def test_interactive_replica_alone_on_the_command_line_means_on():
