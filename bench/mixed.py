@@ -109,6 +109,8 @@ MODE_ARGS = {
     "interactive_replica": ("--interactive-replica", "on"),
     # The same, each query sent at once: no gathering of queries into shared steps on a CPU.
     "no_gather": ("--interactive-replica", "on", "--interactive-gather-ms", "0"),
+    # The same, queries gathering for 150 ms (the CPU's default: 30% of the 250 ms target, 75 ms).
+    "long_gather": ("--interactive-replica", "on", "--interactive-gather-ms", "150"),
     # The same, the queries' engine on one thread (by default: torch's own count, every core).
     "one_thread": ("--interactive-replica", "on", "--interactive-threads", "1"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
@@ -123,6 +125,7 @@ PACED_MODES = (
     "short_switch",
     "interactive_replica",
     "no_gather",
+    "long_gather",
     "one_thread",
     "full_batches",
     "short_turns",

@@ -26,6 +26,7 @@ class Replica:
     healthy: bool = False
     inflight_tokens: int = 0
     inflight_batches: int = 0
+    inflight_bulk_batches: int = 0  # of those, the ones without interactive rows
     batches_total: int = 0
     restarts: int = 0
     generation: int = 0
@@ -92,9 +93,10 @@ class LeastInFlightTokensPolicy:
         """Some healthy replica that runs bulk batches has none in flight (interactive batches never wait)."""
         return any(r.healthy and r.inflight_batches == 0 for r in self._serving(False))
 
-    def busy(self, interactive: bool = False) -> bool:
-        """Some replica that runs batches of this class has one in flight."""
-        return any(r.inflight_batches for r in self._serving(interactive))
+    @property
+    def bulk_in_flight(self) -> bool:
+        """Some replica has a bulk batch in flight (an engine shared with queries may run theirs too)."""
+        return any(r.inflight_bulk_batches for r in self.replicas)
 
     def healthy_serving(self, interactive: bool = False) -> int:
         """Healthy replicas a batch of this class may run on now."""
@@ -111,8 +113,10 @@ class LeastInFlightTokensPolicy:
         """Hold ``cost`` tokens on the chosen replica for the duration of the block."""
         while (replica := self.pick(avoid, extra, interactive)) is None:
             await self._changed.wait()
+        bulk = 0 if interactive else 1
         replica.inflight_tokens += cost
         replica.inflight_batches += 1
+        replica.inflight_bulk_batches += bulk
         replica.batches_total += 1
         self._notify(replica)
         try:
@@ -120,6 +124,7 @@ class LeastInFlightTokensPolicy:
         finally:
             replica.inflight_tokens -= cost
             replica.inflight_batches -= 1
+            replica.inflight_bulk_batches -= bulk
             self._notify(replica)
             self.changed()
 

@@ -313,7 +313,7 @@ class ModelRuntime:
 
         while True:
             # Bulk batches in flight on the engines bulk work runs on: queries gather only then.
-            batch = await self.queue.next_batch(engine_idle, room, policy.busy)
+            batch = await self.queue.next_batch(engine_idle, room, lambda: policy.bulk_in_flight)
             task = asyncio.create_task(self._run_batch(batch))
             self._tasks.add(task)
             task.add_done_callback(self._batch_done)

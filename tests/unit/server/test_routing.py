@@ -143,14 +143,32 @@ def test_room_and_idleness_are_per_class():
         policy, replicas = _with_interactive_replica(bulk=1, per=1)
         seen = []
         async with policy.lease(100):  # the bulk replica's one slot
-            seen.append((policy.has_room(), policy.has_room(interactive=True), policy.any_idle, policy.busy()))
+            seen.append((policy.has_room(), policy.has_room(interactive=True), policy.any_idle, policy.bulk_in_flight))
         async with policy.lease(5, interactive=True):
             # An interactive batch in flight leaves the bulk replica idle and with room.
-            seen.append((policy.has_room(), policy.has_room(interactive=True), policy.any_idle, policy.busy()))
-        seen.append(policy.busy(interactive=True))
+            seen.append((policy.has_room(), policy.has_room(interactive=True), policy.any_idle, policy.bulk_in_flight))
+        seen.append(policy.bulk_in_flight)
         return seen
 
     assert asyncio.run(run()) == [(False, True, False, True), (True, False, True, False), False]
+
+
+def test_queries_in_flight_on_a_shared_engine_are_not_bulk_work():
+    """Queries gather only while bulk work runs: on engines that run both, a query's batch in
+    flight does not count as bulk work (the next query would wait for nothing)."""
+
+    async def run():
+        policy = LeastInFlightTokensPolicy.of_count(1, max_batches_per_replica=2)
+        policy.replicas[0].healthy = True
+        seen = []
+        async with policy.lease(5, interactive=True):
+            seen.append(policy.bulk_in_flight)
+            async with policy.lease(100):
+                seen.append(policy.bulk_in_flight)
+            seen.append(policy.bulk_in_flight)
+        return seen
+
+    assert asyncio.run(run()) == [False, True, False]
 
 
 def test_a_class_borrows_the_other_replicas_while_its_own_are_down():
