@@ -312,7 +312,7 @@ class ModelRuntime:
             return policy.has_room(INTERACTIVE_EXTRA_SLOTS if interactive else 0, interactive)
 
         while True:
-            # Bulk batches in flight on the engines bulk work runs on: queries gather only then.
+            # Bulk batches in flight on any engine (not queries' own): queries gather only then.
             batch = await self.queue.next_batch(engine_idle, room, lambda: policy.bulk_in_flight)
             task = asyncio.create_task(self._run_batch(batch))
             self._tasks.add(task)
