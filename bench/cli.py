@@ -19,6 +19,17 @@ def _ints(value: str | None) -> tuple[int, ...]:
     return tuple(int(x) for x in value.split(",") if x.strip()) if value else ()
 
 
+def _checked_names(value: str | None, check, option: str) -> tuple[str, ...]:
+    """A comma-separated option's names, refused as a usage error when ``check`` raises ValueError."""
+    names = tuple(n.strip() for n in value.split(",") if n.strip()) if value else ()
+    if names:
+        try:
+            check(names)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint=option) from None
+    return names
+
+
 def _progress(t0: float, message: str) -> None:
     click.echo(f"[{time.perf_counter() - t0:7.1f}s] {message}", err=True)
 
@@ -80,6 +91,12 @@ def _progress(t0: float, message: str) -> None:
     "with _slo<ms> after its name holds that target (classes_slo500) "
     "[default: interactive_replica,classes,fifo on a CPU; interactive_replica,classes,unpaced,fifo on a GPU].",
 )
+@click.option(
+    "--mixed-phases",
+    default=None,
+    help="Mixed suite: which phases run, comma-separated (idle, scan, scan_alone, two_scans, bulk, bulk_alone, "
+    "flood; the flood in the last round only) [default: all].",
+)
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where generated models go.")
 @click.option(
     "--compiled",
@@ -100,6 +117,7 @@ def bench_command(
     gpu_replica_processes,
     gpu_paced,
     mixed_modes,
+    mixed_phases,
     workdir,
     compiled,
 ) -> None:
@@ -116,14 +134,10 @@ def bench_command(
     uneven = uneven_replica_counts(_ints(replicas), gpu_processes)
     if uneven:
         raise click.UsageError(f"replica counts {uneven} do not split evenly over --gpu-processes {gpu_processes}")
-    modes = tuple(m.strip() for m in mixed_modes.split(",") if m.strip()) if mixed_modes else ()
-    if modes:
-        from embedtext.bench.mixed import check_modes
+    from embedtext.bench.mixed import check_modes, check_phases
 
-        try:
-            check_modes(modes)
-        except ValueError as exc:
-            raise click.BadParameter(str(exc), param_hint="--mixed-modes") from None
+    modes = _checked_names(mixed_modes, check_modes, "--mixed-modes")
+    phases = _checked_names(mixed_phases, check_phases, "--mixed-phases")
     plan = make_plan(quick, rows=rows, dims=_ints(dims), workdir=workdir, compiled=compiled)
     suites = tuple(only) or DEFAULT_SUITES
     command = "embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
@@ -140,5 +154,6 @@ def bench_command(
         gpu_replica_processes=gpu_replica_processes,
         gpu_paced=gpu_paced,
         mixed_modes=modes,
+        mixed_phases=phases,
         progress=lambda msg, t0=time.perf_counter(): _progress(t0, msg),
     )

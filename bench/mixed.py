@@ -30,6 +30,10 @@ first gets one untimed bulk call (``warm_up``). Cases, per mode:
   mixed_{mode}_bulk{N}_alone the N bulk clients without the probe (bulk rows/s on its own)
   mixed_{mode}_flood{M}      M clients each calling embed(2048 short rows) in a loop for the phase
                              (one round): calls served, calls failed at the caller, rows lost
+                             (``errors`` by type, ``first_errors`` each type's first message)
+
+``--mixed-phases`` runs some of them only (``scan_alone,flood``: PHASES names them without the
+client counts).
 
 A probed case also splits the probes' time by each reply's timings (p50 and p99 of each part):
 ``queue_*_ms`` (its rows waiting for an engine), ``engine_*_ms`` (the time its batch took on a
@@ -138,6 +142,9 @@ MIN_PROBES = 5  # per phase, even when the phase is shorter
 # the server's --max-concurrent-rpcs (4,096) with the bulk clients' calls.
 MAX_PROBES_A_PHASE = 4000
 SCAN_SQL = "CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs"
+# The phases a run may pick (``--mixed-phases``), in the order they run; bulk and flood get their
+# client counts appended in the cases' names.
+PHASES = ("idle", "scan", "scan_alone", "two_scans", "bulk", "bulk_alone", "flood")
 
 
 SLO_SUFFIX = re.compile(r"^(?P<base>\w+?)_slo(?P<ms>\d+(?:\.\d+)?)$")
@@ -322,7 +329,10 @@ def _phase_line(got: dict) -> str:
         line += ", " + loop_late_text(max(got["loop_late_p99_ms"]), max(got["loop_late_max_ms"]))
     if got["rows"] and got["elapsed"]:
         line += f", {got['rows'] / got['elapsed']:,.0f} rows/s"
-    return line + (f", {got['failed_calls']} calls failed" if "failed_calls" in got else "")
+    if "failed_calls" not in got:
+        return line
+    firsts = "; ".join(f"{kind}: {message[:200]}" for kind, message in got.get("first_errors", {}).items())
+    return line + f", {got['failed_calls']} calls failed" + (f" (the first of each: {firsts})" if firsts else "")
 
 
 async def _probes(
@@ -524,6 +534,7 @@ async def _flood(target: str, texts: Sequence[str], clients: int, seconds: float
     stop_at = time.monotonic() + seconds
     served = failed = lost = 0
     errors: dict[str, int] = {}
+    first_errors: dict[str, str] = {}  # each type's first message: where the calls failed
 
     async def caller() -> None:
         nonlocal served, failed, lost
@@ -536,6 +547,7 @@ async def _flood(target: str, texts: Sequence[str], clients: int, seconds: float
                     failed += 1
                     lost += BULK_ROWS
                     errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+                    first_errors.setdefault(type(exc).__name__, exc.message)  # without the socket path
 
     began = time.monotonic()
     await asyncio.gather(*(caller() for _ in range(clients)))
@@ -544,6 +556,7 @@ async def _flood(target: str, texts: Sequence[str], clients: int, seconds: float
         "failed_calls": failed,
         "rows_lost": lost,
         "errors": errors,
+        "first_errors": first_errors,
         "rows": served * BULK_ROWS,
         "elapsed": time.monotonic() - began,
     }
@@ -564,6 +577,7 @@ def run_mixed(
     slo_ms: float | None = None,
     modes: Sequence[str] = MODES,
     defaults: str = "interactive_replica",
+    phases: Sequence[str] = PHASES,
     settle_s: float = SETTLE_S,
     progress=print,
 ) -> list[dict]:
@@ -572,8 +586,10 @@ def run_mixed(
     ``flood_clients`` 0: no flood phase. ``slo_ms``: the paced server's ``--interactive-slo-ms``
     and the target the probes' p99 is read against (None: the CPU default, 250 ms); ``modes``:
     MODES, GPU_MODES, or any of MODE_ARGS with fifo (the ratios' denominator); ``defaults``: the
-    mode that is the servers' defaults on this device, whose ratios are read against the targets."""
+    mode that is the servers' defaults on this device, whose ratios are read against the targets;
+    ``phases``: which of PHASES run (the flood in the last round only)."""
     check_modes(modes)
+    check_phases(phases)
     scan_texts = list(itertools.islice(itertools.cycle(bulk_texts), scan_rows))
     flood_texts = list(itertools.islice(itertools.cycle(probe_texts), BULK_ROWS))
 
@@ -606,14 +622,16 @@ def run_mixed(
     async def flood(target: str) -> dict:
         return await _flood(target, flood_texts, flood_clients, flood_seconds)
 
-    phases = [
-        ("idle", idle),
-        ("scan", scan),
-        ("scan_alone", scan_alone),
-        ("two_scans", two_scans),
-        (f"bulk{clients}", bulk(True)),
-        (f"bulk{clients}_alone", bulk(False)),
-    ]
+    runs = {
+        "idle": ("idle", idle),
+        "scan": ("scan", scan),
+        "scan_alone": ("scan_alone", scan_alone),
+        "two_scans": ("two_scans", two_scans),
+        "bulk": (f"bulk{clients}", bulk(True)),
+        "bulk_alone": (f"bulk{clients}_alone", bulk(False)),
+    }
+    each_round = [runs[p] for p in PHASES if p in phases and p in runs]
+    flood_phase = [(f"flood{flood_clients}", flood)] if "flood" in phases and flood_clients else []
     seen: dict[tuple[str, str], dict] = {}
     with ExitStack() as stack:
         progress(f"mixed: {len(modes)} servers ({', '.join(modes)}) on {models[0]}")
@@ -633,7 +651,7 @@ def run_mixed(
             order = tuple(modes) if number % 2 == 0 else tuple(modes)[::-1]
             last = number == rounds - 1
             for mode in order:
-                for kind, phase in phases + ([(f"flood{flood_clients}", flood)] if last and flood_clients else []):
+                for kind, phase in each_round + (flood_phase if last else []):
                     time.sleep(settle_s)  # the other engine stops spinning first
                     since = time.time()
                     got = asyncio.run(phase(servers[mode].target))
@@ -710,6 +728,19 @@ def check_modes(modes: Sequence[str]) -> None:
         raise ValueError(f"mixed modes need fifo, the ratios' denominator: got {','.join(modes)}")
 
 
+def check_phases(phases: Sequence[str]) -> None:
+    """Known phases, at least one.
+
+    >>> check_phases(["scan_alone", "flood"])
+    >>> check_phases(["scans"])
+    Traceback (most recent call last):
+    ValueError: unknown mixed phases ['scans']: choose from idle, scan, scan_alone, two_scans, bulk, bulk_alone, flood
+    """
+    unknown = [p for p in phases if p not in PHASES]
+    if unknown or not phases:
+        raise ValueError(f"unknown mixed phases {unknown}: choose from {', '.join(PHASES)}")
+
+
 def _merge(into: dict, got: dict) -> None:
     """Add one round's numbers to a phase's totals (lists are joined, the worst scan ratio kept)."""
     for key, value in got.items():
@@ -722,7 +753,10 @@ def _merge(into: dict, got: dict) -> None:
         elif isinstance(value, dict):
             merged = into.setdefault(key, {})
             for k, v in value.items():
-                merged[k] = merged.get(k, 0) + v
+                if isinstance(v, str):
+                    merged.setdefault(k, v)
+                else:
+                    merged[k] = merged.get(k, 0) + v
         else:
             into[key] = into.get(key, 0) + value
 

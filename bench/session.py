@@ -28,6 +28,7 @@ def run_bench(
     gpu_replica_processes: str = "auto",
     gpu_paced: bool = False,
     mixed_modes: Sequence[str] = (),
+    mixed_phases: Sequence[str] = (),
     progress: Callable[[str], None] = print,
 ) -> dict:
     from embedtext.bench.hardware import hardware_info
@@ -106,7 +107,7 @@ def run_bench(
         )
     if "mixed" in suites:
         from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.mixed import BULK_ROWS, GPU_MODES, MODES, run_mixed
+        from embedtext.bench.mixed import BULK_ROWS, GPU_MODES, MODES, PHASES, run_mixed
         from embedtext.server.engine.base import detect_device
         from embedtext.server.models import load_model_spec
         from embedtext.server.resolved import GPU_INTERACTIVE_SLO_MS, GPU_MEMORY_FRACTION
@@ -135,6 +136,7 @@ def run_bench(
             # The targets are read on the defaults (the interactive replica) where they ran, else on
             # the shared engines.
             defaults="interactive_replica" if "interactive_replica" in modes else "classes",
+            phases=tuple(mixed_phases) or PHASES,
             progress=progress,
         )
     if "dtype" in suites:

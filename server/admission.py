@@ -3,7 +3,7 @@
 A request is refused at once, with a clear message, when it is malformed or asks for what the model
 lacks, while the model is starting, when the queue has no room (with a retry hint from the engines'
 measured speed, so clients back off rather than fail), and when the engines cannot finish it
-before its deadline.
+before its deadline (a bulk request: its fair share of the queue, beside the other bulk callers).
 """
 
 from __future__ import annotations
@@ -68,28 +68,50 @@ class Admission:
             self.queue.check_room(rows, held)
         except OverloadedError as exc:
             excess_rows = self.queue.queued_rows + held + rows - self.queue.max_queued_rows
-            tokens_per_row = self.queue.queued_tokens / max(self.queue.queued_rows, 1)
-            seconds = self.speed.seconds_for(int(excess_rows * tokens_per_row), self.healthy())
+            seconds = self.speed.seconds_for(self.tokens_like_queued(excess_rows), self.healthy())
             exc.retry_after_s = UNKNOWN_RETRY_S if seconds is None else min(MAX_RETRY_S, max(MIN_RETRY_S, seconds))
             self.metrics.refusals.labels(self.spec.name, "queue_full").inc()
             raise
 
-    def check_deadline(self, rows: list[list[int]], interactive: bool, deadline: float | None) -> None:
+    def tokens_like_queued(self, rows: int) -> int:
+        """About how many tokens ``rows`` texts hold, as many a row as the queued ones (0 with none queued)."""
+        return rows * self.queue.queued_tokens // max(self.queue.queued_rows, 1)
+
+    def check_deadline(
+        self, rows: list[list[int]], interactive: bool, deadline: float | None, caller: str = ""
+    ) -> None:
         """Refuse at once what the engines cannot finish before its deadline, instead of failing
-        it when the deadline passes. Interactive rows and fair-shared bulk rows wait at least for
-        their own tokens; in one FIFO queue, for every queued token too."""
+        it when the deadline passes. An interactive request waits for its own tokens; a bulk one
+        for its share of the queue beside the other bulk callers' (in one FIFO queue, for every
+        queued token)."""
+        tokens = sum(max(len(r), 1) for r in rows)
+        self._refuse_if_late(tokens, self.queue.tokens_before_done(tokens, caller, interactive=interactive), deadline)
+
+    def check_deadline_before_tokenizing(
+        self, rows: int, held_ahead_rows: int, caller: str, deadline: float | None
+    ) -> None:
+        """The same for a bulk request not tokenized yet, which may wait before its tokenizer
+        (server/tokenizing_gate.py) behind ``held_ahead_rows``: its tokens, and theirs, estimated
+        from the queued rows' tokens a row."""
+        tokens = self.tokens_like_queued(rows)
+        if tokens:  # else nothing is queued: no estimate, and nothing ahead of it
+            total = self.queue.tokens_before_done(tokens, caller) + self.tokens_like_queued(held_ahead_rows)
+            self._refuse_if_late(tokens, total, deadline, estimated=True)
+
+    def _refuse_if_late(self, tokens: int, total: int, deadline: float | None, estimated: bool = False) -> None:
+        """Raise DeadlineExceededError if ``total`` tokens (``tokens`` of them the request's own)
+        take the engines more than the margin times what the deadline leaves."""
         if deadline is None:
             return
-        tokens = sum(max(len(r), 1) for r in rows)
-        ahead = 0 if interactive or self.queue.classes else self.queue.queued_tokens
-        need = self.speed.seconds_for(tokens + ahead, self.healthy())
+        need = self.speed.seconds_for(total, self.healthy())
         left = deadline - time.monotonic()
         if need is None or need <= left * DEADLINE_REFUSAL_MARGIN:
             return
         self.metrics.refusals.labels(self.spec.name, "deadline").inc()
-        behind = f", behind {ahead} queued tokens" if ahead else ""
+        about = "about " if estimated else ""
+        ahead = f", and {about}{total - tokens} tokens of other work before or beside it" if total > tokens else ""
         raise DeadlineExceededError(
-            f"refused at once: the request needs about {need:.1f}s of engine time ({tokens} tokens{behind} at "
+            f"refused at once: the request needs about {need:.1f}s of engine time ({about}{tokens} tokens{ahead}, at "
             f"about {self.speed.tokens_per_s * max(self.healthy(), 1):.0f} tokens/s) but its "
             f"deadline leaves {max(left, 0):.1f}s; raise the timeout or send fewer rows per call"
         )

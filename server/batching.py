@@ -189,10 +189,27 @@ class BatchQueue:
     def waiting_bulk_callers(self) -> int:
         return len(self._bulk)
 
+    def has_bulk_rows(self, caller: str) -> bool:
+        return caller in self._bulk
+
     def fair_position(self, caller: str) -> float:
         """Where a bulk caller stands in the fair order (lower goes first): the tokens taken for it
         while it has rows queued; a caller without any starts where the last one taken stands."""
         return self._served[caller] if caller in self._bulk else self._clock
+
+    def tokens_before_done(self, tokens: int, caller: str = "", *, interactive: bool = False) -> int:
+        """Tokens the engines take from this queue until a new job of ``tokens`` is done, if
+        nothing else arrives: an interactive job's own; in one FIFO queue, every queued token too;
+        a bulk job's, its caller's queued ones, and each other bulk caller's queued tokens up to
+        as many (fair shares serve callers equal tokens in turn), after the interactive ones."""
+        if interactive and self.classes:
+            return tokens
+        if not self.classes:
+            return self._queued_tokens + tokens
+        queued = {c: sum(p.tokens for p in q) for c, q in self._bulk.items()}
+        own = queued.pop(caller, 0) + tokens
+        ahead = sum(p.tokens for p in self._interactive)
+        return ahead + own + sum(min(q, own) for q in queued.values())
 
     def check_room(self, rows: int, held: int = 0) -> None:
         """Raise OverloadedError (RESOURCE_EXHAUSTED) if ``rows`` more would not fit beside

@@ -122,7 +122,7 @@ class ServerMetrics:
             registry=r,
         )
         self.refusals = Counter(
-            "embedtext_refusals", "Requests refused with RESOURCE_EXHAUSTED, by reason", ["model", "reason"], registry=r
+            "embedtext_refusals", "Requests refused before they were queued, by reason", ["model", "reason"], registry=r
         )
         self.retries = Counter("embedtext_batch_retries", "Batches retried on another replica", ["model"], registry=r)
         self.event_loop_lag = Histogram(

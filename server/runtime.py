@@ -220,6 +220,9 @@ class ModelRuntime:
         self.admission.check_room(len(texts), held)  # refuse before spending tokenizer time
         interactive = self._interactive(len(texts), options)
         gate = None if interactive else self.tokenizing_gate  # queries are never held back
+        if not interactive:
+            ahead = gate.rows_ahead(options.caller) if gate is not None else 0
+            self.admission.check_deadline_before_tokenizing(len(texts), ahead, options.caller, deadline)
         if gate is not None:
             await gate.enter(len(texts), options.caller, deadline)
         try:
@@ -251,7 +254,7 @@ class ModelRuntime:
         self, rows: list[list[int]], options: EmbedOptions, deadline: float | None, interactive: bool
     ) -> EmbedJob:
         """Queue a request's rows in their latency class, or refuse them (deadline, room) before they are queued."""
-        self.admission.check_deadline(rows, interactive, deadline)
+        self.admission.check_deadline(rows, interactive, deadline, options.caller)
         job = EmbedJob(
             rows=rows,
             future=asyncio.get_running_loop().create_future(),

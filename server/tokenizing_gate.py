@@ -70,6 +70,12 @@ class TokenizingGate:
         """Rows of requests admitted but not queued yet: for the queue bound."""
         return self.tokenizing_rows + self.waiting_rows
 
+    def rows_ahead(self, caller: str) -> int:
+        """Rows that would be tokenized before a request of ``caller`` arriving now: those let
+        through, and the waiting ones that go first in the fair order (ties: arrival)."""
+        mine = self.queue.fair_position(caller)
+        return self.tokenizing_rows + sum(w.rows for w in self._waiters if self.queue.fair_position(w.caller) <= mine)
+
     def _room(self) -> bool:
         return self.queue.queued_bulk_rows + self.tokenizing_rows < self.ahead_rows
 

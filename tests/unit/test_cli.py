@@ -31,3 +31,11 @@ def test_mixed_modes_without_fifo_are_refused_before_anything_runs():
         "print(r.exit_code, r.output)"
     )
     assert out.startswith("2 ") and "--mixed-modes" in out and "need fifo" in out
+
+
+def test_an_unknown_mixed_phase_is_refused_before_anything_runs():
+    out = _run(
+        "r = CliRunner().invoke(main, ['bench', '--only', 'mixed', '--mixed-phases', 'scan,scans']); "
+        "print(r.exit_code, r.output)"
+    )
+    assert out.startswith("2 ") and "--mixed-phases" in out and "unknown mixed phases ['scans']" in out

@@ -193,6 +193,34 @@ def test_a_run_without_fifo_or_with_an_unknown_mode_is_refused_before_any_server
             run_mixed(["no-such-model"], ["x"], ["q"], modes=modes, progress=lambda _line: None)
 
 
+def test_a_run_of_some_phases_runs_those_only(tiny_model_dir):
+    cases = run_mixed(
+        [f"tiny={tiny_model_dir}"],
+        [f"bulk row {i} of a table" for i in range(64)],
+        [f"query {i}" for i in range(8)],
+        rounds=2,
+        scan_rows=100,
+        flood_clients=2,
+        flood_seconds=0.3,
+        args=["--engine", "null"],
+        modes=("classes", "fifo"),
+        phases=("flood", "scan_alone"),
+        settle_s=0,
+        progress=lambda _line: None,
+    )
+    by = {(c["mode"], c["kind"]): c for c in cases}
+    assert set(by) == {(m, k) for m in ("classes", "fifo") for k in ("scan_alone", "flood2")}
+    assert by[("fifo", "scan_alone")]["rows"] == 2 * 100  # every round; the flood in the last only
+    assert set(by[("fifo", "flood2")]["first_errors"]) == set(by[("fifo", "flood2")]["errors"])
+
+
+def test_an_unknown_phase_is_refused_before_any_server_starts():
+    import pytest
+
+    with pytest.raises(ValueError, match="unknown mixed phases"):
+        run_mixed(["no-such-model"], ["x"], ["q"], phases=("scan", "scans"), progress=lambda _line: None)
+
+
 def test_a_probe_s_time_splits_into_the_server_s_parts_from_its_reply():
     """The reply's queue and engine times are the server's; the rest is everything around them,
     split by the reply's tokenizing and handler times into the server's handling and outside it."""
