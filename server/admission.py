@@ -88,17 +88,20 @@ class Admission:
         self._refuse_if_late(tokens, self.queue.tokens_before_done(tokens, caller, interactive=interactive), deadline)
 
     def check_deadline_before_tokenizing(
-        self, rows: int, held_ahead_rows: int, caller: str, deadline: float | None
+        self, rows: int, held_ahead_rows: int, caller: str, deadline: float | None, *, waited: bool = False
     ) -> None:
         """The same for a bulk request not tokenized yet, which may wait before its tokenizer
         (server/tokenizing_gate.py) behind ``held_ahead_rows``: its tokens, and theirs, estimated
-        from the queued rows' tokens a row."""
+        from the queued rows' tokens a row; ``waited``: it has been waiting there."""
         tokens = self.tokens_like_queued(rows)
         if tokens:  # else nothing is queued: no estimate, and nothing ahead of it
             total = self.queue.tokens_before_done(tokens, caller) + self.tokens_like_queued(held_ahead_rows)
-            self._refuse_if_late(tokens, total, deadline, estimated=True)
+            when = "refused while it waited to be tokenized" if waited else "refused at once"
+            self._refuse_if_late(tokens, total, deadline, estimated=True, when=when)
 
-    def _refuse_if_late(self, tokens: int, total: int, deadline: float | None, estimated: bool = False) -> None:
+    def _refuse_if_late(
+        self, tokens: int, total: int, deadline: float | None, estimated: bool = False, when: str = "refused at once"
+    ) -> None:
         """Raise DeadlineExceededError if ``total`` tokens (``tokens`` of them the request's own)
         take the engines more than the margin times what the deadline leaves."""
         if deadline is None:
@@ -111,7 +114,7 @@ class Admission:
         about = "about " if estimated else ""
         ahead = f", and {about}{total - tokens} tokens of other work before or beside it" if total > tokens else ""
         raise DeadlineExceededError(
-            f"refused at once: the request needs about {need:.1f}s of engine time ({about}{tokens} tokens{ahead}, at "
+            f"{when}: the request needs about {need:.1f}s of engine time ({about}{tokens} tokens{ahead}, at "
             f"about {self.speed.tokens_per_s * max(self.healthy(), 1):.0f} tokens/s) but its "
             f"deadline leaves {max(left, 0):.1f}s; raise the timeout or send fewer rows per call"
         )

@@ -9,6 +9,7 @@ within the callers' deadline.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Callable
@@ -153,6 +154,10 @@ class ModelRuntime:
         self.started = False
         # Deadlines are estimated on the engines bulk rows run on (an interactive replica adds none).
         self.admission = Admission(spec, config, self.queue, self.speed, metrics, healthy=self.router.healthy_serving)
+        if self.tokenizing_gate is not None:
+            self.tokenizing_gate.out_of_reach = functools.partial(
+                self.admission.check_deadline_before_tokenizing, waited=True
+            )
         self._tasks: set[asyncio.Task] = set()
         self._dispatcher: asyncio.Task | None = None
 

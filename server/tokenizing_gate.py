@@ -8,7 +8,9 @@ the queue already holds ``ahead_rows`` bulk rows (tokenized or being tokenized):
 the engines busy. Waiting requests go in the queue's fair order, the caller served fewest tokens
 first (server/batching.py), so a caller that comes second is not held behind the whole of the
 first. A request goes alone when nothing else is queued, however large. Interactive requests
-never wait here. Waiting rows count against the queue bound (``held_rows``).
+never wait here. Waiting rows count against the queue bound (``held_rows``). With
+``out_of_reach`` set, waiting requests are looked at again (at most every ``recheck_s``) and
+one that can no longer finish before its deadline is refused then, not when the deadline passes.
 
 >>> import asyncio
 >>> from embedtext.server.batching import BatchQueue
@@ -31,6 +33,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from embedtext.protocol.errors import DeadlineExceededError
@@ -42,6 +45,7 @@ class _Waiter:
     rows: int
     caller: str
     order: int
+    deadline: float | None = None
     future: asyncio.Future = field(default_factory=lambda: asyncio.get_running_loop().create_future())
 
 
@@ -56,6 +60,11 @@ class TokenizingGate:
         self.tokenizing_rows = 0  # let through, not yet in the queue
         self._waiters: list[_Waiter] = []
         self._order = itertools.count()
+        # (rows, rows held ahead of it, caller, deadline): raises DeadlineExceededError for a
+        # waiting request that can no longer finish in time (Admission.check_deadline_before_tokenizing).
+        self.out_of_reach: Callable[[int, int, str, float | None], None] | None = None
+        self.recheck_s = 1.0
+        self._rechecked_at = float("-inf")
 
     @property
     def waiting_rows(self) -> int:
@@ -85,12 +94,14 @@ class TokenizingGate:
         if not self._waiters and self._room():
             self.tokenizing_rows += rows
             return
-        waiter = _Waiter(rows, caller, next(self._order))
+        waiter = _Waiter(rows, caller, next(self._order), deadline)
         self._waiters.append(waiter)
         self.release()
         try:
             timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
             await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
+        except DeadlineExceededError:
+            raise  # refused while it waited (``_recheck``): it holds no place any more
         except BaseException as exc:
             if waiter.future.done() and not waiter.future.cancelled():
                 self.leave(rows)  # let through as it gave up: its share goes to the next
@@ -113,7 +124,27 @@ class TokenizingGate:
         """Let waiting requests go while there is room, the caller served fewest tokens first;
         call it when the queue shrinks."""
         while self._waiters and self._room():
-            waiter = min(self._waiters, key=lambda w: (self.queue.fair_position(w.caller), w.order))
+            waiter = min(self._waiters, key=self._fair_order)
             self._waiters.remove(waiter)
             self.tokenizing_rows += waiter.rows
             waiter.future.set_result(None)
+        now = time.monotonic()
+        if self._waiters and self.out_of_reach is not None and now - self._rechecked_at >= self.recheck_s:
+            self._rechecked_at = now
+            self._recheck()
+
+    def _fair_order(self, waiter: _Waiter) -> tuple[float, int]:
+        return self.queue.fair_position(waiter.caller), waiter.order
+
+    def _recheck(self) -> None:
+        """Refuse the waiting requests that can no longer finish before their deadlines, behind
+        the rows let through and the waiters that go before them."""
+        ahead = self.tokenizing_rows
+        for waiter in sorted(self._waiters, key=self._fair_order):
+            try:
+                self.out_of_reach(waiter.rows, ahead, waiter.caller, waiter.deadline)
+            except DeadlineExceededError as exc:
+                self._waiters.remove(waiter)
+                waiter.future.set_exception(exc)
+                continue
+            ahead += waiter.rows

@@ -2,6 +2,7 @@
 read against (no engine needed; the speed is set as if measured)."""
 
 import asyncio
+import functools
 import time
 from pathlib import Path
 
@@ -103,5 +104,29 @@ def test_a_bulk_request_held_before_its_tokenizer_counts_the_requests_held_befor
         assert "about 2000 tokens, and about 42000 tokens of other work before or beside it" in str(caught.value)
         for w in waiting:
             w.cancel()
+
+    asyncio.run(run())
+
+
+def test_a_request_waiting_before_its_tokenizer_is_refused_once_its_deadline_is_out_of_reach():
+    async def run():
+        queue = _queue()
+        admission = _admission(queue)
+        for caller in range(16):
+            _submit(queue, f"busy-{caller}", 2000)  # 20,000 tokens each, 10 a row
+        gate = TokenizingGate(queue, ahead_rows=1)
+        gate.out_of_reach = functools.partial(admission.check_deadline_before_tokenizing, waited=True)
+        gate.recheck_s = 0.0
+        now = time.monotonic()
+        # First: 5,000 + 16 x 5,000 tokens, 85 s. Second: the same and the first's 5,000, 90 s.
+        first = asyncio.create_task(gate.enter(500, "first", now + 100))
+        second = asyncio.create_task(gate.enter(500, "second", now + 50))
+        await asyncio.wait([second], timeout=5)
+        assert gate.waiting_requests == 1 and second.done() and not first.done()
+        with pytest.raises(DeadlineExceededError, match="refused while it waited to be tokenized") as caught:
+            second.result()
+        assert "about 90.0s of engine time" in str(caught.value)
+        assert gate.held_rows == 500  # the refused request holds no place
+        first.cancel()
 
     asyncio.run(run())
