@@ -84,6 +84,8 @@ class Admission:
         it when the deadline passes. An interactive request waits for its own tokens; a bulk one
         for its share of the queue beside the other bulk callers' (in one FIFO queue, for every
         queued token)."""
+        if deadline is None:
+            return
         tokens = sum(max(len(r), 1) for r in rows)
         self._refuse_if_late(tokens, self.queue.tokens_before_done(tokens, caller, interactive=interactive), deadline)
 
@@ -93,6 +95,8 @@ class Admission:
         """The same for a bulk request not tokenized yet, which may wait before its tokenizer
         (server/tokenizing_gate.py) behind ``held_ahead_rows``: its tokens, and theirs, estimated
         from the queued rows' tokens a row; ``waited``: it has been waiting there."""
+        if deadline is None:
+            return
         tokens = self.tokens_like_queued(rows)
         if tokens:  # else nothing is queued: no estimate, and nothing ahead of it
             total = self.queue.tokens_before_done(tokens, caller) + self.tokens_like_queued(held_ahead_rows)
@@ -100,12 +104,10 @@ class Admission:
             self._refuse_if_late(tokens, total, deadline, estimated=True, when=when)
 
     def _refuse_if_late(
-        self, tokens: int, total: int, deadline: float | None, estimated: bool = False, when: str = "refused at once"
+        self, tokens: int, total: int, deadline: float, estimated: bool = False, when: str = "refused at once"
     ) -> None:
         """Raise DeadlineExceededError if ``total`` tokens (``tokens`` of them the request's own)
         take the engines more than the margin times what the deadline leaves."""
-        if deadline is None:
-            return
         need = self.speed.seconds_for(total, self.healthy())
         left = deadline - time.monotonic()
         if need is None or need <= left * DEADLINE_REFUSAL_MARGIN:

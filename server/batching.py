@@ -189,9 +189,6 @@ class BatchQueue:
     def waiting_bulk_callers(self) -> int:
         return len(self._bulk)
 
-    def has_bulk_rows(self, caller: str) -> bool:
-        return caller in self._bulk
-
     def fair_position(self, caller: str) -> float:
         """Where a bulk caller stands in the fair order (lower goes first): the tokens taken for it
         while it has rows queued; a caller without any starts where the last one taken stands."""

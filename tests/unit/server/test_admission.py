@@ -37,6 +37,14 @@ def _submit(queue, caller, rows, tokens_per_row=10, interactive=False, deadline=
     queue.submit(job)
 
 
+def _busy_queue():
+    """A queue with 16 bulk callers' rows, 20,000 tokens each (10 a row), and its admission."""
+    queue = _queue()
+    for caller in range(16):
+        _submit(queue, f"busy-{caller}", 2000)
+    return queue, _admission(queue)
+
+
 def _admission(queue):
     spec = ModelSpec(name="m", path=Path("m"), dim=4, max_tokens=16, pooling="mean", normalize=True)
     speed = EngineSpeed()
@@ -65,10 +73,7 @@ def test_a_bulk_job_waits_for_its_fair_share_of_the_queue():
 
 def test_a_bulk_request_whose_fair_share_cannot_finish_in_time_is_refused_at_once():
     async def run():
-        queue = _queue()
-        admission = _admission(queue)
-        for caller in range(16):
-            _submit(queue, f"busy-{caller}", 2000)  # 20,000 tokens each
+        queue, admission = _busy_queue()
         rows = [[1] * 10] * 200  # 2,000 tokens: 2 s alone, 34 s beside the 16 callers
         now = time.monotonic()
         admission.check_deadline(rows, False, now + 60, "new")  # 34 s of 60: admitted
@@ -85,13 +90,10 @@ def test_a_bulk_request_whose_fair_share_cannot_finish_in_time_is_refused_at_onc
 
 def test_a_bulk_request_held_before_its_tokenizer_counts_the_requests_held_before_it():
     async def run():
-        queue = _queue()
-        admission = _admission(queue)
         now = time.monotonic()
         # Nothing queued: no estimate of its tokens, and nothing ahead of it.
-        admission.check_deadline_before_tokenizing(200, 0, "new", now + 0.001)
-        for caller in range(16):
-            _submit(queue, f"busy-{caller}", 2000)  # 20,000 tokens each, 10 a row
+        _admission(_queue()).check_deadline_before_tokenizing(200, 0, "new", now + 0.001)
+        queue, admission = _busy_queue()
         gate = TokenizingGate(queue, ahead_rows=1)
         waiting = [asyncio.create_task(gate.enter(500, f"held-{i}", None)) for i in range(2)]
         await asyncio.sleep(0)
@@ -110,10 +112,7 @@ def test_a_bulk_request_held_before_its_tokenizer_counts_the_requests_held_befor
 
 def test_a_request_waiting_before_its_tokenizer_is_refused_once_its_deadline_is_out_of_reach():
     async def run():
-        queue = _queue()
-        admission = _admission(queue)
-        for caller in range(16):
-            _submit(queue, f"busy-{caller}", 2000)  # 20,000 tokens each, 10 a row
+        queue, admission = _busy_queue()
         gate = TokenizingGate(queue, ahead_rows=1)
         gate.out_of_reach = functools.partial(admission.check_deadline_before_tokenizing, waited=True)
         gate.recheck_s = 0.0
