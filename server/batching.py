@@ -12,7 +12,9 @@ With latency classes on (the default), interactive rows are taken first and neve
 fuller batch, unless ``interactive_gather_s`` is set: then, while bulk work runs, the oldest waits
 up to that long for others to share its engine step (``--interactive-gather-ms``); bulk rows are
 shared fairly among callers: start-time fair queuing on tokens, so a
-caller's share does not depend on how many rows it queued or when. With ``classes=False`` the
+caller's share does not depend on how many rows it queued or when. A batch holds one class, and
+each class's rows go as soon as they may: bulk batches keep going to their engines while queries
+gather or wait for room on theirs (an interactive replica's). With ``classes=False`` the
 queue is one FIFO (what it was before the classes; ``--scheduling fifo``).
 
 The queue is bounded in rows: a job that does not fit is refused with
@@ -165,6 +167,7 @@ class BatchQueue:
         self._queued_rows = 0
         self._queued_tokens = 0
         self._queued_interactive_rows = 0
+        self._queued_interactive_tokens = 0
         self._arrived = asyncio.Event()
         # Called when rows leave the queue (taken, dropped or failed): what waits for room looks again.
         self.on_rows_left: Callable[[], None] | None = None
@@ -237,6 +240,7 @@ class BatchQueue:
         if job.interactive:
             self._interactive.extend(parts)
             self._queued_interactive_rows += n
+            self._queued_interactive_tokens += sum(p.tokens for p in parts)
         else:
             if job.caller not in self._bulk:
                 self._bulk[job.caller] = deque()
@@ -250,11 +254,12 @@ class BatchQueue:
         """Make a waiting ``next_batch`` check its closing conditions again (an engine went idle)."""
         self._arrived.set()
 
-    def _next_queue(self) -> deque[_Part] | None:
-        """Where the next part comes from: interactive first, then the bulk caller served least."""
-        if self._interactive:
+    def _next_queue(self, interactive: bool | None = None) -> deque[_Part] | None:
+        """Where the next part of a batch of this class comes from (None: either class, interactive
+        first): the interactive rows, or the bulk caller served least."""
+        if self._interactive and interactive is not False:
             return self._interactive
-        if not self._bulk:
+        if not self._bulk or interactive:
             return None
         caller = min(self._bulk, key=self._served.__getitem__)
         return self._bulk[caller]
@@ -286,6 +291,7 @@ class BatchQueue:
         self._queued_tokens -= part.tokens
         if part.job.interactive:
             self._queued_interactive_rows -= n
+            self._queued_interactive_tokens -= part.tokens
         else:
             caller = part.job.caller
             self._clock = self._served[caller]
@@ -307,14 +313,13 @@ class BatchQueue:
         if self.on_rows_left is not None:
             self.on_rows_left()
 
-    def _oldest_enqueued_at(self) -> float:
-        heads = [q[0] for q in (self._interactive, *self._bulk.values()) if q]
-        return min(p.job.enqueued_at for p in heads)
+    def _oldest_bulk_enqueued_at(self) -> float:
+        return min(q[0].job.enqueued_at for q in self._bulk.values())
 
-    def _full(self) -> bool:
+    def _bulk_full(self) -> bool:
         return (
-            self._queued_tokens >= min(self.max_batch_tokens, self.bulk_batch_tokens)
-            or self._queued_rows >= self.max_batch_rows
+            self._queued_tokens - self._queued_interactive_tokens >= min(self.max_batch_tokens, self.bulk_batch_tokens)
+            or self.queued_bulk_rows >= self.max_batch_rows
         )
 
     async def next_batch(
@@ -323,30 +328,45 @@ class BatchQueue:
         room: Callable[[bool], bool] | None = None,
         bulk_running: Callable[[], bool] | None = None,
     ) -> Batch:
-        """Wait for rows, then close a batch at the token budget or after the max delay, or at
-        once while ``engine_idle()`` says an engine has nothing to do or interactive rows wait.
+        """Wait for rows, then close a batch of one class: interactive rows at once (or once they
+        have gathered, below); bulk rows at the token budget, after the max delay, or at once while
+        ``engine_idle()`` says an engine has nothing to do.
 
-        ``room(interactive)`` says whether a replica could take the batch now; without room the
-        rows keep waiting (and piling up into a fuller batch). ``bulk_running()`` says whether
-        bulk work runs or waits: only then do interactive rows gather (``interactive_gather_s``)."""
+        ``room(interactive)`` says whether a replica could take a batch of that class now; without
+        room its rows keep waiting (and pile up into a fuller batch). The classes do not wait for
+        each other: bulk rows go while queries gather or wait for room on their own replica.
+        ``bulk_running()`` says whether bulk work runs or waits: only then do interactive rows
+        gather (``interactive_gather_s``)."""
         while True:
             self._drop_finished()
             if not self._queued_rows:
                 self._arrived.clear()
                 await self._arrived.wait()
                 continue
-            interactive = bool(self._interactive)
-            if room is not None and not room(interactive):
-                await self._wait(_NO_ROOM_RECHECK_S)
-                continue
-            if interactive and (gather := self._gather_left(bulk_running)) > 0:
-                await self._wait(gather)
-                continue
-            wait = self._oldest_enqueued_at() + self.max_batch_delay_s - time.monotonic()
-            if wait > 0 and not interactive and not self._full() and not (engine_idle is not None and engine_idle()):
-                await self._wait(wait)
-                continue
-            return self._take()
+            waits = []
+            if self._interactive:
+                if (wait := self._interactive_wait(room, bulk_running)) <= 0:
+                    return self._take(interactive=True)
+                waits.append(wait)
+            if self._bulk:
+                if (wait := self._bulk_wait(engine_idle, room)) <= 0:
+                    return self._take(interactive=False)
+                waits.append(wait)
+            await self._wait(min(waits))
+
+    def _interactive_wait(self, room: Callable[[bool], bool] | None, bulk_running: Callable[[], bool] | None) -> float:
+        """How long the interactive rows wait before their batch goes (0 or less: now)."""
+        if room is not None and not room(True):
+            return _NO_ROOM_RECHECK_S
+        return self._gather_left(bulk_running)
+
+    def _bulk_wait(self, engine_idle: Callable[[], bool] | None, room: Callable[[bool], bool] | None) -> float:
+        """How long the bulk rows wait for a fuller batch (0 or less: their batch goes now)."""
+        if room is not None and not room(False):
+            return _NO_ROOM_RECHECK_S
+        if self._bulk_full() or (engine_idle is not None and engine_idle()):
+            return 0.0
+        return self._oldest_bulk_enqueued_at() + self.max_batch_delay_s - time.monotonic()
 
     def _gather_left(self, bulk_running: Callable[[], bool] | None) -> float:
         """How much longer the oldest interactive row waits for others to share its step: none
@@ -369,20 +389,17 @@ class BatchQueue:
         except TimeoutError:
             pass
 
-    def _take(self) -> Batch:
+    def _take(self, interactive: bool) -> Batch:
+        """A batch of one class: no bulk rows in an interactive batch, whose caller would wait for
+        all of them."""
         parts: list[_Part] = []
         tokens = rows = 0
-        while (queue := self._next_queue()) is not None:
+        budget = self.max_batch_tokens if interactive else min(self.max_batch_tokens, self.bulk_batch_tokens)
+        while (queue := self._next_queue(interactive)) is not None:
             head = queue[0]
             if head.job.done:
                 self._pop(queue)
                 continue
-            if parts and parts[0].job.interactive and not head.job.interactive:
-                # No bulk rows in an interactive batch: its caller would wait for all of them.
-                break
-            budget = (
-                self.max_batch_tokens if head.job.interactive else min(self.max_batch_tokens, self.bulk_batch_tokens)
-            )
             # The first part always goes, one row at least, even over the budget.
             part = (
                 self._pop(queue, max(budget - tokens, 0), self.max_batch_rows - rows)

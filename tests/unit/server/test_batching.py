@@ -286,7 +286,6 @@ def test_while_bulk_work_runs_queries_gather_to_share_one_step():
     async def run():
         q = _queue(max_batch_tokens=100, max_batch_rows=2, max_batch_delay_s=60)
         q.interactive_gather_s = 60.0
-        q.submit(_classed([[1]] * 8, caller="scan"))
         q.submit(_classed([[7, 7]], interactive=True))
         waiter = asyncio.ensure_future(q.next_batch(bulk_running=lambda: True))
         await asyncio.sleep(0.05)
@@ -296,6 +295,30 @@ def test_while_bulk_work_runs_queries_gather_to_share_one_step():
 
     batch = asyncio.run(run())
     assert batch.rows == [[7, 7], [8]] and batch.interactive_rows == 2
+
+
+@pytest.mark.parametrize("queries_wait_for", ["gathering", "room"])
+def test_bulk_batches_go_while_queries_gather_or_wait_for_room_on_their_replica(queries_wait_for):
+    """With an interactive replica the classes run on different engines: bulk rows must not wait
+    for the queries' gather window, nor for room on the queries' replica, or the bulk engine
+    starves while queries come steadily. The queries' batch then still holds them alone."""
+
+    async def run():
+        q = _queue(max_batch_tokens=100, max_batch_rows=2, max_batch_delay_s=60)
+        q.interactive_gather_s = 60.0 if queries_wait_for == "gathering" else 0.0
+        query_room = queries_wait_for != "room"
+        q.submit(_classed([[7]], interactive=True))
+        q.submit(_classed([[1]] * 4, caller="scan"))
+        room = lambda interactive: query_room if interactive else True  # noqa: E731
+        taken = [await asyncio.wait_for(q.next_batch(room=room, bulk_running=lambda: True), 5) for _ in range(2)]
+        assert q.queued_interactive_rows == 1  # still gathering, or still without room
+        q.interactive_gather_s, query_room = 0.0, True
+        taken.append(await asyncio.wait_for(q.next_batch(room=room, bulk_running=lambda: True), 5))
+        return taken
+
+    first, second, query = asyncio.run(run())
+    assert first.rows == second.rows == [[1], [1]] and first.interactive_rows == second.interactive_rows == 0
+    assert query.rows == [[7]] and query.interactive_rows == 1
 
 
 @pytest.mark.parametrize("bulk_queued", [False, True])
