@@ -72,6 +72,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 import itertools
 import json
 import multiprocessing
@@ -580,6 +581,7 @@ def run_mixed(
     phases: Sequence[str] = PHASES,
     settle_s: float = SETTLE_S,
     progress=print,
+    on_phase: Callable[[list[dict]], None] | None = None,
 ) -> list[dict]:
     """``models``: the servers' --model arguments; ``bulk_texts``: BULK_ROWS texts or more (a
     scan cycles through them); ``probe_texts``: short texts (also the flood's rows).
@@ -587,7 +589,9 @@ def run_mixed(
     and the target the probes' p99 is read against (None: the CPU default, 250 ms); ``modes``:
     MODES, GPU_MODES, or any of MODE_ARGS with fifo (the ratios' denominator); ``defaults``: the
     mode that is the servers' defaults on this device, whose ratios are read against the targets;
-    ``phases``: which of PHASES run (the flood in the last round only)."""
+    ``phases``: which of PHASES run (the flood in the last round only); ``on_phase``: called after
+    each phase with the cases measured so far (the bench writes them, so a run cut short keeps
+    them)."""
     check_modes(modes)
     check_phases(phases)
     scan_texts = list(itertools.islice(itertools.cycle(bulk_texts), scan_rows))
@@ -633,6 +637,9 @@ def run_mixed(
     each_round = [runs[p] for p in PHASES if p in phases and p in runs]
     flood_phase = [(f"flood{flood_clients}", flood)] if "flood" in phases and flood_clients else []
     seen: dict[tuple[str, str], dict] = {}
+    cases_of = functools.partial(
+        _cases, clients=clients, rounds=rounds, scan_rows=scan_rows, slo_ms=slo_ms, defaults=defaults
+    )
     with ExitStack() as stack:
         progress(f"mixed: {len(modes)} servers ({', '.join(modes)}) on {models[0]}")
         timelines = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="embedtext-mixed-")))
@@ -659,6 +666,21 @@ def run_mixed(
                     got |= loop_late(servers[mode].target)
                     _merge(seen.setdefault((mode, kind), {}), got)
                     progress(f"mixed: round {number + 1} {mode} {kind}: {_phase_line(got)}")
+                    if on_phase is not None:
+                        on_phase(cases_of(seen))
+    return cases_of(seen)
+
+
+def _cases(
+    seen: dict[tuple[str, str], dict],
+    *,
+    clients: int,
+    rounds: int,
+    scan_rows: int,
+    slo_ms: float | None,
+    defaults: str,
+) -> list[dict]:
+    """The report's cases from each (mode, phase)'s merged rounds."""
     cases = []
     for (mode, kind), got in sorted(seen.items()):
         timed = ("latencies", "rows", "elapsed")

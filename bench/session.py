@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
@@ -12,6 +13,36 @@ from embedtext.bench.plan import BenchPlan, GeneratedModels
 LATENCY_TOKENS = 50
 # The suites that share one embedtext server on the tiny model.
 TINY_SERVER_SUITES = ("cpu", "latency", "scaling", "index-vs-udf", "sql-rewrites")
+
+
+def make_report(
+    cases: list[dict],
+    *,
+    plan: BenchPlan,
+    suites: Sequence[str],
+    command: str,
+    started: float,
+    unfinished: str | None = None,
+) -> dict:
+    """A run's report: its cases, their ratios and the targets. ``unfinished``: the suite still
+    running when a partial report was written (a run cut short leaves that one)."""
+    from embedtext.bench.hardware import hardware_info
+    from embedtext.bench.report import check_targets
+
+    ratios = all_ratios(cases)
+    report = {
+        "hardware": hardware_info(),
+        "command": command,
+        "quick": plan.quick,
+        "suites": list(suites),
+        "engines": "eager (--enforce-eager on)" if plan.eager else "compiled (--enforce-eager off)",
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        "seconds": round(time.time() - started, 1),
+        "cases": cases,
+        "ratios": ratios,
+        "targets": check_targets(ratios),
+    }
+    return report | ({"unfinished": unfinished} if unfinished else {})
 
 
 def run_bench(
@@ -31,12 +62,19 @@ def run_bench(
     mixed_phases: Sequence[str] = (),
     progress: Callable[[str], None] = print,
 ) -> dict:
-    from embedtext.bench.hardware import hardware_info
-    from embedtext.bench.report import check_targets, write_json
+    from embedtext.bench.report import write_json
 
     models = GeneratedModels(plan.workdir)
     cases: list[dict] = []
     started = time.time()
+
+    report_of = functools.partial(make_report, plan=plan, suites=suites, command=command, started=started)
+
+    def save_partial(cases: list[dict], suite: str) -> None:
+        # A long suite's cases so far, over the report as it goes: a run cut short keeps them.
+        if json_path:
+            write_json(json_path, report_of(cases, unfinished=suite))
+
     if "transport" in suites:
         from embedtext.bench.transport import run_transport
 
@@ -138,6 +176,7 @@ def run_bench(
             defaults="interactive_replica" if "interactive_replica" in modes else "classes",
             phases=tuple(mixed_phases) or PHASES,
             progress=progress,
+            on_phase=lambda so_far: save_partial([*cases, *so_far], "mixed"),
         )
     if "dtype" in suites:
         from embedtext.bench.dtype_quality import run_dtype_suite
@@ -176,21 +215,7 @@ def run_bench(
             paced=gpu_paced,
             progress=progress,
         )
-    ratios = all_ratios(cases)
-    targets = check_targets(ratios)
-    hardware = hardware_info()
-    report = {
-        "hardware": hardware,
-        "command": command,
-        "quick": plan.quick,
-        "suites": list(suites),
-        "engines": "eager (--enforce-eager on)" if plan.eager else "compiled (--enforce-eager off)",
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-        "seconds": round(time.time() - started, 1),
-        "cases": cases,
-        "ratios": ratios,
-        "targets": targets,
-    }
+    report = report_of(cases)
     if json_path:  # first: a report that fails to print loses no measurement
         write_json(json_path, report)
     print_report(report)
@@ -219,7 +244,10 @@ def print_report(report: dict) -> None:
     from embedtext.bench.report import format_table, latency_table
 
     print(f"\nhardware: {hardware_line(report['hardware'])}")
-    print(f"command: {report['command']}  ({report.get('seconds') or 0:.0f} s)\n")
+    print(f"command: {report['command']}  ({report.get('seconds') or 0:.0f} s)")
+    if report.get("unfinished"):
+        print(f"UNFINISHED: cut short in the {report['unfinished']} suite; its cases are the phases it finished")
+    print()
     print(format_table(report["cases"], report["ratios"], report["targets"]))
     lat = latency_table(report["cases"])
     if lat:
@@ -235,7 +263,8 @@ def merge_reports(paths: Sequence[str]) -> dict:
     reports = [json.loads(open(p).read()) for p in paths]
     cases = [c for r in reports for c in r["cases"]]
     ratios = all_ratios(cases)
-    return {
+    unfinished = sorted({r["unfinished"] for r in reports if r.get("unfinished")})
+    return ({"unfinished": ", ".join(unfinished)} if unfinished else {}) | {
         "hardware": reports[0]["hardware"],
         "command": " + ".join(r["command"] for r in reports),
         "quick": any(r.get("quick") for r in reports),

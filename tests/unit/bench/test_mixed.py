@@ -194,6 +194,8 @@ def test_a_run_without_fifo_or_with_an_unknown_mode_is_refused_before_any_server
 
 
 def test_a_run_of_some_phases_runs_those_only(tiny_model_dir):
+    """And after each phase the cases so far are handed on (the bench writes them as it goes)."""
+    so_far = []
     cases = run_mixed(
         [f"tiny={tiny_model_dir}"],
         [f"bulk row {i} of a table" for i in range(64)],
@@ -207,11 +209,21 @@ def test_a_run_of_some_phases_runs_those_only(tiny_model_dir):
         phases=("flood", "scan_alone"),
         settle_s=0,
         progress=lambda _line: None,
+        on_phase=so_far.append,
     )
     by = {(c["mode"], c["kind"]): c for c in cases}
     assert set(by) == {(m, k) for m in ("classes", "fifo") for k in ("scan_alone", "flood2")}
     assert by[("fifo", "scan_alone")]["rows"] == 2 * 100  # every round; the flood in the last only
     assert set(by[("fifo", "flood2")]["first_errors"]) == set(by[("fifo", "flood2")]["errors"])
+    # Rounds alternate the order: classes, fifo; then fifo (scan, flood), classes (scan, flood).
+    assert len(so_far) == 2 + 2 * 2
+    assert [(c["mode"], c["kind"], c["rows"]) for c in so_far[0]] == [("classes", "scan_alone", 100)]
+    assert [(c["mode"], c["kind"]) for c in so_far[3]] == [
+        ("classes", "scan_alone"),
+        ("fifo", "flood2"),
+        ("fifo", "scan_alone"),
+    ]
+    assert so_far[-1] == cases
 
 
 def test_an_unknown_phase_is_refused_before_any_server_starts():
