@@ -33,6 +33,12 @@ def _batches(server) -> dict[str, float]:
     return {key[len(prefix) : -2]: value for key, value in server.metrics().items() if key.startswith(prefix)}
 
 
+def _in_flight(server) -> dict[str, float]:
+    """Batches on each replica now."""
+    prefix = 'embedtext_replica_inflight_batches{model="tiny",replica="'
+    return {key[len(prefix) : -2]: value for key, value in server.metrics().items() if key.startswith(prefix)}
+
+
 def _worker_pid(server_pid: int, name: str) -> int:
     """The worker process of replica ``name`` (``tiny/1``) among the server's children."""
     for proc in Path("/proc").iterdir():
@@ -128,8 +134,10 @@ def test_queries_sent_together_while_bulk_work_runs_share_a_step(interactive_rep
             bulk.cancel()
             await asyncio.gather(bulk, return_exceptions=True)
             # The server drops the cancelled call's rows: nothing of it is left for the next test.
-            while (m := (await client.info(refresh=True)).model()).queued_bulk_rows + m.held_bulk_rows:
-                assert time.monotonic() < give_up + 60, "the cancelled call's rows stayed queued"
+            while (m := (await client.info(refresh=True)).model()).queued_bulk_rows + m.held_bulk_rows or any(
+                _in_flight(server).values()
+            ):
+                assert time.monotonic() < give_up + 60, "the cancelled call's rows stayed queued or on an engine"
                 await asyncio.sleep(0.05)
             return vectors, query_batches, bulk_running
 
@@ -151,4 +159,6 @@ def test_queries_run_on_the_bulk_engine_while_theirs_restarts(interactive_replic
         vector = client.embed([QUERY])
     after = _batches(server)
     assert vector.shape[0] == 1
-    assert after["0"] - before["0"] == 1 and after["1"] == before["1"]
+    # It ran on the bulk engine, not the killed one. At least one: a late request of an earlier
+    # test's cancelled bulk call may still reach the bulk engine (bulk batches go while queries gather).
+    assert after["0"] - before["0"] >= 1 and after["1"] == before["1"]
