@@ -208,8 +208,7 @@ class BatchQueue:
             return self._queued_tokens + tokens
         queued = {c: sum(p.tokens for p in q) for c, q in self._bulk.items()}
         own = queued.pop(caller, 0) + tokens
-        ahead = sum(p.tokens for p in self._interactive)
-        return ahead + own + sum(min(q, own) for q in queued.values())
+        return self._queued_interactive_tokens + own + sum(min(q, own) for q in queued.values())
 
     def check_room(self, rows: int, held: int = 0) -> None:
         """Raise OverloadedError (RESOURCE_EXHAUSTED) if ``rows`` more would not fit beside
@@ -237,17 +236,18 @@ class BatchQueue:
         if n:
             parts.append(_Part(job, start, n, tokens))
         job._pending_parts = len(parts)
+        job_tokens = sum(p.tokens for p in parts)
         if job.interactive:
             self._interactive.extend(parts)
             self._queued_interactive_rows += n
-            self._queued_interactive_tokens += sum(p.tokens for p in parts)
+            self._queued_interactive_tokens += job_tokens
         else:
             if job.caller not in self._bulk:
                 self._bulk[job.caller] = deque()
                 self._served[job.caller] = self._clock  # no credit for the time it was away
             self._bulk[job.caller].extend(parts)
         self._queued_rows += n
-        self._queued_tokens += sum(p.tokens for p in parts)
+        self._queued_tokens += job_tokens
         self._arrived.set()
 
     def wake(self) -> None:

@@ -27,16 +27,20 @@ BULK_ROWS = 6000
 QUERY = "which table holds the invoices"
 
 
+def _per_replica(server, metric: str) -> dict[str, float]:
+    """A per-replica metric's values by replica index."""
+    prefix = metric + '{model="tiny",replica="'
+    return {key[len(prefix) : -2]: value for key, value in server.metrics().items() if key.startswith(prefix)}
+
+
 def _batches(server) -> dict[str, float]:
     """Batches run so far per replica index."""
-    prefix = 'embedtext_replica_batches_total{model="tiny",replica="'
-    return {key[len(prefix) : -2]: value for key, value in server.metrics().items() if key.startswith(prefix)}
+    return _per_replica(server, "embedtext_replica_batches_total")
 
 
 def _in_flight(server) -> dict[str, float]:
     """Batches on each replica now."""
-    prefix = 'embedtext_replica_inflight_batches{model="tiny",replica="'
-    return {key[len(prefix) : -2]: value for key, value in server.metrics().items() if key.startswith(prefix)}
+    return _per_replica(server, "embedtext_replica_inflight_batches")
 
 
 def _worker_pid(server_pid: int, name: str) -> int:
