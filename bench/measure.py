@@ -82,6 +82,19 @@ def _cpu_seconds(pid: int, thread: int | None = None) -> float:
         return 0.0
 
 
+HOST_IDLE = "host idle"
+
+
+def _host_idle_seconds() -> float:
+    """Seconds every core of this host spent idle (or waiting for I/O) so far, summed (/proc/stat)."""
+    try:
+        with open("/proc/stat") as fh:
+            fields = fh.readline().split()[1:]
+        return (int(fields[3]) + int(fields[4])) / _CLOCK_TICKS
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
 class CpuSplit:
     """CPU seconds spent inside the block, per process: where a path's CPU goes (on a machine
     whose cores the model already fills, every CPU-second of the rest is taken from the model).
@@ -90,7 +103,8 @@ class CpuSplit:
     with their descendants, each named ``label/process-name`` (``server/VLLM::EngineCore``);
     a tree's root also gets ``label:main-thread``, the thread its event loop runs on (a part of
     ``label``: the one thread whose CPU caps what one server process can do). ``seconds`` holds
-    the totals once the block ends.
+    the totals once the block ends. With ``host_idle``, also HOST_IDLE: the cores nobody used
+    (on a host the model should fill, each idle second is one it did not compute).
 
     >>> with CpuSplit({"me": os.getpid()}) as split:
     ...     _ = sum(range(10**6))
@@ -100,9 +114,16 @@ class CpuSplit:
     ...     _ = sum(range(10**6))
     >>> split.seconds["tree:main-thread"] >= 0
     True
+    >>> with CpuSplit({}, host_idle=True) as split:
+    ...     time.sleep(0.05)
+    >>> split.seconds[HOST_IDLE] >= 0
+    True
     """
 
-    def __init__(self, pids: dict[str, int | None], trees: dict[str, int | None] | None = None) -> None:
+    def __init__(
+        self, pids: dict[str, int | None], trees: dict[str, int | None] | None = None, *, host_idle: bool = False
+    ) -> None:
+        self.host_idle = host_idle
         self.pids = {k: v for k, v in pids.items() if v}
         self.trees = {k: v for k, v in (trees or {}).items() if v}
         self.seconds: dict[str, float] = {}
@@ -117,6 +138,8 @@ class CpuSplit:
                 out.setdefault(pid, (name, _cpu_seconds(pid)))
         for label, pid in self.pids.items():
             out[pid] = (label, _cpu_seconds(pid))
+        if self.host_idle:
+            out[HOST_IDLE] = (HOST_IDLE, _host_idle_seconds())
         return out
 
     def __enter__(self) -> CpuSplit:

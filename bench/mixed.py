@@ -76,6 +76,7 @@ import functools
 import itertools
 import json
 import multiprocessing
+import os
 import re
 import tempfile
 import time
@@ -84,7 +85,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from embedtext.bench.measure import make_case, percentiles_ms
+from embedtext.bench.measure import HOST_IDLE, CpuSplit, make_case, percentiles_ms
 from embedtext.bench.rounds import SETTLE_S
 from embedtext.bench.servers import embedtext_server
 from embedtext.bench.step_timeline import read_timeline, timeline_parts
@@ -298,6 +299,40 @@ def steps_its_engines(args: Sequence[str]) -> bool:
     return resolve(ServerConfig(**params), "cpu").stepped  # stepped or not, whatever the device
 
 
+def cores_used(got: dict) -> dict[str, float]:
+    """A phase's CPU seconds per process (all its rounds) as cores: seconds over its wall time.
+
+    >>> cores_used({"cpu_seconds": {"server/replica-worker": 150.0, "host idle": 12.0}, "cpu_wall_s": 100.0})
+    {'server/replica-worker': 1.5, 'host idle': 0.12}
+    """
+    wall = got["cpu_wall_s"]
+    return {name: round(seconds / wall, 3) for name, seconds in got["cpu_seconds"].items()}
+
+
+def cores_text(cores: dict[str, float]) -> str:
+    """The progress line's part for ``cores_used``: the processes over 0.01 cores, the busiest first.
+
+    >>> cores_text({"server": 0.05, "server/replica-worker": 1.55, "server/query-worker": 0.17,
+    ...             "server:main-thread": 0.04, "prober": 0.004, "host idle": 0.15})
+    'cores: replica-worker 1.55, query-worker 0.17, server 0.05 (its main thread 0.04), host idle 0.15'
+    """
+    main = cores.get("server:main-thread", 0.0)
+    used = sorted(
+        (
+            (name.removeprefix("server/"), value)
+            for name, value in cores.items()
+            if name not in (HOST_IDLE, "server:main-thread")
+        ),
+        key=lambda item: -item[1],
+    )
+    parts = [
+        f"{name} {value:.2f}" + (f" (its main thread {main:.2f})" if name == "server" else "")
+        for name, value in used
+        if value >= 0.01
+    ]
+    return f"cores: {', '.join(parts)}, {HOST_IDLE} {cores.get(HOST_IDLE, 0.0):.2f}"
+
+
 def _phase_line(got: dict) -> str:
     """A phase's figures for the progress line: a run cut short still leaves them in its log."""
     line = f"{len(got.get('latencies', ()))} probes, {got['rows']} rows in {got['elapsed']:.1f}s"
@@ -328,6 +363,8 @@ def _phase_line(got: dict) -> str:
             line += f"; garbage collection p99 {steps['gc_p99_ms']:.1f} ms)" if "gc_p99_ms" in steps else ")"
     if got.get("loop_late_p99_ms"):
         line += ", " + loop_late_text(max(got["loop_late_p99_ms"]), max(got["loop_late_max_ms"]))
+    if got.get("cpu_wall_s"):
+        line += f", {cores_text(cores_used(got))}"
     if got["rows"] and got["elapsed"]:
         line += f", {got['rows'] / got['elapsed']:,.0f} rows/s"
     if "failed_calls" not in got:
@@ -661,7 +698,16 @@ def run_mixed(
                 for kind, phase in each_round + (flood_phase if last else []):
                     time.sleep(settle_s)  # the other engine stops spinning first
                     since = time.time()
-                    got = asyncio.run(phase(servers[mode].target))
+                    # Where the host's cores went: the server's processes (which engine), the bench's
+                    # bulk clients and scans, the prober, and idle.
+                    split = CpuSplit(
+                        {"bench": os.getpid(), "prober": prober.pid}, {"server": servers[mode].pid}, host_idle=True
+                    )
+                    with split:
+                        began = time.monotonic()
+                        got = asyncio.run(phase(servers[mode].target))
+                        got["cpu_wall_s"] = time.monotonic() - began
+                    got["cpu_seconds"] = split.seconds
                     got["timeline"] = read_timeline(timelines / f"{mode}.jsonl", since, time.time())
                     got |= loop_late(servers[mode].target)
                     _merge(seen.setdefault((mode, kind), {}), got)
@@ -683,9 +729,11 @@ def _cases(
     """The report's cases from each (mode, phase)'s merged rounds."""
     cases = []
     for (mode, kind), got in sorted(seen.items()):
-        timed = ("latencies", "rows", "elapsed")
+        timed = ("latencies", "rows", "elapsed", "cpu_seconds", "cpu_wall_s")
         kept = {k: v for k, v in got.items() if k not in timed and k != "timeline" and not k.startswith("probe_")}
         extra = kept | probe_parts_ms(got) | _timeline_ms(got)
+        if got.get("cpu_wall_s"):
+            extra["cores"] = cores_used(got)
         for key in ("loop_late_p99_ms", "loop_late_max_ms"):  # the worst round's
             if extra.get(key):
                 extra[key] = max(extra[key])

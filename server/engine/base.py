@@ -15,6 +15,11 @@ import numpy as np
 
 from embedtext.server.pacing import PaceReport
 
+# What ps, top and the bench's CPU split show for a replica's worker process (/proc/PID/comm, at
+# most 15 characters): the interactive replica's apart from the engines bulk work runs on.
+WORKER_NAME = "replica-worker"
+INTERACTIVE_WORKER_NAME = "query-worker"
+
 
 class ReplicaDeadError(Exception):
     """The engine behind a replica died; its batches may be retried elsewhere."""

@@ -4,16 +4,25 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from embedtext.server.engine.base import Backend, EngineSettings
+from embedtext.server.engine.base import INTERACTIVE_WORKER_NAME, WORKER_NAME, Backend, EngineSettings
 from embedtext.server.models import ModelSpec
 
 
-def make_backend(spec: ModelSpec, settings: EngineSettings, *, engine: str, own_process: bool, name: str) -> Backend:
-    """A new, not yet started backend (``engine``: "vllm", "vllm-stepped" or "null")."""
+def make_backend(
+    spec: ModelSpec,
+    settings: EngineSettings,
+    *,
+    engine: str,
+    own_process: bool,
+    name: str,
+    process_name: str = WORKER_NAME,
+) -> Backend:
+    """A new, not yet started backend (``engine``: "vllm", "vllm-stepped" or "null"); in a worker
+    process named ``process_name`` where ``own_process``."""
     if own_process:
         from embedtext.server.engine.process_backend import EngineProcessBackend
 
-        return EngineProcessBackend(spec, settings, name=name, engine=engine)
+        return EngineProcessBackend(spec, settings, name=name, engine=engine, process_name=process_name)
     if engine == "null":
         from embedtext.server.engine.null_backend import NullBackend
 
@@ -37,10 +46,18 @@ def backend_factory(
     interactive_from: int = 0,
 ) -> Callable[[int], Backend]:
     """Replica index -> a new backend named ``model/index``; from index ``interactive_from`` on,
-    with ``interactive_settings`` where given (the interactive replica)."""
+    with ``interactive_settings`` where given (the interactive replica), in a worker process of
+    its own name."""
 
     def make(index: int) -> Backend:
-        own = interactive_settings if interactive_settings is not None and index >= interactive_from else settings
-        return make_backend(spec, own, engine=engine, own_process=own_process, name=f"{spec.name}/{index}")
+        interactive = interactive_settings is not None and index >= interactive_from
+        return make_backend(
+            spec,
+            interactive_settings if interactive else settings,
+            engine=engine,
+            own_process=own_process,
+            name=f"{spec.name}/{index}",
+            process_name=INTERACTIVE_WORKER_NAME if interactive else WORKER_NAME,
+        )
 
     return make

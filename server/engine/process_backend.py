@@ -27,7 +27,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from embedtext.server.engine import frames
-from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
+from embedtext.server.engine.base import WORKER_NAME, EngineRequestError, EngineSettings, ReplicaDeadError
 from embedtext.server.models import ModelSpec, spec_to_json
 from embedtext.server.pacing import PaceReport
 
@@ -40,9 +40,16 @@ class EngineProcessBackend:
     """One replica: a worker process running one engine, fed whole batches."""
 
     def __init__(
-        self, spec: ModelSpec, settings: EngineSettings, *, name: str = "replica", engine: str = "vllm"
+        self,
+        spec: ModelSpec,
+        settings: EngineSettings,
+        *,
+        name: str = "replica",
+        engine: str = "vllm",
+        process_name: str = WORKER_NAME,
     ) -> None:
         self.spec = spec
+        self.process_name = process_name
         self.settings = settings
         self.name = name
         self.engine = engine
@@ -66,6 +73,7 @@ class EngineProcessBackend:
         command = [
             sys.executable, "-m", "embedtext.server.engine.worker",
             "--fd", str(theirs.fileno()), "--name", self.name, "--engine", self.engine,
+            "--process-name", self.process_name,
             "--spec", spec_to_json(self.spec), "--settings", json.dumps(dataclasses.asdict(self.settings)),
             "--log-level", logging.getLevelName(logging.getLogger().getEffectiveLevel()),
         ]  # fmt: skip

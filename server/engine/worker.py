@@ -24,7 +24,7 @@ import socket
 import sys
 
 from embedtext.server.engine import frames
-from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
+from embedtext.server.engine.base import WORKER_NAME, EngineRequestError, EngineSettings, ReplicaDeadError
 from embedtext.server.engine.factory import make_backend
 from embedtext.server.models import spec_from_json
 
@@ -168,14 +168,11 @@ async def _main(args: argparse.Namespace) -> int:
         writer.close()
 
 
-PROCESS_NAME = "replica-worker"  # what ps, top and the bench's CPU split show (/proc/PID/comm)
-
-
-def _name_this_process() -> None:
+def _name_this_process(name: str) -> None:
     try:
         import ctypes
 
-        ctypes.CDLL(None).prctl(15, PROCESS_NAME.encode(), 0, 0, 0)  # PR_SET_NAME
+        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
     except (OSError, AttributeError):  # not Linux: keep "python"
         pass
 
@@ -188,9 +185,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--spec", required=True, help="the ModelSpec as JSON")
     parser.add_argument("--settings", required=True, help="the EngineSettings as JSON")
     parser.add_argument("--log-level", default="INFO")
+    parser.add_argument("--process-name", default=WORKER_NAME, help="what ps and top show (15 characters)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _name_this_process()
+    _name_this_process(args.process_name)
     logging.basicConfig(
         level=args.log_level.upper(), format=f"%(asctime)s %(levelname)s %(name)s[{os.getpid()}]: %(message)s"
     )

@@ -16,7 +16,7 @@ from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import InvalidInputError, ModelNotFoundError
-from embedtext.server.engine.worker import PROCESS_NAME
+from embedtext.server.engine.base import WORKER_NAME
 
 TEXTS = [
     "a cat sleeps on the warm mat",
@@ -279,7 +279,7 @@ def test_replicas_share_work_and_accounting_returns_to_zero(servers):
 
 def _replica_pids(server_pid):
     """PIDs of the tiny server's replica worker processes (each holds its stepped engine)."""
-    return sorted(p.pid for p in psutil.Process(server_pid).children(recursive=True) if p.name() == PROCESS_NAME)
+    return sorted(p.pid for p in psutil.Process(server_pid).children(recursive=True) if p.name() == WORKER_NAME)
 
 
 @pytest.mark.slow

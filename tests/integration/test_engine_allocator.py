@@ -12,7 +12,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from embedtext.server.engine.worker import PROCESS_NAME
+from embedtext.server.engine.base import INTERACTIVE_WORKER_NAME, WORKER_NAME
 from embedtext.server.host.allocator import PRELOAD_VAR, engine_allocator
 
 
@@ -27,7 +27,7 @@ def test_engine_processes_map_the_chosen_allocator(servers):
     choice = engine_allocator()
     user_preloaded = "libtcmalloc" in os.environ.get(PRELOAD_VAR, "")
     tree = psutil.Process(servers.minilm.pid).children(recursive=True)
-    engines = [p for p in tree if "VLLM" in p.name() or p.name() == PROCESS_NAME]
+    engines = [p for p in tree if "VLLM" in p.name() or p.name() in (WORKER_NAME, INTERACTIVE_WORKER_NAME)]
     assert engines, f"no vLLM engine process among {[p.name() for p in tree]}"
     server_maps = _mapped_files(servers.minilm.pid)
     for engine in engines:

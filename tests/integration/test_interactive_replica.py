@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 
 import embedtext
+from embedtext.server.engine.base import INTERACTIVE_WORKER_NAME, WORKER_NAME
 
 MAX_BATCH_ROWS = 64  # the server fixture's --max-batch-rows (conftest)
 GATHER_MS = 1000  # its --interactive-gather-ms
@@ -106,6 +107,15 @@ def test_the_interactive_engine_computes_on_the_threads_it_was_given(interactive
     assert said["tiny/1"] == "1", said
     assert said["tiny/0"] == str(torch_threads()), said  # the bulk engine keeps torch's own count
     assert "replicas 2 (1 for interactive requests only, on 1 thread)" in embedtext_info(server.target)
+    # ps and top (and the bench's CPU split) tell the queries' engine from the bulk engine by name.
+    import psutil
+
+    workers = {
+        p.name(): p.environ().get("OMP_NUM_THREADS")
+        for p in psutil.Process(server.server.pid).children(recursive=True)
+        if p.name() in (WORKER_NAME, INTERACTIVE_WORKER_NAME)
+    }
+    assert set(workers) == {INTERACTIVE_WORKER_NAME, WORKER_NAME} and workers[INTERACTIVE_WORKER_NAME] == "1", workers
 
 
 def torch_threads() -> int:

@@ -14,10 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embedtext.server.engine.base import EngineSettings, ReplicaDeadError
+from embedtext.server.engine.base import WORKER_NAME, EngineSettings, ReplicaDeadError
 from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.engine.process_backend import EngineProcessBackend
-from embedtext.server.engine.worker import PROCESS_NAME
 from embedtext.server.models import load_model_spec
 
 SETTINGS = EngineSettings(memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu")
@@ -59,7 +58,7 @@ def test_worker_process_returns_what_the_engine_returns(spec):
     for i, vectors in enumerate(got):
         assert vectors.dtype == np.float32
         np.testing.assert_array_equal(vectors, expected[i:])
-    assert name == PROCESS_NAME
+    assert name == WORKER_NAME
     assert not alive_after_stop and not os.path.exists(f"/proc/{worker}")
 
 

@@ -44,6 +44,10 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
             assert case["to_server_p50_ms"] > 0  # the call came before the handler, on one wall clock
         for kind in kinds:  # each phase asked the server how late its event loop ran
             assert 0 <= by[(mode, kind)]["loop_late_p99_ms"] <= by[(mode, kind)]["loop_late_max_ms"]
+            # and split the host's cores among the server, the bench, the prober and idle
+            cores = by[(mode, kind)]["cores"]
+            assert {"server", "server:main-thread", "bench", "prober", "host idle"} <= set(cores), cores
+            assert all(value >= 0 for value in cores.values())
         assert "engine_p50_ms" not in by[(mode, "bulk2_alone")] and "engine_p50_ms" not in by[(mode, "two_scans")]
         two = by[(mode, "two_scans")]
         assert len(two["scan_seconds"]) == 2 and len(two["scan_rows_per_s"]) == 2 and two["scan_ratio"] >= 1
