@@ -55,6 +55,12 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
         )
     else:
         log.info("no interactive replica (%s)", resolved.interactive_replica_reason)
+    if resolved.bulk_nice:
+        log.info(
+            "the bulk engines' worker processes run at nice %d: queries' steps and the server take a core first "
+            "(--bulk-nice)",
+            resolved.bulk_nice,
+        )
     if resolved.interactive_threads:
         log.info("the interactive replica's engine threads: %d (--interactive-threads)", resolved.interactive_threads)
     if resolved.interactive_gather_s:

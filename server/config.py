@@ -133,6 +133,17 @@ class ServerConfig:
         "engine holds, and fewer threads hold it longer: on 2 cores one thread did not help (bench/RESULTS.md). "
         "A GPU ignores it.",
     )
+    bulk_nice: int | None = setting(
+        None,
+        min=0,
+        max=19,
+        show_default="10 on a CPU with an interactive replica, else 0",
+        help="Beside an interactive replica, the bulk engines' worker processes run at this nice value (the "
+        "host's scheduling priority: higher yields the cores sooner), so a query's engine step and the server's "
+        "own work take the cores first when they need them, and bulk work has them otherwise. 0: the same "
+        "priority as the server. Needs an interactive replica (on shared engines queries and bulk work run in "
+        "the same steps).",
+    )
     max_queued_rows: int = setting(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_request_rows: int = setting(16384, "Rows per request at most.", min=1)
     max_concurrent_rpcs: int = setting(4096, "Calls handled at once; beyond it RESOURCE_EXHAUSTED.", min=1)
@@ -234,6 +245,11 @@ class ServerConfig:
             raise ValueError(
                 "--interactive-threads sets the threads of the interactive replica's stepped engine: it needs "
                 "--interactive-replica auto or on, and --engine-loop stepped or auto (async: vLLM binds its threads)"
+            )
+        if self.bulk_nice and self.interactive_replica == "off":
+            raise ValueError(
+                "--bulk-nice lowers the bulk engines' priority beside an interactive replica: it needs "
+                "--interactive-replica auto or on (on shared engines the queries run in the same steps)"
             )
         if self.step_timeline and not Path(self.step_timeline).absolute().parent.is_dir():
             raise ValueError(f"--step-timeline {self.step_timeline}: its folder does not exist")

@@ -78,6 +78,8 @@ class EngineSettings:
     switch_interval_s: float | None = None
     # A CPU engine in a worker process computes on this many threads: its OMP_NUM_THREADS (None: torch's own).
     compute_threads: int | None = None
+    # An engine's worker process lowers its scheduling priority by this much (os.nice) as it starts.
+    nice: int = 0
 
 
 def detect_device() -> str:

@@ -177,6 +177,21 @@ def _name_this_process(name: str) -> None:
         pass
 
 
+def _lower_priority(by: int) -> None:
+    """Lower every thread of this process by ``by`` nice levels (Linux keeps a priority per thread,
+    and some start at import: OpenBLAS's); threads started later keep their starter's."""
+    try:
+        threads = [int(tid) for tid in os.listdir("/proc/self/task")]
+    except OSError:  # not Linux: the process's own
+        os.nice(by)
+        return
+    for tid in threads:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, min(os.getpriority(os.PRIO_PROCESS, tid) + by, 19))
+        except ProcessLookupError:  # ended meanwhile
+            pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m embedtext.server.engine.worker")
     parser.add_argument("--fd", type=int, required=True, help="this process's end of the server's socketpair")
@@ -189,6 +204,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _name_this_process(args.process_name)
+    if nice := json.loads(args.settings).get("nice"):
+        _lower_priority(nice)
     logging.basicConfig(
         level=args.log_level.upper(), format=f"%(asctime)s %(levelname)s %(name)s[{os.getpid()}]: %(message)s"
     )

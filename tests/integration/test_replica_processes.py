@@ -126,3 +126,25 @@ def test_a_worker_stopped_before_its_engine_started_exits(spec):
 
     for worker, code in _run(scenario()):
         assert code == 0 and not os.path.exists(f"/proc/{worker}")
+
+
+def test_a_worker_lowers_its_priority_as_told_before_its_threads_start(spec):
+    """``EngineSettings.nice`` (``--bulk-nice`` for the bulk engines): the worker process and every
+    thread it starts (the engine's compute threads among them) run at that much lower priority."""
+    import dataclasses
+
+    import psutil
+
+    async def scenario():
+        backend = EngineProcessBackend(spec, dataclasses.replace(SETTINGS, nice=3), name="tiny/0", engine="null")
+        await backend.start()
+        try:
+            np.testing.assert_array_equal(await backend.embed(ROWS[:1]), await backend.embed(ROWS[:1]))
+            worker = psutil.Process(backend.pids[0])
+            return {thread.id: psutil.Process(thread.id).nice() for thread in worker.threads()}
+        finally:
+            await backend.stop()
+
+    threads = _run(scenario())
+    assert len(threads) > 1, threads  # the worker's event loop started threads of its own
+    assert set(threads.values()) == {min(os.nice(0) + 3, 19)}, threads

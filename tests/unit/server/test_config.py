@@ -382,3 +382,31 @@ def test_with_the_gpu_build_installed_torch_says_where_the_engines_run(monkeypat
     monkeypatch.setattr(base, "installed_vllm_builds", lambda: {"vllm"})
     torch = pytest.importorskip("torch")
     assert base.detect_device() == ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+@pytest.mark.parametrize(
+    ("settings", "device", "nice"),
+    [
+        ({}, "cpu", 10),  # a query's step takes a core from the bulk engine at once
+        ({"bulk_nice": 0}, "cpu", 0),  # as told
+        ({"bulk_nice": 19}, "cpu", 19),
+        ({}, "cuda", 0),  # the engines compute on the device
+        ({"bulk_nice": 5}, "cuda", 5),
+        ({"interactive_replica": "off"}, "cpu", 0),  # one engine runs the queries too
+        ({"engine": "null"}, "cpu", 0),  # auto: no interactive replica for the null engine
+    ],
+)
+def test_bulk_engines_run_at_a_lower_priority_beside_an_interactive_replica(settings, device, nice):
+    config = ServerConfig(**settings)
+    resolved = resolve(config, device)
+    assert resolved.bulk_nice == nice
+    assert resolved.engine_settings(config, 0.2).nice == nice
+    assert resolved.engine_settings(config, 0.2, interactive=True).nice == 0  # the queries' engine keeps it
+
+
+def test_bulk_nice_needs_an_interactive_replica():
+    with pytest.raises(ValueError, match="--bulk-nice lowers the bulk engines' priority beside an interactive"):
+        ServerConfig(bulk_nice=10, interactive_replica="off")
+    with pytest.raises(ValueError, match="bulk-nice"):
+        ServerConfig(bulk_nice=20)  # beyond the host's range
+    ServerConfig(bulk_nice=0, interactive_replica="off")  # the same priority: fine
