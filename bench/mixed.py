@@ -117,8 +117,8 @@ MODE_ARGS = {
     "no_gather": ("--interactive-replica", "on", "--interactive-gather-ms", "0"),
     # The same, queries gathering for 150 ms (the CPU's default: 30% of the 250 ms target, 75 ms).
     "long_gather": ("--interactive-replica", "on", "--interactive-gather-ms", "150"),
-    # The same, the bulk engine at the server's priority (by default on a CPU it runs at nice 10).
-    "same_priority": ("--interactive-replica", "on", "--bulk-nice", "0"),
+    # The same, the bulk engine at nice 10 (by default at the server's priority).
+    "bulk_nice": ("--interactive-replica", "on", "--bulk-nice", "10"),
     # The same, the queries' engine on one thread (by default: torch's own count, every core).
     "one_thread": ("--interactive-replica", "on", "--interactive-threads", "1"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
@@ -134,7 +134,7 @@ PACED_MODES = (
     "interactive_replica",
     "no_gather",
     "long_gather",
-    "same_priority",
+    "bulk_nice",
     "one_thread",
     "full_batches",
     "short_turns",

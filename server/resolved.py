@@ -24,11 +24,6 @@ INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES = 2 * 1024**3
 # Of the interactive target, what a query may wait for others to share its step, by default on a
 # CPU beside an interactive replica: the rest is for that step and the way to and from it.
 GATHER_SHARE_OF_SLO = 0.3
-# Beside an interactive replica on a CPU, the bulk engines' worker processes' nice value: a query's
-# step then takes a core from a bulk engine's thread at once instead of sharing it (weights 110
-# against 1,024 in Linux's scheduler), and finishes sooner, so the bulk engine's threads wait for
-# each other at its barriers for less time (bench/RESULTS.md, stop 50).
-CPU_BULK_NICE = 10
 
 
 def default_interactive_slo_ms(device: str) -> float:
@@ -122,10 +117,9 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
       many threads; unset (0), on torch's own count, every core. Fewer did not help on 2 cores: the
       bulk engine's threads wait at each step for a core the queries' engine holds, and one
       thread's steps hold it longer (bench/RESULTS.md, the mixed suite's ``one_thread``).
-    - ``--bulk-nice`` unset: CPU_BULK_NICE for the bulk engines' worker processes on a CPU beside an
-      interactive replica, so the queries' engine and the server take a core first; 0 on a GPU,
-      where the engines compute on the device (not measured there). Any value needs an interactive
-      replica and engines in worker processes: elsewhere an engine runs queries too.
+    - ``--bulk-nice``: the bulk engines' worker processes' nice value beside an interactive replica
+      with engines in worker processes (elsewhere an engine runs queries too). 0 by default: on 2
+      cores 10 took 5-9% of the bulk rows/s for 10-20 ms of query p99 (bench/RESULTS.md, stop 50).
     - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
       ``flags`` (by default /proc/cpuinfo's).
 
@@ -140,10 +134,8 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     (True, 0.075, 0.0)
     >>> cpu.interactive_threads, resolve(ServerConfig(interactive_threads=1), "cpu").interactive_threads
     (0, 1)
-    >>> cpu.bulk_nice, r.bulk_nice, resolve(ServerConfig(interactive_replica="off"), "cpu").bulk_nice
-    (10, 0, 0)
-    >>> cpu.engine_settings(ServerConfig(), 0.1).nice, cpu.engine_settings(ServerConfig(), 0.1, interactive=True).nice
-    (10, 0)
+    >>> cpu.bulk_nice, resolve(ServerConfig(bulk_nice=10), "cpu").bulk_nice
+    (0, 10)
     """
     vllm = config.engine == "vllm"
     if device is None:
@@ -174,10 +166,7 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     cpu_stepped_replica = interactive_replica and device == "cpu" and loop == "stepped"
     threads = (config.interactive_threads or 0) if cpu_stepped_replica else 0
     own_processes = own_processes or loop == "stepped"
-    bulk_nice = config.bulk_nice
-    if bulk_nice is None:
-        bulk_nice = CPU_BULK_NICE if device == "cpu" else 0
-    bulk_nice = bulk_nice if interactive_replica and own_processes else 0
+    bulk_nice = config.bulk_nice if interactive_replica and own_processes else 0
     return ResolvedSettings(
         device=device,
         engine_loop=loop,

@@ -424,7 +424,8 @@ def interactive_replica_server(tiny_model_dir, tmp_path_factory):
     stepped as by default, with batches of at most INTERACTIVE_REPLICA_BATCH_ROWS rows. Queries
     gather for INTERACTIVE_GATHER_MS while bulk work runs: long enough that queries sent together
     share a step however busy the host (the CPU's default is 75 ms). The interactive engine computes
-    on one thread (``--interactive-threads 1``; by default every core): the tests check it gets it."""
+    on one thread (``--interactive-threads 1``; by default every core) and the bulk engine at nice 10
+    (``--bulk-nice 10``; by default 0): the tests check each gets it."""
     with _tiny_metrics_server(
         tiny_model_dir,
         tmp_path_factory.mktemp("logs"),
@@ -438,6 +439,8 @@ def interactive_replica_server(tiny_model_dir, tmp_path_factory):
             str(INTERACTIVE_GATHER_MS),
             "--interactive-threads",
             "1",
+            "--bulk-nice",
+            "10",
         ],
     ) as running:
         _wait_for_interactive_replica(running.target)

@@ -116,7 +116,7 @@ def test_the_interactive_engine_computes_on_the_threads_it_was_given(interactive
         if p.name() in (WORKER_NAME, INTERACTIVE_WORKER_NAME)
     }
     assert set(workers) == {INTERACTIVE_WORKER_NAME, WORKER_NAME}, workers
-    # The bulk engine yields the cores to the queries' engine (--bulk-nice, 10 by default on a CPU).
+    # The bulk engine yields the cores to the queries' engine (the fixture's --bulk-nice 10).
     server_nice = psutil.Process(server.server.pid).nice()
     assert workers[INTERACTIVE_WORKER_NAME] == ("1", server_nice), workers
     assert workers[WORKER_NAME][1] == min(server_nice + 10, 19), workers
