@@ -150,12 +150,11 @@ class EngineWorker:
         log.error("%s: the engine stopped; exiting so the server restarts this replica", self.backend.name)
 
 
-async def _main(args: argparse.Namespace) -> int:
+async def _main(args: argparse.Namespace, settings: EngineSettings) -> int:
     loop = asyncio.get_running_loop()
     sock = socket.socket(fileno=args.fd)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     spec = spec_from_json(args.spec)
-    settings = EngineSettings(**json.loads(args.settings))
     if settings.switch_interval_s:
         sys.setswitchinterval(settings.switch_interval_s)  # the event loop takes replies from a busy engine thread
     worker = EngineWorker(
@@ -204,12 +203,13 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _name_this_process(args.process_name)
-    if nice := json.loads(args.settings).get("nice"):
-        _lower_priority(nice)
+    settings = EngineSettings(**json.loads(args.settings))
+    if settings.nice:
+        _lower_priority(settings.nice)
     logging.basicConfig(
         level=args.log_level.upper(), format=f"%(asctime)s %(levelname)s %(name)s[{os.getpid()}]: %(message)s"
     )
-    return asyncio.run(_main(args))
+    return asyncio.run(_main(args, settings))
 
 
 def _exit_now(code: int) -> None:
