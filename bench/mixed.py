@@ -121,6 +121,10 @@ MODE_ARGS = {
     "bulk_nice": ("--interactive-replica", "on", "--bulk-nice", "10"),
     # The same, the queries' engine on one thread (by default: torch's own count, every core).
     "one_thread": ("--interactive-replica", "on", "--interactive-threads", "1"),
+    # The same with one bulk engine on every core (a small CPU's default until stop 51: --replicas 1).
+    "one_bulk_engine": ("--interactive-replica", "on", "--replicas", "1"),
+    # A small CPU's defaults with the bulk engines at the server's priority (by default nice 10 there).
+    "split_same_priority": ("--interactive-replica", "on", "--bulk-nice", "0"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
     "full_batches": (*SHARED, "--bulk-batch-ms", "0"),
     # classes with bulk turns of 250 ms of engine time (the default until stop 41; now 1,000).
@@ -136,6 +140,8 @@ PACED_MODES = (
     "long_gather",
     "bulk_nice",
     "one_thread",
+    "one_bulk_engine",
+    "split_same_priority",
     "full_batches",
     "short_turns",
 )

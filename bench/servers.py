@@ -25,7 +25,7 @@ def free_port() -> int:
 def embedtext_server(
     models: Sequence[str],
     *,
-    replicas: int = 1,
+    replicas: int | None = None,
     args: Sequence[str] = (),
     timeout: float = 900,
     env: dict[str, str] | None = None,

@@ -28,7 +28,7 @@ class LocalServer:
 
     Args:
         models: ``--model`` values (``default``, a directory, or ``NAME=SOURCE``).
-        replicas: engines per model.
+        replicas: bulk engines per model (None: the server's own choice, ``--replicas`` unset).
         port: listen on 127.0.0.1:port instead of a Unix socket.
         args: further ``embedtext serve`` flags.
         python: the interpreter to run it with (another environment's); default this one.
@@ -38,7 +38,7 @@ class LocalServer:
         self,
         models: Sequence[str] = ("default",),
         *,
-        replicas: int = 1,
+        replicas: int | None = None,
         port: int | None = None,
         args: Sequence[str] = (),
         env: dict[str, str] | None = None,
@@ -50,7 +50,8 @@ class LocalServer:
         self.port = port
         self.target = f"unix:{self.uds}" if self.uds else f"127.0.0.1:{port}"
         self.log_path = Path(log_path) if log_path else Path(self._dir) / "server.log"
-        cmd = [python or sys.executable, "-m", "embedtext.server", "--replicas", str(replicas)]
+        cmd = [python or sys.executable, "-m", "embedtext.server"]
+        cmd += ["--replicas", str(replicas)] if replicas is not None else []
         for model in models:
             cmd += ["--model", model]
         cmd += ["--uds", self.uds] if self.uds else ["--port", str(port)]

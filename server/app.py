@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import signal
@@ -33,6 +34,7 @@ SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Embedding"].full_name
 
 
 def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: ServerMetrics) -> list[ModelRuntime]:
+    config = dataclasses.replace(config, replicas=resolved.replicas)  # --replicas as resolved
     interactive = 1 if resolved.interactive_replica else 0
     share = resolved.memory_fraction / (len(config.models) * (config.replicas + interactive))
     if resolved.stepped:
@@ -55,10 +57,20 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
         )
     else:
         log.info("no interactive replica (%s)", resolved.interactive_replica_reason)
+    if resolved.split_reason:
+        log.info(
+            "bulk work on %d engines of %d thread each (%s): no engine's threads wait for each other while a "
+            "query's step holds a core",
+            resolved.replicas,
+            resolved.bulk_threads,
+            resolved.split_reason,
+        )
+    elif resolved.bulk_threads:
+        log.info("the bulk engines' threads: %d each (--bulk-threads)", resolved.bulk_threads)
     if resolved.bulk_nice:
         log.info(
-            "the bulk engines' worker processes run at nice %d: queries' steps and the server take a core first "
-            "(--bulk-nice)",
+            "the bulk engines' worker processes run at nice %d, each in a session of its own: queries' steps, the "
+            "server and the host's other processes take a core first (--bulk-nice)",
             resolved.bulk_nice,
         )
     if resolved.interactive_threads:

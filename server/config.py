@@ -52,7 +52,15 @@ class ServerConfig:
         "Snowflake/snowflake-arctic-embed-m-v1.5 (the production choice). Repeat to serve several; the first is "
         "the default model.",
     )
-    replicas: int = setting(1, "Engines per model on the one device.", min=1)
+    replicas: int | None = setting(
+        None,
+        min=1,
+        show_default="1; on a CPU of at most 2 cores beside an interactive replica, one per core",
+        help="Engines per model on the one device that run bulk work (an interactive replica is one more). "
+        "Unset on a CPU of at most 2 cores beside an interactive replica: one engine per core, each on one "
+        "thread (--bulk-threads) at nice 10 (--bulk-nice), where one engine's threads waited for each other at "
+        "every operation while a query's step held one of the cores (bench/RESULTS.md, mixed, stop 51).",
+    )
     # Where to listen: loopback by default, or a Unix socket.
     host: str = setting("127.0.0.1", "Interface to listen on (loopback only without TLS).")
     port: int = setting(DEFAULT_PORT, "TCP port (0 = any free port).", min=0, max=65535)
@@ -133,15 +141,25 @@ class ServerConfig:
         "engine holds, and fewer threads hold it longer: on 2 cores one thread did not help (bench/RESULTS.md). "
         "A GPU ignores it.",
     )
-    bulk_nice: int = setting(
-        0,
+    bulk_threads: int | None = setting(
+        None,
+        min=1,
+        show_default="1 where --replicas is unset and gives one engine per core, else every core (torch's own count)",
+        help="On a CPU, the threads each bulk replica's stepped engine computes on (its worker's OMP_NUM_THREADS). "
+        "With --replicas N and N x threads at most the cores, the bulk engines compute side by side instead of "
+        "one engine's threads meeting at each of the model's operations. A GPU ignores it.",
+    )
+    bulk_nice: int | None = setting(
+        None,
         min=0,
         max=19,
         help="Beside an interactive replica, the bulk engines' worker processes run at this nice value (the "
-        "host's scheduling priority: higher yields the cores sooner), so a query's engine step and the server's "
-        "own work take the cores first: lower query latency for fewer bulk rows/s (on 2 cores, 10 took 5-9% of "
-        "them for 10-20 ms of p99). 0: the server's own priority. Needs an interactive replica (on shared "
-        "engines queries and bulk work run in the same steps).",
+        "host's scheduling priority: higher yields the cores sooner), so a query's engine step, the server and "
+        "the host's other processes take the cores first. Unset: 10 for bulk engines of one thread each "
+        "(--replicas unset on a small CPU), else 0: one engine's threads wait for each other when one is held "
+        "back, and on 2 cores 10 took 5-9% of its rows/s (bench/RESULTS.md). A worker at a lower priority leads "
+        "a session of its own, lowered too: with the kernel's autogroups a nice value weighs only within its "
+        "session. Needs an interactive replica (on shared engines queries and bulk work run in the same steps).",
     )
     max_queued_rows: int = setting(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_request_rows: int = setting(16384, "Rows per request at most.", min=1)
@@ -244,6 +262,11 @@ class ServerConfig:
             raise ValueError(
                 "--interactive-threads sets the threads of the interactive replica's stepped engine: it needs "
                 "--interactive-replica auto or on, and --engine-loop stepped or auto (async: vLLM binds its threads)"
+            )
+        if self.bulk_threads and self.engine_loop == "async":
+            raise ValueError(
+                "--bulk-threads sets the threads of the bulk replicas' stepped engines: it needs --engine-loop "
+                "stepped or auto (async: vLLM binds its threads)"
             )
         if self.bulk_nice and self.interactive_replica == "off":
             raise ValueError(

@@ -12,6 +12,7 @@ from pathlib import Path
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
 from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
+from embedtext.server.host.cpu_threads import SMALL_MACHINE_CORES, usable_cores
 from embedtext.server.models import load_model_spec, parse_model_arg
 
 CPU_INTERACTIVE_SLO_MS = 250.0
@@ -24,6 +25,9 @@ INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES = 2 * 1024**3
 # Of the interactive target, what a query may wait for others to share its step, by default on a
 # CPU beside an interactive replica: the rest is for that step and the way to and from it.
 GATHER_SHARE_OF_SLO = 0.3
+# Bulk engines of one thread each yield a core to a query's step without stalling each other: on a
+# small CPU they run at this nice value by default.
+SPLIT_BULK_NICE = 10
 
 
 def default_interactive_slo_ms(device: str) -> float:
@@ -46,6 +50,9 @@ class ResolvedSettings:
     interactive_replica_reason: str = ""  # for the start-up log
     interactive_gather_s: float = 0.0  # while bulk work runs, how long a query waits for others
     interactive_threads: int = 0  # threads the interactive replica's engine computes on (0: torch's own)
+    replicas: int = 1  # engines per model that run bulk work
+    split_reason: str = ""  # for the start-up log: why the bulk work runs on one engine per core
+    bulk_threads: int = 0  # threads each bulk replica's stepped engine computes on (0: torch's own)
     bulk_nice: int = 0  # the bulk engines' worker processes' nice value beside an interactive replica
 
     @property
@@ -82,12 +89,14 @@ class ResolvedSettings:
             interactive_slo_s=self.interactive_slo_s if paced else None,
             step_timeline=str(Path(config.step_timeline).absolute()) if self.stepped and config.step_timeline else None,
             switch_interval_s=config.switch_interval_ms / 1000.0 if config.switch_interval_ms else None,
-            compute_threads=self.interactive_threads if interactive and self.interactive_threads else None,
+            compute_threads=(self.interactive_threads if interactive else self.bulk_threads) or None,
             nice=0 if interactive else self.bulk_nice,
         )
 
 
-def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[str] | None = None) -> ResolvedSettings:
+def resolve(
+    config: ServerConfig, device: str | None = None, flags: frozenset[str] | None = None, cores: int | None = None
+) -> ResolvedSettings:
     """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one).
 
     - ``--engine-loop auto``: stepped. On a CPU vLLM's extra processes (async) cost start-up time
@@ -117,9 +126,17 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
       many threads; unset (0), on torch's own count, every core. Fewer did not help on 2 cores: the
       bulk engine's threads wait at each step for a core the queries' engine holds, and one
       thread's steps hold it longer (bench/RESULTS.md, the mixed suite's ``one_thread``).
-    - ``--bulk-nice``: the bulk engines' worker processes' nice value beside an interactive replica
-      with engines in worker processes (elsewhere an engine runs queries too). 0 by default: on 2
-      cores 10 took 5-9% of the bulk rows/s for 10-20 ms of query p99 (bench/RESULTS.md, stop 50).
+    - ``--replicas`` unset: on a CPU of at most ``SMALL_MACHINE_CORES`` cores beside a stepped
+      interactive replica (and ``--bulk-threads`` unset), one bulk engine per core, each on one
+      thread and at nice ``SPLIT_BULK_NICE``; elsewhere one engine. One engine's threads meet at
+      each of the model's operations, so while a query's step held one core the other waited; and
+      without the lower priority engines that never idle starved the host's other processes (a
+      query's own client among them). On 2 cores: bulk rows/s 1.05x of FIFO beside queries where
+      one engine made 0.92x, query p99 about 100 ms where it was 130 (bench/RESULTS.md, mixed,
+      stop 51). Larger CPUs keep one engine: not measured.
+    - ``--bulk-nice`` unset: ``SPLIT_BULK_NICE`` for the split engines above, else 0: one engine of
+      several threads lost 5-9% of its rows/s at nice 10 on 2 cores (stop 50). It applies beside
+      an interactive replica with engines in worker processes (elsewhere an engine runs queries too).
     - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
       ``flags`` (by default /proc/cpuinfo's).
 
@@ -134,8 +151,12 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     (True, 0.075, 0.0)
     >>> cpu.interactive_threads, resolve(ServerConfig(interactive_threads=1), "cpu").interactive_threads
     (0, 1)
-    >>> cpu.bulk_nice, resolve(ServerConfig(bulk_nice=10), "cpu").bulk_nice
-    (0, 10)
+    >>> small, large = resolve(ServerConfig(), "cpu", cores=2), resolve(ServerConfig(), "cpu", cores=8)
+    >>> [(r.replicas, r.bulk_threads, r.bulk_nice) for r in (small, large)]
+    [(2, 1, 10), (1, 0, 0)]
+    >>> told = resolve(ServerConfig(replicas=1, bulk_nice=5), "cpu", cores=2)
+    >>> (told.replicas, told.bulk_threads, told.bulk_nice)
+    (1, 0, 5)
     """
     vllm = config.engine == "vllm"
     if device is None:
@@ -149,7 +170,7 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
     if config.replica_processes != "auto":
         own_processes = config.replica_processes == "on"
     else:
-        own_processes = device == "cuda" and config.replicas > 1
+        own_processes = device == "cuda" and (config.replicas or 1) > 1
     word_cache = config.word_cache == "on" if config.word_cache != "auto" else device != "cuda"
     slo_ms = config.interactive_slo_ms
     if slo_ms is None:
@@ -165,8 +186,14 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
         gather_ms = GATHER_SHARE_OF_SLO * slo_ms if slo_s and interactive_replica and device == "cpu" else 0.0
     cpu_stepped_replica = interactive_replica and device == "cpu" and loop == "stepped"
     threads = (config.interactive_threads or 0) if cpu_stepped_replica else 0
+    cores = usable_cores() if cores is None else cores
+    split = cpu_stepped_replica and config.replicas is None and config.bulk_threads is None
+    split = split and 1 < cores <= SMALL_MACHINE_CORES
+    replicas = config.replicas or (cores if split else 1)
+    bulk_threads = 1 if split else (config.bulk_threads or 0) if device == "cpu" and loop == "stepped" else 0
     own_processes = own_processes or loop == "stepped"
-    bulk_nice = config.bulk_nice if interactive_replica and own_processes else 0
+    nice = config.bulk_nice if config.bulk_nice is not None else SPLIT_BULK_NICE if split else 0
+    bulk_nice = nice if interactive_replica and own_processes else 0
     return ResolvedSettings(
         device=device,
         engine_loop=loop,
@@ -181,6 +208,9 @@ def resolve(config: ServerConfig, device: str | None = None, flags: frozenset[st
         interactive_replica_reason=interactive_replica_reason,
         interactive_gather_s=gather_ms / 1000.0 if config.scheduling == "classes" else 0.0,
         interactive_threads=threads,
+        replicas=replicas,
+        split_reason=f"auto: a CPU of {cores} cores beside an interactive replica" if split else "",
+        bulk_threads=bulk_threads,
         bulk_nice=bulk_nice,
     )
 

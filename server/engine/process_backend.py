@@ -80,7 +80,12 @@ class EngineProcessBackend:
         try:
             # The worker's stdout/stderr are the server's: its log lines land in the server log.
             self._process = await asyncio.create_subprocess_exec(
-                *command, pass_fds=(theirs.fileno(),), stdin=asyncio.subprocess.DEVNULL, env=worker_env(self.settings)
+                *command,
+                pass_fds=(theirs.fileno(),),
+                stdin=asyncio.subprocess.DEVNULL,
+                env=worker_env(self.settings),
+                # A lower priority holds against the host's other sessions only from a session of its own.
+                start_new_session=bool(self.settings.nice),
             )
         finally:
             theirs.close()

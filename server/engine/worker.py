@@ -191,6 +191,27 @@ def _lower_priority(by: int) -> None:
             pass
 
 
+def _lower_session_priority(nice: int) -> None:
+    """Lower this worker's session against the host's other sessions: with the kernel's autogroups
+    (Linux's default outside cpu cgroups) a process's nice weighs only against its own session's,
+    and a session of busy engine threads takes cores from a query's client in another at equal
+    weight. The worker leads a session of its own (``start_new_session``) for this. Also dies with
+    the server that started it, as its session no longer does."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):  # not Linux: the socket's end still stops it
+        pass
+    if os.getsid(0) != os.getpid():
+        return
+    try:
+        with open("/proc/self/autogroup", "w") as autogroup:
+            autogroup.write(str(nice))
+    except OSError:  # no autogroups here (a cpu cgroup's weight rules instead)
+        pass
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m embedtext.server.engine.worker")
     parser.add_argument("--fd", type=int, required=True, help="this process's end of the server's socketpair")
@@ -206,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = EngineSettings(**json.loads(args.settings))
     if settings.nice:
         _lower_priority(settings.nice)
+        _lower_session_priority(settings.nice)
     logging.basicConfig(
         level=args.log_level.upper(), format=f"%(asctime)s %(levelname)s %(name)s[{os.getpid()}]: %(message)s"
     )

@@ -141,10 +141,15 @@ def test_a_worker_lowers_its_priority_as_told_before_its_threads_start(spec):
         try:
             np.testing.assert_array_equal(await backend.embed(ROWS[:1]), await backend.embed(ROWS[:1]))
             worker = psutil.Process(backend.pids[0])
-            return {thread.id: psutil.Process(thread.id).nice() for thread in worker.threads()}
+            session = os.getsid(worker.pid), Path(f"/proc/{worker.pid}/autogroup").read_text().split()  # noqa: ASYNC240
+            return {thread.id: psutil.Process(thread.id).nice() for thread in worker.threads()}, worker.pid, session
         finally:
             await backend.stop()
 
-    threads = _run(scenario())
+    threads, pid, (session, autogroup) = _run(scenario())
     assert len(threads) > 1, threads  # the worker's event loop started threads of its own
     assert set(threads.values()) == {min(os.nice(0) + 3, 19)}, threads
+    # Its session is its own and lowered too: against the host's other sessions it weighs as nice 3.
+    assert session == pid
+    if Path("/proc/sys/kernel/sched_autogroup_enabled").read_text().strip() == "1":
+        assert autogroup[-2:] == ["nice", "3"], autogroup

@@ -113,7 +113,7 @@ def test_interactive_replica_auto_starts_one_on_either_device(setting, device, s
     from embedtext.server.metrics import ServerMetrics
 
     config = ServerConfig(interactive_replica=setting)
-    resolved = resolve(config, device)
+    resolved = resolve(config, device, cores=8)  # one bulk engine: a small CPU's split is tested below
     assert resolved.interactive_replica is started
     assert resolved.interactive_replica_reason.startswith("auto" if setting == "auto" else "--interactive-replica")
     (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
@@ -181,7 +181,7 @@ def test_interactive_threads_reach_the_interactive_engine_alone(settings, device
     from embedtext.server.metrics import ServerMetrics
 
     config = ServerConfig(**settings)
-    resolved = resolve(config, device)
+    resolved = resolve(config, device, cores=8)
     assert resolved.interactive_threads == threads
     # The interactive replica's engine gets them, the bulk engines keep torch's own count.
     assert resolved.engine_settings(config, 0.2, interactive=True).compute_threads == (threads or None)
@@ -190,6 +190,73 @@ def test_interactive_threads_reach_the_interactive_engine_alone(settings, device
         (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
         assert runtime.interactive_threads == threads  # what Info reports
         runtime.tokenizers.close()
+
+
+@pytest.mark.parametrize(
+    ("settings", "device", "threads"),
+    [
+        ({}, "cpu", 0),  # torch's own count
+        ({"bulk_threads": 1}, "cpu", 1),  # as told
+        ({"bulk_threads": 1, "interactive_replica": "off"}, "cpu", 1),  # shared engines are bulk engines too
+        ({"bulk_threads": 1}, "cuda", 0),  # a GPU computes the steps
+        ({"bulk_threads": 1, "engine": "null"}, "cpu", 0),  # no vLLM engine
+    ],
+)
+def test_bulk_threads_reach_the_bulk_engines_alone(settings, device, threads):
+    config = ServerConfig(**settings)
+    resolved = resolve(config, device, cores=8)
+    assert resolved.bulk_threads == threads
+    assert resolved.engine_settings(config, 0.2).compute_threads == (threads or None)
+    # The interactive replica's engine keeps its own count (--interactive-threads).
+    assert resolved.engine_settings(config, 0.2, interactive=True).compute_threads is None
+
+
+@pytest.mark.parametrize(
+    ("settings", "device", "cores", "split"),
+    [
+        ({}, "cpu", 2, True),  # one engine per core, one thread each, at nice 10
+        ({}, "cpu", 1, False),  # one core: one engine
+        ({}, "cpu", 8, False),  # larger CPUs: not measured, one engine
+        ({}, "cuda", 2, False),  # a GPU computes the steps
+        ({"replicas": 1}, "cpu", 2, False),  # as told
+        ({"bulk_threads": 2}, "cpu", 2, False),
+        ({"interactive_replica": "off"}, "cpu", 2, False),  # shared engines run queries too
+        ({"engine_loop": "async"}, "cpu", 2, False),  # vLLM binds its own threads
+    ],
+)
+def test_a_small_cpu_runs_bulk_work_on_one_engine_per_core_at_a_lower_priority(settings, device, cores, split):
+    """Unset, --replicas on a CPU of 2 cores beside an interactive replica: a bulk engine per core on
+    one thread each, so none waits for another's thread while a query's step holds its core."""
+    from embedtext.server import app
+    from embedtext.server.metrics import ServerMetrics
+
+    config = ServerConfig(**settings)
+    resolved = resolve(config, device, cores=cores)
+    bulk = resolved.engine_settings(config, 0.2)
+    if split:
+        assert (resolved.replicas, bulk.compute_threads, bulk.nice) == (cores, 1, 10)
+        assert resolved.split_reason.startswith("auto")
+        # The queries' engine keeps every core, at the server's priority.
+        interactive = resolved.engine_settings(config, 0.2, interactive=True)
+        assert (interactive.compute_threads, interactive.nice) == (None, 0)
+    else:
+        assert resolved.replicas == (config.replicas or 1) and not resolved.split_reason
+        assert bulk.compute_threads == (settings.get("bulk_threads") if device == "cpu" else None)
+        assert bulk.nice == 0
+    if device == "cpu":
+        (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
+        bulk_replicas = [r for r in runtime.supervisor.replicas if not r.interactive_only]
+        assert len(bulk_replicas) == resolved.replicas
+        runtime.tokenizers.close()
+    told = resolve(ServerConfig(**settings, bulk_nice=0), device, cores=cores) if "bulk_nice" not in settings else None
+    if told is not None and split:
+        assert told.bulk_nice == 0 and told.replicas == cores  # the priority as told, the split still
+
+
+def test_bulk_threads_need_a_stepped_engine():
+    with pytest.raises(ValueError, match="--bulk-threads sets the threads of the bulk replicas' stepped engines"):
+        ServerConfig(bulk_threads=1, engine_loop="async")
+    ServerConfig(engine_loop="async")  # unset: fine
 
 
 @pytest.mark.parametrize("settings", [{"interactive_replica": "off"}, {"engine_loop": "async"}])
@@ -387,7 +454,7 @@ def test_with_the_gpu_build_installed_torch_says_where_the_engines_run(monkeypat
 @pytest.mark.parametrize(
     ("settings", "device", "nice"),
     [
-        ({}, "cpu", 0),  # by default: it cost bulk work more than the queries gained on 2 cores
+        ({}, "cpu", 0),  # one engine by default: it cost bulk work more than the queries gained on 2 cores
         ({"bulk_nice": 10}, "cpu", 10),  # as told: a query's step takes a core from the bulk engine at once
         ({"bulk_nice": 19}, "cpu", 19),
         ({"bulk_nice": 5}, "cuda", 5),
@@ -396,7 +463,7 @@ def test_with_the_gpu_build_installed_torch_says_where_the_engines_run(monkeypat
 )
 def test_bulk_engines_run_at_a_lower_priority_beside_an_interactive_replica_when_told(settings, device, nice):
     config = ServerConfig(**settings)
-    resolved = resolve(config, device)
+    resolved = resolve(config, device, cores=8)  # one bulk engine (a small CPU's split engines: above)
     assert resolved.bulk_nice == nice
     assert resolved.engine_settings(config, 0.2).nice == nice
     assert resolved.engine_settings(config, 0.2, interactive=True).nice == 0  # the queries' engine keeps it
