@@ -87,7 +87,8 @@ def _progress(t0: float, message: str) -> None:
     "--mixed-modes",
     default=None,
     help="Mixed suite: its servers, comma-separated, fifo among them (classes, unpaced, paced, short_switch, "
-    "interactive_replica, no_gather, long_gather, bulk_nice, one_thread, full_batches, short_turns, fifo); "
+    "interactive_replica, no_gather, long_gather, bulk_nice, one_thread, one_bulk_engine, split_same_priority, "
+    "full_batches, short_turns, fifo); "
     "a paced mode with _slo<ms> after its name holds that target (classes_slo500) "
     "[default: interactive_replica,classes,fifo on a CPU; interactive_replica,classes,unpaced,fifo on a GPU].",
 )

