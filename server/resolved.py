@@ -131,11 +131,11 @@ def resolve(
       thread and at nice ``SPLIT_BULK_NICE``; elsewhere one engine. One engine's threads meet at
       each of the model's operations, so while a query's step held one core the other waited; and
       without the lower priority engines that never idle starved the host's other processes (a
-      query's own client among them). On 2 cores: bulk rows/s 1.05x of FIFO beside queries where
-      one engine made 0.92x, query p99 about 100 ms where it was 130 (bench/RESULTS.md, mixed,
-      stop 51). Larger CPUs keep one engine: not measured.
+      query's own client among them). On 2 cores the split ran more bulk rows/s beside queries,
+      and answered them sooner (bench/RESULTS.md, mixed, stop 51). Larger CPUs keep one engine:
+      not measured.
     - ``--bulk-nice`` unset: ``SPLIT_BULK_NICE`` for the split engines above, else 0: one engine of
-      several threads lost 5-9% of its rows/s at nice 10 on 2 cores (stop 50). It applies beside
+      several threads lost bulk rows/s at nice 10 on 2 cores (stop 50). It applies beside
       an interactive replica with engines in worker processes (elsewhere an engine runs queries too).
     - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
       ``flags`` (by default /proc/cpuinfo's).
