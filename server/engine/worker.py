@@ -167,13 +167,22 @@ async def _main(args: argparse.Namespace, settings: EngineSettings) -> int:
         writer.close()
 
 
-def _name_this_process(name: str) -> None:
+PR_SET_PDEATHSIG = 1
+PR_SET_NAME = 15
+
+
+def _prctl(option: int, value: int | bytes) -> None:
+    """Linux's prctl for this process; elsewhere nothing (each caller says what then stands)."""
     try:
         import ctypes
 
-        ctypes.CDLL(None).prctl(15, name.encode()[:15], 0, 0, 0)  # PR_SET_NAME
-    except (OSError, AttributeError):  # not Linux: keep "python"
+        ctypes.CDLL(None).prctl(option, value, 0, 0, 0)
+    except (OSError, AttributeError):  # not Linux
         pass
+
+
+def _name_this_process(name: str) -> None:
+    _prctl(PR_SET_NAME, name.encode()[:15])  # not Linux: keep "python"
 
 
 def _lower_priority(by: int) -> None:
@@ -197,12 +206,7 @@ def _lower_session_priority(nice: int) -> None:
     and a session of busy engine threads takes cores from a query's client in another at equal
     weight. The worker leads a session of its own (``start_new_session``) for this. Also dies with
     the server that started it, as its session no longer does."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):  # not Linux: the socket's end still stops it
-        pass
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # not Linux: the socket's end still stops it
     if os.getsid(0) != os.getpid():
         return
     try:

@@ -248,8 +248,8 @@ def test_a_small_cpu_runs_bulk_work_on_one_engine_per_core_at_a_lower_priority(s
         bulk_replicas = [r for r in runtime.supervisor.replicas if not r.interactive_only]
         assert len(bulk_replicas) == resolved.replicas
         runtime.tokenizers.close()
-    told = resolve(ServerConfig(**settings, bulk_nice=0), device, cores=cores) if "bulk_nice" not in settings else None
-    if told is not None and split:
+    if split:
+        told = resolve(ServerConfig(**settings, bulk_nice=0), device, cores=cores)
         assert told.bulk_nice == 0 and told.replicas == cores  # the priority as told, the split still
 
 
