@@ -67,6 +67,8 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
         )
     elif resolved.bulk_threads:
         log.info("the bulk engines' threads: %d each (--bulk-threads)", resolved.bulk_threads)
+    if resolved.split_declined:
+        log.warning("bulk work on %d engine (%s)", resolved.replicas, resolved.split_declined)
     if resolved.bulk_nice:
         log.info(
             "the bulk engines' worker processes run at nice %d, each in a session of its own: queries' steps, the "

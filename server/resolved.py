@@ -13,7 +13,8 @@ from embedtext.server.config import ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
 from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
 from embedtext.server.host.cpu_threads import SMALL_MACHINE_CORES, usable_cores
-from embedtext.server.models import load_model_spec, parse_model_arg
+from embedtext.server.host.memory import CPU_ENGINE_BYTES, available_memory_bytes
+from embedtext.server.models import ModelSpec, load_model_spec, parse_model_arg
 
 CPU_INTERACTIVE_SLO_MS = 250.0
 GPU_INTERACTIVE_SLO_MS = 20.0
@@ -52,6 +53,7 @@ class ResolvedSettings:
     interactive_threads: int = 0  # threads the interactive replica's engine computes on (0: torch's own)
     replicas: int = 1  # engines per model that run bulk work
     split_reason: str = ""  # for the start-up log: why the bulk work runs on one engine per core
+    split_declined: str = ""  # for the start-up log: why a small CPU's bulk work stays on one engine
     bulk_threads: int = 0  # threads each bulk replica's stepped engine computes on (0: torch's own)
     bulk_nice: int = 0  # the bulk engines' worker processes' nice value beside an interactive replica
 
@@ -95,7 +97,11 @@ class ResolvedSettings:
 
 
 def resolve(
-    config: ServerConfig, device: str | None = None, flags: frozenset[str] | None = None, cores: int | None = None
+    config: ServerConfig,
+    device: str | None = None,
+    flags: frozenset[str] | None = None,
+    cores: int | None = None,
+    memory_bytes: int | None = None,
 ) -> ResolvedSettings:
     """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one).
 
@@ -133,7 +139,9 @@ def resolve(
       without the lower priority engines that never idle starved the host's other processes (a
       query's own client among them). On 2 cores the split ran more bulk rows/s beside queries,
       and answered them sooner (bench/RESULTS.md, mixed, stop 51). Larger CPUs keep one engine:
-      not measured.
+      not measured. So does a host whose available memory (``memory_bytes``, by default the
+      kernel's MemAvailable within the cgroup's limit) is less than the split's engines take, at
+      ``CPU_ENGINE_BYTES`` and the model's weights each.
     - ``--bulk-nice`` unset: ``SPLIT_BULK_NICE`` for the split engines above, else 0: one engine of
       several threads lost bulk rows/s at nice 10 on 2 cores (stop 50). It applies beside
       an interactive replica with engines in worker processes (elsewhere an engine runs queries too).
@@ -151,9 +159,12 @@ def resolve(
     (True, 0.075, 0.0)
     >>> cpu.interactive_threads, resolve(ServerConfig(interactive_threads=1), "cpu").interactive_threads
     (0, 1)
-    >>> small, large = resolve(ServerConfig(), "cpu", cores=2), resolve(ServerConfig(), "cpu", cores=8)
+    >>> small = resolve(ServerConfig(), "cpu", cores=2, memory_bytes=16 * 1024**3)
+    >>> large = resolve(ServerConfig(), "cpu", cores=8)
     >>> [(r.replicas, r.bulk_threads, r.bulk_nice) for r in (small, large)]
     [(2, 1, 10), (1, 0, 0)]
+    >>> resolve(ServerConfig(), "cpu", cores=2, memory_bytes=4 * 1024**3).replicas  # three engines would not fit
+    1
     >>> told = resolve(ServerConfig(replicas=1, bulk_nice=5), "cpu", cores=2)
     >>> (told.replicas, told.bulk_threads, told.bulk_nice)
     (1, 0, 5)
@@ -189,6 +200,8 @@ def resolve(
     cores = usable_cores() if cores is None else cores
     split = cpu_stepped_replica and config.replicas is None and config.bulk_threads is None
     split = split and 1 < cores <= SMALL_MACHINE_CORES
+    split_declined = _split_declined(config, cores, memory_bytes) if split else ""
+    split = split and not split_declined
     replicas = config.replicas or (cores if split else 1)
     bulk_threads = 1 if split else (config.bulk_threads or 0) if device == "cpu" and loop == "stepped" else 0
     own_processes = own_processes or loop == "stepped"
@@ -210,6 +223,7 @@ def resolve(
         interactive_threads=threads,
         replicas=replicas,
         split_reason=f"auto: a CPU of {cores} cores beside an interactive replica" if split else "",
+        split_declined=split_declined,
         bulk_threads=bulk_threads,
         bulk_nice=bulk_nice,
     )
@@ -223,9 +237,7 @@ def _interactive_replica(config: ServerConfig, device: str) -> tuple[bool, str]:
         return False, "auto: off for the null engine"
     if config.scheduling != "classes":
         return False, "auto: off without latency classes"
-    for arg in config.models:
-        name, source = parse_model_arg(arg)
-        spec = load_model_spec(source, name)
+    for spec in _model_specs(config):
         if spec.weight_bytes > INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES:
             return False, (
                 f"auto: off, {spec.name}'s weights take {spec.weight_bytes / 1024**3:.1f} GiB "
@@ -233,3 +245,22 @@ def _interactive_replica(config: ServerConfig, device: str) -> tuple[bool, str]:
                 "bulk batches need"
             )
     return True, "auto: queries run on an engine of their own"
+
+
+def _split_declined(config: ServerConfig, cores: int, memory_bytes: int | None) -> str:
+    """Why a small CPU's bulk work stays on one engine (empty: it may split): the engines of a bulk
+    engine per core, and each model's interactive one, would not fit in the available memory."""
+    engines = cores + 1
+    need = sum(engines * (CPU_ENGINE_BYTES + spec.weight_bytes) for spec in _model_specs(config))
+    available = available_memory_bytes() if memory_bytes is None else memory_bytes
+    if available is None or available >= need:
+        return ""
+    return (
+        f"auto: one bulk engine, not one per core: {engines * len(config.models)} engines would take about "
+        f"{need / 1024**3:.1f} GiB and this host has {available / 1024**3:.1f} GiB available (--replicas sets "
+        "the count)"
+    )
+
+
+def _model_specs(config: ServerConfig) -> list[ModelSpec]:
+    return [load_model_spec(source, name) for name, source in map(parse_model_arg, config.models)]

@@ -6,6 +6,8 @@ import pytest
 from embedtext.server.config import ServerConfig
 from embedtext.server.resolved import resolve
 
+ROOMY = 64 * 1024**3  # memory for any split the tests ask for
+
 
 def test_loopback_and_uds_are_allowed():
     assert ServerConfig().address == "127.0.0.1:50051"
@@ -231,8 +233,9 @@ def test_a_small_cpu_runs_bulk_work_on_one_engine_per_core_at_a_lower_priority(s
     from embedtext.server.metrics import ServerMetrics
 
     config = ServerConfig(**settings)
-    resolved = resolve(config, device, cores=cores)
+    resolved = resolve(config, device, cores=cores, memory_bytes=ROOMY)
     bulk = resolved.engine_settings(config, 0.2)
+    assert not resolved.split_declined
     if split:
         assert (resolved.replicas, bulk.compute_threads, bulk.nice) == (cores, 1, 10)
         assert resolved.split_reason.startswith("auto")
@@ -251,6 +254,32 @@ def test_a_small_cpu_runs_bulk_work_on_one_engine_per_core_at_a_lower_priority(s
     if split:
         told = resolve(ServerConfig(**settings, bulk_nice=0), device, cores=cores)
         assert told.bulk_nice == 0 and told.replicas == cores  # the priority as told, the split still
+
+
+def test_a_small_cpu_keeps_one_bulk_engine_where_the_split_would_not_fit_in_memory(tiny_model_dir, caplog):
+    """Each engine takes CPU_ENGINE_BYTES and its weights: with less memory available than the split's
+    engines need, the bulk work stays on one engine, and the start-up log says why."""
+    import logging
+
+    from embedtext.server import app
+    from embedtext.server.host.memory import CPU_ENGINE_BYTES
+    from embedtext.server.metrics import ServerMetrics
+    from embedtext.server.models import load_model_spec
+
+    config = ServerConfig(models=(f"tiny={tiny_model_dir}",))
+    need = 3 * (CPU_ENGINE_BYTES + load_model_spec(str(tiny_model_dir)).weight_bytes)  # 2 bulk, 1 interactive
+    assert resolve(config, "cpu", cores=2, memory_bytes=need).replicas == 2
+    short = resolve(config, "cpu", cores=2, memory_bytes=need - 1)
+    assert (short.replicas, short.bulk_threads, short.bulk_nice, short.split_reason) == (1, 0, 0, "")
+    assert "3 engines would take about" in short.split_declined and "--replicas" in short.split_declined
+    two_models = ServerConfig(models=(f"a={tiny_model_dir}", f"b={tiny_model_dir}"))
+    assert resolve(two_models, "cpu", cores=2, memory_bytes=need).replicas == 1  # each model has its engines
+    assert resolve(ServerConfig(models=config.models, replicas=2), "cpu", cores=2, memory_bytes=1).replicas == 2
+    with caplog.at_level(logging.WARNING, logger="embedtext.server"):
+        (runtime,) = app.build_runtimes(config, short, ServerMetrics())
+    runtime.tokenizers.close()
+    assert [r.interactive_only for r in runtime.supervisor.replicas] == [False, True]
+    assert any(short.split_declined in record.getMessage() for record in caplog.records)
 
 
 def test_bulk_threads_need_a_stepped_engine():
