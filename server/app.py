@@ -23,7 +23,7 @@ from embedtext.server.loop_lag import LoopLag
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models import load_model_spec, parse_model_arg
 from embedtext.server.replicas import stop_side_by_side
-from embedtext.server.resolved import ResolvedSettings, resolve
+from embedtext.server.resolved import DECLINED, ResolvedSettings, resolve
 from embedtext.server.runtime import ModelRuntime
 from embedtext.server.security import TokenAuthInterceptor, server_credentials
 from embedtext.server.servicer import EmbeddingServicer, add_service
@@ -56,7 +56,12 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
             config.replicas,
         )
     else:
-        log.info("no interactive replica (%s)", resolved.interactive_replica_reason)
+        declined = resolved.interactive_replica_reason.startswith(DECLINED)
+        log.log(
+            logging.WARNING if declined else logging.INFO,
+            "no interactive replica (%s)",
+            resolved.interactive_replica_reason,
+        )
     if resolved.split_reason:
         log.info(
             "bulk work on %d engines of %d thread each (%s): no engine's threads wait for each other while a "

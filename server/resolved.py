@@ -29,6 +29,8 @@ GATHER_SHARE_OF_SLO = 0.3
 # Bulk engines of one thread each yield a core to a query's step without stalling each other: on a
 # small CPU they run at this nice value by default.
 SPLIT_BULK_NICE = 10
+# How an auto setting's reason begins where the host's memory turned it off (the log warns of it).
+DECLINED = "auto: off, "
 
 
 def default_interactive_slo_ms(device: str) -> float:
@@ -122,7 +124,8 @@ def resolve(
       of its own waits for no bulk step, and the bulk engines step unpaced: both faster than the
       shared engine paced for queries, on a GPU and on a 2-core CPU, whose two engines share its
       cores (bench/results/gpu-mixed-quick-h200-replica.json, cpu-mixed-quick-target-size.json).
-      Off for models over 2 GiB of weights, whose second copy takes the memory bulk batches need.
+      Off for models over 2 GiB of weights, whose second copy takes the memory bulk batches need;
+      on a CPU, also where the host's available memory would not hold both engines (below).
     - ``--interactive-gather-ms`` unset: on a CPU beside an interactive replica, 30% of the target
       (75 ms of 250): each query's own step there carries the model's fixed work, which takes cores
       from the bulk engine; queries that come close together then share one step. 0 elsewhere: a
@@ -165,6 +168,8 @@ def resolve(
     [(2, 1, 10), (1, 0, 0)]
     >>> resolve(ServerConfig(), "cpu", cores=2, memory_bytes=4 * 1024**3).replicas  # three engines would not fit
     1
+    >>> resolve(ServerConfig(), "cpu", cores=2, memory_bytes=3 * 1024**3).interactive_replica  # nor would two
+    False
     >>> told = resolve(ServerConfig(replicas=1, bulk_nice=5), "cpu", cores=2)
     >>> (told.replicas, told.bulk_threads, told.bulk_nice)
     (1, 0, 5)
@@ -190,7 +195,9 @@ def resolve(
     if memory is None:
         memory = GPU_MEMORY_FRACTION if device == "cuda" else CPU_MEMORY_FRACTION
     eager, eager_reason = eager_engine(config.enforce_eager, device, flags) if vllm else (False, "null engine")
-    interactive_replica, interactive_replica_reason = _interactive_replica(config, device)
+    if memory_bytes is None and device == "cpu" and vllm:
+        memory_bytes = available_memory_bytes()
+    interactive_replica, interactive_replica_reason = _interactive_replica(config, device, memory_bytes)
     slo_s = slo_ms / 1000.0 if slo_ms and config.scheduling == "classes" else None
     gather_ms = config.interactive_gather_ms
     if gather_ms is None:
@@ -229,7 +236,7 @@ def resolve(
     )
 
 
-def _interactive_replica(config: ServerConfig, device: str) -> tuple[bool, str]:
+def _interactive_replica(config: ServerConfig, device: str, memory_bytes: int | None) -> tuple[bool, str]:
     """Whether each model gets an interactive replica, and why (``--interactive-replica``)."""
     if config.interactive_replica != "auto":
         return config.interactive_replica == "on", f"--interactive-replica {config.interactive_replica}"
@@ -240,25 +247,32 @@ def _interactive_replica(config: ServerConfig, device: str) -> tuple[bool, str]:
     for spec in _model_specs(config):
         if spec.weight_bytes > INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES:
             return False, (
-                f"auto: off, {spec.name}'s weights take {spec.weight_bytes / 1024**3:.1f} GiB "
+                f"{DECLINED}{spec.name}'s weights take {spec.weight_bytes / 1024**3:.1f} GiB "
                 f"(over {INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES / 1024**3:g}): a second copy would take the memory "
                 "bulk batches need"
             )
+    short = _memory_short(config, (config.replicas or 1) + 1, memory_bytes) if device == "cpu" else ""
+    if short:
+        return False, f"{DECLINED}{short}; queries share the bulk engines"
     return True, "auto: queries run on an engine of their own"
 
 
 def _split_declined(config: ServerConfig, cores: int, memory_bytes: int | None) -> str:
     """Why a small CPU's bulk work stays on one engine (empty: it may split): the engines of a bulk
     engine per core, and each model's interactive one, would not fit in the available memory."""
-    engines = cores + 1
+    short = _memory_short(config, cores + 1, memory_bytes)
+    return f"auto: one bulk engine, not one per core: {short} (--replicas sets the count)" if short else ""
+
+
+def _memory_short(config: ServerConfig, engines: int, memory_bytes: int | None) -> str:
+    """Empty where ``engines`` CPU engines of each model fit in ``memory_bytes`` (unknown: they do),
+    at ``CPU_ENGINE_BYTES`` and the model's weights each; else what they need against what there is."""
     need = sum(engines * (CPU_ENGINE_BYTES + spec.weight_bytes) for spec in _model_specs(config))
-    available = available_memory_bytes() if memory_bytes is None else memory_bytes
-    if available is None or available >= need:
+    if memory_bytes is None or memory_bytes >= need:
         return ""
     return (
-        f"auto: one bulk engine, not one per core: {engines * len(config.models)} engines would take about "
-        f"{need / 1024**3:.1f} GiB and this host has {available / 1024**3:.1f} GiB available (--replicas sets "
-        "the count)"
+        f"{engines * len(config.models)} engines would take about {need / 1024**3:.1f} GiB where "
+        f"{memory_bytes / 1024**3:.1f} GiB is available to the server"
     )
 
 

@@ -282,6 +282,34 @@ def test_a_small_cpu_keeps_one_bulk_engine_where_the_split_would_not_fit_in_memo
     assert any(short.split_declined in record.getMessage() for record in caplog.records)
 
 
+def test_a_cpu_without_memory_for_a_second_engine_runs_queries_on_the_bulk_engine(tiny_model_dir, caplog):
+    """--interactive-replica auto on a CPU: off where the available memory would not hold both engines."""
+    import logging
+
+    from embedtext.server import app
+    from embedtext.server.host.memory import CPU_ENGINE_BYTES
+    from embedtext.server.metrics import ServerMetrics
+    from embedtext.server.models import load_model_spec
+    from embedtext.server.resolved import DECLINED
+
+    models = (f"tiny={tiny_model_dir}",)
+    config = ServerConfig(models=models)
+    two = 2 * (CPU_ENGINE_BYTES + load_model_spec(str(tiny_model_dir)).weight_bytes)
+    assert resolve(config, "cpu", cores=8, memory_bytes=two).interactive_replica
+    short = resolve(config, "cpu", cores=2, memory_bytes=two - 1)
+    assert not short.interactive_replica and short.interactive_replica_reason.startswith(DECLINED)
+    assert "2 engines would take about" in short.interactive_replica_reason
+    assert (short.replicas, short.split_declined, short.bulk_nice) == (1, "", 0)  # no split without it
+    assert not resolve(ServerConfig(models=models, replicas=2), "cpu", cores=8, memory_bytes=two).interactive_replica
+    assert resolve(ServerConfig(models=models, interactive_replica="on"), "cpu", memory_bytes=1).interactive_replica
+    assert resolve(config, "cuda", memory_bytes=1).interactive_replica  # a GPU's engines hold device memory
+    with caplog.at_level(logging.WARNING, logger="embedtext.server"):
+        (runtime,) = app.build_runtimes(config, short, ServerMetrics())
+    runtime.tokenizers.close()
+    assert [r.interactive_only for r in runtime.supervisor.replicas] == [False]
+    assert any(short.interactive_replica_reason in record.getMessage() for record in caplog.records)
+
+
 def test_bulk_threads_need_a_stepped_engine():
     with pytest.raises(ValueError, match="--bulk-threads sets the threads of the bulk replicas' stepped engines"):
         ServerConfig(bulk_threads=1, engine_loop="async")
