@@ -74,6 +74,13 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
         log.info("the bulk engines' threads: %d each (--bulk-threads)", resolved.bulk_threads)
     if resolved.split_declined:
         log.warning("bulk work on %d engine (%s)", resolved.replicas, resolved.split_declined)
+    if resolved.memory_short:
+        several = resolved.replicas + resolved.interactive_replica > 1
+        log.warning(
+            "too little memory: %s; the kernel may stop an engine for it (its error then says 'killed by SIGKILL'). %s",
+            resolved.memory_short,
+            "Fewer engines: --replicas 1, --interactive-replica off" if several else "A smaller model, or more memory",
+        )
     if resolved.bulk_nice:
         log.info(
             "the bulk engines' worker processes run at nice %d, each in a session of its own: queries' steps, the "

@@ -72,12 +72,13 @@ def serve_command(**kwargs) -> None:
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if config.log_level.upper() != "DEBUG" else "DEBUG")
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("VLLM_DO_NOT_TRACK", "1")
+    from embedtext.server.engine.base import EngineStartError
     from embedtext.server.host.allocator import AllocatorError
     from embedtext.server.models import ModelSourceError
 
     try:
         asyncio.run(serve(config))
-    except (ModelSourceError, AllocatorError) as exc:
+    except (ModelSourceError, AllocatorError, EngineStartError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:
         pass

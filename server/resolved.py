@@ -56,6 +56,7 @@ class ResolvedSettings:
     replicas: int = 1  # engines per model that run bulk work
     split_reason: str = ""  # for the start-up log: why the bulk work runs on one engine per core
     split_declined: str = ""  # for the start-up log: why a small CPU's bulk work stays on one engine
+    memory_short: str = ""  # for the start-up log: a CPU's engines as chosen need more memory than there is
     bulk_threads: int = 0  # threads each bulk replica's stepped engine computes on (0: torch's own)
     bulk_nice: int = 0  # the bulk engines' worker processes' nice value beside an interactive replica
 
@@ -195,7 +196,8 @@ def resolve(
     if memory is None:
         memory = GPU_MEMORY_FRACTION if device == "cuda" else CPU_MEMORY_FRACTION
     eager, eager_reason = eager_engine(config.enforce_eager, device, flags) if vllm else (False, "null engine")
-    if memory_bytes is None and device == "cpu" and vllm:
+    cpu_engines = device == "cpu" and vllm
+    if memory_bytes is None and cpu_engines:
         memory_bytes = available_memory_bytes()
     interactive_replica, interactive_replica_reason = _interactive_replica(config, device, memory_bytes)
     slo_s = slo_ms / 1000.0 if slo_ms and config.scheduling == "classes" else None
@@ -231,6 +233,7 @@ def resolve(
         replicas=replicas,
         split_reason=f"auto: a CPU of {cores} cores beside an interactive replica" if split else "",
         split_declined=split_declined,
+        memory_short=_memory_short(config, replicas + interactive_replica, memory_bytes) if cpu_engines else "",
         bulk_threads=bulk_threads,
         bulk_nice=bulk_nice,
     )
@@ -267,11 +270,14 @@ def _split_declined(config: ServerConfig, cores: int, memory_bytes: int | None) 
 def _memory_short(config: ServerConfig, engines: int, memory_bytes: int | None) -> str:
     """Empty where ``engines`` CPU engines of each model fit in ``memory_bytes`` (unknown: they do),
     at ``CPU_ENGINE_BYTES`` and the model's weights each; else what they need against what there is."""
-    need = sum(engines * (CPU_ENGINE_BYTES + spec.weight_bytes) for spec in _model_specs(config))
-    if memory_bytes is None or memory_bytes >= need:
+    if memory_bytes is None:
         return ""
+    need = sum(engines * (CPU_ENGINE_BYTES + spec.weight_bytes) for spec in _model_specs(config))
+    if memory_bytes >= need:
+        return ""
+    count = engines * len(config.models)
     return (
-        f"{engines * len(config.models)} engines would take about {need / 1024**3:.1f} GiB where "
+        f"{count} engine{'s' if count > 1 else ''} would take about {need / 1024**3:.1f} GiB where "
         f"{memory_bytes / 1024**3:.1f} GiB is available to the server"
     )
 

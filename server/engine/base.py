@@ -25,6 +25,10 @@ class ReplicaDeadError(Exception):
     """The engine behind a replica died; its batches may be retried elsewhere."""
 
 
+class EngineStartError(RuntimeError):
+    """An engine did not start; the message says why (its own error, or how its process ended)."""
+
+
 class EngineRequestError(Exception):
     """The engine refused a request (bad input it validated itself)."""
 

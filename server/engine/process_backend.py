@@ -20,6 +20,7 @@ import itertools
 import json
 import logging
 import os
+import signal
 import socket
 import sys
 from collections.abc import Mapping
@@ -27,13 +28,20 @@ from collections.abc import Mapping
 import numpy as np
 
 from embedtext.server.engine import frames
-from embedtext.server.engine.base import WORKER_NAME, EngineRequestError, EngineSettings, ReplicaDeadError
+from embedtext.server.engine.base import (
+    WORKER_NAME,
+    EngineRequestError,
+    EngineSettings,
+    EngineStartError,
+    ReplicaDeadError,
+)
 from embedtext.server.models import ModelSpec, spec_to_json
 from embedtext.server.pacing import PaceReport
 
 log = logging.getLogger(__name__)
 
 _STOP_GRACE_S = 60.0  # an engine's own shutdown takes seconds; past this the worker is killed
+_EXIT_WAIT_S = 2.0  # a worker whose socket closed at start has as long to exit, for its status in the error
 
 
 class EngineProcessBackend:
@@ -108,8 +116,10 @@ class EngineProcessBackend:
         if first is None or first.kind != frames.READY:
             if first is not None and first.kind == frames.FAILED:
                 why = first.payload.decode(errors="replace")
+            elif first is None:
+                why += f" ({_ending(await self._exit_status(within_s=_EXIT_WAIT_S))})"
             await self._reap(kill=True)
-            raise RuntimeError(f"{self.name}'s engine process did not start: {why}")
+            raise EngineStartError(f"{self.name}'s engine process did not start: {why}")
         self._engine_pids = list(json.loads(first.payload).get("pids", []))
         self._engine_processes = _process_trees(self._engine_pids)
         self._reader_task = asyncio.create_task(self._read_replies(self._reader), name=f"replies-{self.name}")
@@ -206,6 +216,13 @@ class EngineProcessBackend:
             self._reader_task.cancel()
             await asyncio.gather(self._reader_task, return_exceptions=True)
 
+    async def _exit_status(self, within_s: float) -> int | None:
+        """The worker's exit status once it has exited on its own within ``within_s``; else None."""
+        try:
+            return await asyncio.wait_for(self._process.wait(), within_s)
+        except TimeoutError:
+            return None
+
     async def _reap(self, kill: bool) -> None:
         """Wait for the worker to exit; past the grace period (or at once with ``kill``) end it,
         and its engine processes with it."""
@@ -228,6 +245,24 @@ class EngineProcessBackend:
         except ProcessLookupError:
             pass
         await process.wait()
+
+
+def _ending(status: int | None) -> str:
+    """How a worker's process ended, in words, from its exit status.
+
+    >>> _ending(-9)
+    "killed by SIGKILL: the kernel's out-of-memory killer sends it where memory runs out"
+    >>> _ending(1), _ending(None)
+    ('exit status 1', 'still running: its socket closed')
+    """
+    if status is None:
+        return "still running: its socket closed"
+    if status >= 0:
+        return f"exit status {status}"
+    name = signal.Signals(-status).name if -status in signal.valid_signals() else f"signal {-status}"
+    if -status == signal.SIGKILL:
+        return f"killed by {name}: the kernel's out-of-memory killer sends it where memory runs out"
+    return f"killed by {name}"
 
 
 def worker_env(settings: EngineSettings, environ: Mapping[str, str] = os.environ) -> dict[str, str]:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embedtext.server.engine.base import WORKER_NAME, EngineSettings, ReplicaDeadError
+from embedtext.server.engine.base import WORKER_NAME, EngineSettings, EngineStartError, ReplicaDeadError
 from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.engine.process_backend import EngineProcessBackend
 from embedtext.server.models import load_model_spec
@@ -101,6 +101,22 @@ def test_a_worker_that_cannot_start_says_why(spec, tmp_path):
         return backend.alive
 
     assert _run(scenario()) is False
+
+
+def test_a_worker_killed_before_it_was_ready_says_how_it_ended(spec):
+    """SIGKILL is what the kernel's out-of-memory killer sends: the error names it and its usual cause."""
+
+    async def scenario():
+        backend = EngineProcessBackend(spec, SETTINGS, name="tiny/0", engine="null")
+        await backend.spawn()
+        os.kill(backend.pids[0], signal.SIGKILL)
+        await asyncio.wait_for(backend._process.wait(), 60)
+        with pytest.raises(EngineStartError, match="did not start: it exited before it was ready") as raised:
+            await backend.start()
+        return str(raised.value), backend.alive
+
+    message, alive = _run(scenario())
+    assert "killed by SIGKILL: the kernel's out-of-memory killer" in message and not alive
 
 
 def _catches_sigterm(pid: int) -> bool:

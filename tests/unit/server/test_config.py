@@ -308,6 +308,31 @@ def test_a_cpu_without_memory_for_a_second_engine_runs_queries_on_the_bulk_engin
     runtime.tokenizers.close()
     assert [r.interactive_only for r in runtime.supervisor.replicas] == [False]
     assert any(short.interactive_replica_reason in record.getMessage() for record in caplog.records)
+    assert not short.memory_short  # the engine it keeps fits
+
+
+def test_a_cpu_without_memory_for_its_engines_warns_at_start(tiny_model_dir, caplog):
+    """Engines as told (or the one a CPU keeps) that would not fit: the server starts them, and its log says so."""
+    import logging
+
+    from embedtext.server import app
+    from embedtext.server.host.memory import CPU_ENGINE_BYTES
+    from embedtext.server.metrics import ServerMetrics
+    from embedtext.server.models import load_model_spec
+
+    models = (f"tiny={tiny_model_dir}",)
+    one = CPU_ENGINE_BYTES + load_model_spec(str(tiny_model_dir)).weight_bytes
+    assert not resolve(ServerConfig(models=models), "cpu", cores=8, memory_bytes=one).memory_short
+    short = resolve(ServerConfig(models=models), "cpu", cores=8, memory_bytes=one - 1)
+    assert (short.replicas, short.interactive_replica) == (1, False)
+    assert short.memory_short.startswith("1 engine would take about")
+    told = resolve(ServerConfig(models=models, replicas=2, interactive_replica="on"), "cpu", memory_bytes=3 * one - 1)
+    assert told.memory_short.startswith("3 engines would take about")
+    assert not resolve(ServerConfig(models=models, replicas=2), "cuda", memory_bytes=1).memory_short
+    with caplog.at_level(logging.WARNING, logger="embedtext.server"):
+        (runtime,) = app.build_runtimes(ServerConfig(models=models), short, ServerMetrics())
+    runtime.tokenizers.close()
+    assert any(short.memory_short in record.getMessage() for record in caplog.records)
 
 
 def test_bulk_threads_need_a_stepped_engine():
