@@ -21,6 +21,8 @@ from embedtext.protocol.errors import UnavailableError
 
 # The server's token settings, never handed to a private child server (EMBEDTEXT_TOKENIZER_THREADS is).
 _SECRETS = ("EMBEDTEXT_TOKEN", "EMBEDTEXT_TOKEN_FILE")
+# How the server's own warnings appear in its log (server/app.py's logging format).
+_SERVER_WARNING = " WARNING embedtext.server: "
 
 
 class LocalServer:
@@ -77,6 +79,24 @@ class LocalServer:
         except OSError:
             return ""
 
+    def _failure(self, what: str, lines: int = 40) -> str:
+        """``what`` went wrong, led by the server's own error and warnings (its last lines may be an
+        engine's noise), then where its log is and its last ``lines``."""
+        try:
+            log = self.log_path.read_text(errors="replace").splitlines()
+        except OSError:
+            log = []
+        errors = [line.removeprefix("Error: ") for line in log if line.startswith("Error: ")]
+        warnings = [line.split(_SERVER_WARNING, 1)[1] for line in log if _SERVER_WARNING in line]
+        return "\n".join(
+            [
+                f"{what}: {errors[-1]}" if errors else f"{what}.",
+                *(f"  its warning: {warning}" for warning in warnings),
+                f"its log, {self.log_path}, ends:",
+                *log[-lines:],
+            ]
+        )
+
     def wait_ready(self, timeout: float = 600.0, on_wait=None) -> None:
         """Block until the server logs 'embedtext: ready'; raise with its log if it dies first."""
         deadline = time.monotonic() + timeout
@@ -85,8 +105,7 @@ class LocalServer:
                 raise RuntimeError("start() the server first")
             if self.process.poll() is not None:
                 raise UnavailableError(
-                    f"the embedtext server exited with code {self.process.returncode} while starting:\n"
-                    f"{self.log_tail()}",
+                    self._failure(f"the embedtext server exited with code {self.process.returncode} while starting"),
                     target=self.target,
                 )
             try:
@@ -96,8 +115,7 @@ class LocalServer:
                 pass
             if time.monotonic() > deadline:
                 raise UnavailableError(
-                    f"the embedtext server did not become ready in {timeout:.0f}s:\n{self.log_tail()}",
-                    target=self.target,
+                    self._failure(f"the embedtext server did not become ready in {timeout:.0f}s"), target=self.target
                 )
             if on_wait is not None:
                 on_wait()

@@ -15,3 +15,30 @@ def test_a_child_server_gets_the_settings_but_not_the_remote_servers_secrets(mon
     env = LocalServer(["tiny=/nowhere"]).env
     assert "EMBEDTEXT_TOKEN" not in env and "EMBEDTEXT_TOKEN_FILE" not in env and "EMBEDTEXT_TLS_CA" not in env
     assert env["EMBEDTEXT_TOKENIZER_THREADS"] == "3" and env["EMBEDTEXT_HOLD_BULK_TOKENIZING"] == "false"
+
+
+def test_a_server_that_fails_to_start_leads_with_its_own_error():
+    """A real child server given a model that is not there: the caller's error says why on its first line."""
+    import pytest
+
+    from embedtext.protocol.errors import UnavailableError
+
+    server = LocalServer(["tiny=/nowhere"]).start()
+    with pytest.raises(UnavailableError) as raised:
+        server.wait_ready(120)
+    first, *rest = str(raised.value).splitlines()
+    assert first.startswith("the embedtext server exited with code 1 while starting: model source '/nowhere'")
+    assert f"its log, {server.log_path}, ends:" in rest
+
+
+def test_the_servers_warnings_come_before_its_logs_tail(tmp_path):
+    """An engine's noise may fill the log's last lines: the server's own warnings (why it may have
+    failed, such as too little memory) are lifted out of the whole log."""
+    log = tmp_path / "server.log"
+    warning = "too little memory: 1 engine would take about 1.6 GiB where 1.0 GiB is available to the server"
+    noise = [f"(MainProcess pid=7) WARNING [utils.py:333] weight {i}" for i in range(60)]
+    log.write_text("\n".join([f"2026-11-28 15:55:49,170 WARNING embedtext.server: {warning}", *noise]) + "\n")
+    message = LocalServer(["tiny=/nowhere"], log_path=log)._failure("the embedtext server did not become ready in 5s")
+    lines = message.splitlines()
+    assert lines[:2] == ["the embedtext server did not become ready in 5s.", f"  its warning: {warning}"]
+    assert lines[-40:] == noise[-40:] and warning not in "\n".join(lines[2:])
