@@ -6,7 +6,9 @@ start-up log report what was chosen.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cache, partial
 from pathlib import Path
 
 from embedtext.server.config import ServerConfig
@@ -199,7 +201,8 @@ def resolve(
     cpu_engines = device == "cpu" and vllm
     if memory_bytes is None and cpu_engines:
         memory_bytes = available_memory_bytes()
-    interactive_replica, interactive_replica_reason = _interactive_replica(config, device, memory_bytes)
+    specs = cache(partial(_model_specs, config))  # read from disk once, and only where a choice needs them
+    interactive_replica, interactive_replica_reason = _interactive_replica(config, device, memory_bytes, specs)
     slo_s = slo_ms / 1000.0 if slo_ms and config.scheduling == "classes" else None
     gather_ms = config.interactive_gather_ms
     if gather_ms is None:
@@ -209,7 +212,7 @@ def resolve(
     cores = usable_cores() if cores is None else cores
     split = cpu_stepped_replica and config.replicas is None and config.bulk_threads is None
     split = split and 1 < cores <= SMALL_MACHINE_CORES
-    split_declined = _split_declined(config, cores, memory_bytes) if split else ""
+    split_declined = _split_declined(cores, memory_bytes, specs) if split else ""
     split = split and not split_declined
     replicas = config.replicas or (cores if split else 1)
     bulk_threads = 1 if split else (config.bulk_threads or 0) if device == "cpu" and loop == "stepped" else 0
@@ -233,13 +236,15 @@ def resolve(
         replicas=replicas,
         split_reason=f"auto: a CPU of {cores} cores beside an interactive replica" if split else "",
         split_declined=split_declined,
-        memory_short=_memory_short(config, replicas + interactive_replica, memory_bytes) if cpu_engines else "",
+        memory_short=_memory_short(replicas + interactive_replica, memory_bytes, specs) if cpu_engines else "",
         bulk_threads=bulk_threads,
         bulk_nice=bulk_nice,
     )
 
 
-def _interactive_replica(config: ServerConfig, device: str, memory_bytes: int | None) -> tuple[bool, str]:
+def _interactive_replica(
+    config: ServerConfig, device: str, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]]
+) -> tuple[bool, str]:
     """Whether each model gets an interactive replica, and why (``--interactive-replica``)."""
     if config.interactive_replica != "auto":
         return config.interactive_replica == "on", f"--interactive-replica {config.interactive_replica}"
@@ -247,35 +252,35 @@ def _interactive_replica(config: ServerConfig, device: str, memory_bytes: int | 
         return False, "auto: off for the null engine"
     if config.scheduling != "classes":
         return False, "auto: off without latency classes"
-    for spec in _model_specs(config):
+    for spec in specs():
         if spec.weight_bytes > INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES:
             return False, (
                 f"{DECLINED}{spec.name}'s weights take {spec.weight_bytes / 1024**3:.1f} GiB "
                 f"(over {INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES / 1024**3:g}): a second copy would take the memory "
                 "bulk batches need"
             )
-    short = _memory_short(config, (config.replicas or 1) + 1, memory_bytes) if device == "cpu" else ""
+    short = _memory_short((config.replicas or 1) + 1, memory_bytes, specs) if device == "cpu" else ""
     if short:
         return False, f"{DECLINED}{short}; queries share the bulk engines"
     return True, "auto: queries run on an engine of their own"
 
 
-def _split_declined(config: ServerConfig, cores: int, memory_bytes: int | None) -> str:
+def _split_declined(cores: int, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]]) -> str:
     """Why a small CPU's bulk work stays on one engine (empty: it may split): the engines of a bulk
     engine per core, and each model's interactive one, would not fit in the available memory."""
-    short = _memory_short(config, cores + 1, memory_bytes)
+    short = _memory_short(cores + 1, memory_bytes, specs)
     return f"auto: one bulk engine, not one per core: {short} (--replicas sets the count)" if short else ""
 
 
-def _memory_short(config: ServerConfig, engines: int, memory_bytes: int | None) -> str:
+def _memory_short(engines: int, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]]) -> str:
     """Empty where ``engines`` CPU engines of each model fit in ``memory_bytes`` (unknown: they do),
     at ``CPU_ENGINE_BYTES`` and the model's weights each; else what they need against what there is."""
     if memory_bytes is None:
         return ""
-    need = sum(engines * (CPU_ENGINE_BYTES + spec.weight_bytes) for spec in _model_specs(config))
+    need = sum(engines * (CPU_ENGINE_BYTES + spec.weight_bytes) for spec in specs())
     if memory_bytes >= need:
         return ""
-    count = engines * len(config.models)
+    count = engines * len(specs())
     return (
         f"{count} engine{'s' if count > 1 else ''} would take about {need / 1024**3:.1f} GiB where "
         f"{memory_bytes / 1024**3:.1f} GiB is available to the server"
