@@ -63,6 +63,7 @@ def test_a_cgroup_v1_limit_leaves_its_room_and_its_no_limit_is_none(tmp_path):
     assert available_memory_bytes(meminfo, tmp_path / "root", cgroups) == 3 * GIB // 2
     _write(folder, memory_limit_in_bytes="9223372036854771712")  # v1's "no limit"
     assert available_memory_bytes(meminfo, tmp_path / "root", cgroups) == 6 * GIB
+    assert available_memory_bytes(tmp_path / "none", tmp_path / "root", cgroups) is None  # no limit, not a huge one
 
 
 def test_a_host_that_says_neither_gives_none(tmp_path):
