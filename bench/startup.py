@@ -46,7 +46,9 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
     importing vLLM again; ``worker_s``: the same for the worker process it spawns (vLLM-CPU always
     spawns). For a stepped engine, ``import_s``: the replica's worker process importing vLLM.
     ``model_s``: weights, compile (or the cache) and warm-up, until the server says ready. vLLM's own
-    timings of parts of the last phase come as ``weights_s`` and ``init_engine_s``.
+    timings of parts of the last phase come as ``weights_s`` and ``init_engine_s`` (the first
+    engine's). ``every_engine_s``: from the launch until every engine is up (on a CPU the engines
+    after the first start behind the ready server).
 
     >>> log = '''2026-11-25 08:29:26,448 INFO embedtext.server.engine.vllm_backend: starting m/0 for model m on cpu
     ... (EngineCore pid=7) INFO 11-25 08:29:58 [core.py:133] Initializing a V1 LLM engine
@@ -58,9 +60,13 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
     {'launch_to_engine_start_s': 3.0, 'engine_core_s': 31.6, 'worker_s': 18.0, 'model_s': 8.5, 'weights_s': 0.04, 'init_engine_s': 3.89}
     >>> log = '''2026-11-25 11:11:42,027 INFO embedtext.server.engine.process_backend: starting m/0 for model m in a worker process
     ... 2026-11-25 11:11:58,504 INFO embedtext.server.engine.vllm_stepped[7272]: starting m/0 for model m on cpu, stepped in this process
-    ... 2026-11-25 11:12:08,514 INFO embedtext.server.engine.process_backend: m/0 ready (worker pid 7272, engine pids [])'''
+    ... 2026-11-25 11:12:08,514 INFO embedtext.server.engine.process_backend: m/0 ready (worker pid 7272, engine pids [])
+    ... 2026-11-25 11:12:08,600 INFO embedtext.server.replicas: model m: starting replica 1 (bulk work) after the server is ready
+    ... 2026-11-25 11:12:26,100 INFO embedtext.server.engine.vllm_stepped[7301]: starting m/1 for model m on cpu, stepped in this process
+    ... 2026-11-25 11:12:37,200 INFO embedtext.server.engine.process_backend: m/1 ready (worker pid 7301, engine pids [])
+    ... 2026-11-25 11:12:37,210 INFO embedtext.server: every engine is up (2), 28.7 s after ready'''
     >>> startup_phases(log, datetime(2026, 11, 25, 11, 11, 38, 527000).timestamp())
-    {'launch_to_engine_start_s': 3.5, 'import_s': 16.5, 'model_s': 10.0}
+    {'launch_to_engine_start_s': 3.5, 'import_s': 16.5, 'model_s': 10.0, 'every_engine_s': 58.7}
     """  # noqa: E501 - doctest lines are compared whole
     year = datetime.fromtimestamp(launched).year
     marks: dict[str, float] = {}
@@ -69,11 +75,13 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
         if m := _OURS.match(line):
             at = datetime.strptime(m.group(1), "%Y-%m-%d %H:%M:%S").timestamp() + int(m.group(2)) / 1000
             if " starting " in line and "stepped in this process" in line:
-                marks["stepped"] = at
+                marks.setdefault("stepped", at)  # the first engine's: later ones start after ready
             elif " starting " in line and "engine" not in marks:
                 marks["engine"] = at
             elif " ready (engine core pids" in line or " ready (worker pid" in line:
-                marks["ready"] = at
+                marks.setdefault("ready", at)  # the first engine's: the server is ready with it
+            elif " every engine is up " in line:
+                marks["every_engine"] = at
         elif m := _VLLM.match(line):
             at = datetime.strptime(f"{year}-{m.group(2)}", "%Y-%m-%d %H:%M:%S").timestamp()
             process = "core" if m.group(1) == "EngineCore" else "worker" if "Worker" in m.group(1) else None
@@ -96,6 +104,8 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
             ("model_s", "worker", "ready"),
         ]
     marks["launched"] = launched
+    # On a CPU the engines after the first start behind the ready server (server/replicas.py).
+    order.append(("every_engine_s", "launched", "every_engine"))
     phases = {
         name: round(marks[end] - marks[start], 1) for name, start, end in order if start in marks and end in marks
     }
@@ -115,6 +125,9 @@ def startup_ratios(cases: Sequence[dict]) -> dict[str, float]:
         return statistics.median(c[key] for c in by_variant[variant])
 
     out = {"startup_ready_s": round(median("default", "ready_s"), 1)}
+    every = [c["phases"]["every_engine_s"] for c in by_variant["default"] if "every_engine_s" in c.get("phases", {})]
+    if every:  # the engines after the first, started behind the ready server
+        out["startup_every_engine_s"] = round(statistics.median(every), 1)
     for other in [v for v in VARIANTS if v != "default"]:
         if other in by_variant:
             out[f"startup_ready_s_{other}"] = round(median(other, "ready_s"), 1)
@@ -139,7 +152,6 @@ def _start_once(model: str, variant: str, corpus_texts: list[str], *, round_: in
     try:
         server.wait_ready(900)
         ready_s = time.time() - launched
-        log = server.log_path.read_text(errors="replace")
         with duckdb.connect() as con:
             embedtext.register(con, server.target)
             load_docs(con, corpus_texts)
@@ -147,6 +159,8 @@ def _start_once(model: str, variant: str, corpus_texts: list[str], *, round_: in
             started = time.perf_counter()
             con.execute("SELECT sum(embed_text(body)[1]) FROM docs").fetchall()
             seconds = time.perf_counter() - started
+        server.wait_ready(900, every_engine=True)  # a CPU's engines after the first start behind "ready"
+        log = server.log_path.read_text(errors="replace")
     finally:
         server.stop()
     phases = startup_phases(log, launched)

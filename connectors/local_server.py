@@ -17,6 +17,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from embedtext.protocol import EVERY_ENGINE_UP_LINE, READY_LINE
 from embedtext.protocol.errors import UnavailableError
 
 # The server's token settings, never handed to a private child server (EMBEDTEXT_TOKENIZER_THREADS is).
@@ -97,8 +98,12 @@ class LocalServer:
             ]
         )
 
-    def wait_ready(self, timeout: float = 600.0, on_wait=None) -> None:
-        """Block until the server logs 'embedtext: ready'; raise with its log if it dies first."""
+    def wait_ready(self, timeout: float = 600.0, on_wait=None, *, every_engine: bool = False) -> None:
+        """Block until the server logs that it is ready; raise with its log if it dies first.
+
+        A server on a CPU is ready once each model's first engine is up, and starts its others
+        behind it; ``every_engine`` waits for those too (for measurements at full speed)."""
+        line = (EVERY_ENGINE_UP_LINE if every_engine else READY_LINE).encode()
         deadline = time.monotonic() + timeout
         while True:
             if self.process is None:
@@ -109,13 +114,14 @@ class LocalServer:
                     target=self.target,
                 )
             try:
-                if b"embedtext: ready" in self.log_path.read_bytes():
+                if line in self.log_path.read_bytes():
                     return
             except OSError:
                 pass
             if time.monotonic() > deadline:
+                what = "start every engine" if every_engine else "become ready"
                 raise UnavailableError(
-                    self._failure(f"the embedtext server did not become ready in {timeout:.0f}s"), target=self.target
+                    self._failure(f"the embedtext server did not {what} in {timeout:.0f}s"), target=self.target
                 )
             if on_wait is not None:
                 on_wait()

@@ -41,6 +41,8 @@ class ModelInfo:
     interactive_requests: int = 0
     # Of the healthy replicas, those that run interactive requests only (--interactive-replica).
     interactive_replicas: int = 0
+    # Replicas not up yet: on a CPU the engines after each model's first start behind a ready server.
+    starting_replicas: int = 0
     # Bulk callers' turns on the engines, in engine time (0: off).
     bulk_turn_ms: float = 0.0
     # While bulk work runs, how long a query may wait for others to share its step (0: none).
@@ -111,6 +113,7 @@ class ServerInfo:
                     interactive_p99_ms=m.interactive_p99_ms,
                     interactive_requests=m.interactive_requests,
                     interactive_replicas=m.interactive_replicas,
+                    starting_replicas=m.starting_replicas,
                     bulk_turn_ms=m.bulk_turn_ms,
                     interactive_gather_ms=m.interactive_gather_ms,
                     interactive_threads=m.interactive_threads,

@@ -78,6 +78,7 @@ def info(target: str) -> None:
                 if m.interactive_replicas
                 else ""
             )
+            + (f", {m.starting_replicas} more starting" if m.starting_replicas else "")
             + (f", dtype {m.dtype}" if m.dtype else "")
             + (", eager" if m.enforce_eager else "")
             + (f", aliases {', '.join(m.aliases)}" if m.aliases else "")

@@ -20,3 +20,9 @@ INTERACTIVE_MAX_ROWS = 32
 
 # The trailer of a RESOURCE_EXHAUSTED reply that says when to retry (gRPC's own name for it).
 RETRY_PUSHBACK_KEY = "grpc-retry-pushback-ms"
+
+# What a server prints on its standard output once it serves (its first engine per model is up),
+# and once every engine it starts is (on a CPU the rest start behind the first): a local parent
+# (LocalServer) waits for these lines.
+READY_LINE = "embedtext: ready"
+EVERY_ENGINE_UP_LINE = "embedtext: every engine up"

@@ -9,12 +9,13 @@ import logging
 import os
 import signal
 import sys
+import time
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from embedtext.protocol import KEEPALIVE_MS
+from embedtext.protocol import EVERY_ENGINE_UP_LINE, KEEPALIVE_MS, READY_LINE
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.server.config import ServerConfig
 from embedtext.server.engine.factory import backend_factory
@@ -124,7 +125,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
                 eager=resolved.enforce_eager,
                 interactive_replica=resolved.interactive_replica,
                 interactive_gather_s=resolved.interactive_gather_s,
-                interactive_later=resolved.interactive_replica_later,
+                rest_after_ready=resolved.rest_after_ready,
                 interactive_threads=resolved.interactive_threads,
             )
         )
@@ -164,6 +165,7 @@ class EmbeddingServer:
         self.bound_port: int | None = None
         self._watch_task: asyncio.Task | None = None
         self._loop_lag_task: asyncio.Task | None = None
+        self._every_engine_task: asyncio.Task | None = None
 
     async def _set_health(self, serving: bool) -> None:
         status = health_pb2.HealthCheckResponse.SERVING if serving else health_pb2.HealthCheckResponse.NOT_SERVING
@@ -207,7 +209,17 @@ class EmbeddingServer:
             await runtime.start()
         await self._set_health(True)
         self._watch_task = asyncio.create_task(self._watch_health())
-        print("embedtext: ready", flush=True)
+        print(READY_LINE, flush=True)
+        self._every_engine_task = asyncio.create_task(self._say_every_engine_up())
+
+    async def _say_every_engine_up(self) -> None:
+        """On a CPU the engines after each model's first start behind the ready server: say when
+        all are up, for whoever measures or waits for full speed (LocalServer.wait_ready)."""
+        started = time.monotonic()
+        await asyncio.gather(*(rt.supervisor.every_engine_up.wait() for rt in self.runtimes))
+        engines = sum(len(rt.supervisor.replicas) for rt in self.runtimes)
+        log.info("every engine is up (%d), %.1f s after ready", engines, time.monotonic() - started)
+        print(EVERY_ENGINE_UP_LINE, flush=True)
 
     async def _watch_health(self) -> None:
         serving = True
@@ -219,7 +231,7 @@ class EmbeddingServer:
             await asyncio.sleep(0.5)
 
     async def stop(self, grace: float = 5.0) -> None:
-        for task in (self._watch_task, self._loop_lag_task):
+        for task in (self._watch_task, self._loop_lag_task, self._every_engine_task):
             if task is not None:
                 task.cancel()
         await self._set_health(False)

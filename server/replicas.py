@@ -4,10 +4,10 @@ Engines start one after another (each checks free device memory at start-up, so 
 must not race). A watchdog takes a dead engine out of rotation at once and restarts it
 in the background; the router sends its retried batches elsewhere meanwhile.
 
-On a CPU an interactive replica starts after the others, once the server is ready
-(``interactive_later``): its worker's vLLM import beside theirs would slow the start of every
-engine on a few cores (bench: --only startup). Until it is up, queries run on the bulk engines,
-as while it restarts.
+On a CPU the server is ready once one bulk engine is up (``rest_after_ready``): the others start
+behind it, the interactive replica first, then the other bulk engines, one after another. Their
+workers' vLLM imports beside the first's would slow its start on a few cores (bench: --only
+startup). Until its engine is up, queries run on the bulk engines, as while it restarts.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class ReplicaSupervisor:
         *,
         metrics: ServerMetrics,
         watch_interval_s: float = 0.5,
-        interactive_later: bool = False,
+        rest_after_ready: bool = False,
     ) -> None:
         self.model = model
         self._factory = backend_factory
@@ -46,7 +46,9 @@ class ReplicaSupervisor:
         self._tasks: set[asyncio.Task] = set()
         self._restarting: set[int] = set()
         self._closed = False
-        self._interactive_later = interactive_later
+        self._rest_after_ready = rest_after_ready
+        self._never_up: set[int] = set()  # replicas whose engine has not been up yet
+        self.every_engine_up = asyncio.Event()
 
     def _export(self, replica: Replica) -> None:
         labels = (self.model, str(replica.index))
@@ -68,12 +70,17 @@ class ReplicaSupervisor:
         return task
 
     async def start(self) -> None:
-        """Start the engines; with ``interactive_later``, return before the interactive ones,
-        which start in the background."""
+        """Start the engines; with ``rest_after_ready``, return once the first bulk engine is up,
+        and start the others in the background (``every_engine_up`` is set once all have been up)."""
         for replica in self.replicas:
             replica.backend = self._factory(replica.index)  # not healthy (routed to) until started
-        later = [r for r in self.replicas if r.interactive_only and self._interactive_later]
-        first = [r for r in self.replicas if r not in later]
+        self._never_up = {r.index for r in self.replicas}
+        first, later = self.replicas, []
+        if self._rest_after_ready:
+            bulk = [r for r in self.replicas if not r.interactive_only]
+            first = bulk[:1]
+            # The queries' engine first: until it is up, queries wait behind unpaced bulk steps.
+            later = [r for r in self.replicas if r.interactive_only] + bulk[1:]
         # Replicas in worker processes load their code side by side (server/engine/process_backend.py) ...
         await asyncio.gather(*(r.backend.spawn() for r in first))
         # ... but engines start one after another.
@@ -82,23 +89,32 @@ class ReplicaSupervisor:
         self._spawn(self._watch())
         if later:
             self._spawn(self._start_later(later))
+        else:
+            self.every_engine_up.set()
 
-    async def _start(self, replica: Replica) -> None:
-        await replica.backend.start()
+    def _up(self, replica: Replica) -> None:
         replica.healthy = True
         self._export(replica)
         self.policy.changed()
+        self._never_up.discard(replica.index)
+        if not self._never_up:
+            self.every_engine_up.set()
+
+    async def _start(self, replica: Replica) -> None:
+        await replica.backend.start()
+        self._up(replica)
 
     async def _start_later(self, replicas: list[Replica]) -> None:
         for replica in replicas:
-            log.info("model %s: starting replica %d (interactive requests) after the others", self.model, replica.index)
+            what = "interactive requests" if replica.interactive_only else "bulk work"
+            log.info("model %s: starting replica %d (%s) after the server is ready", self.model, replica.index, what)
             try:
                 await self._start(replica)
             except Exception as exc:
                 log.exception("model %s replica %d failed to start", self.model, replica.index)
                 self.report_dead(replica, f"its engine failed to start: {exc}")
                 continue
-            log.info("model %s replica %d (interactive requests) is up", self.model, replica.index)
+            log.info("model %s replica %d (%s) is up", self.model, replica.index, what)
 
     async def _watch(self) -> None:
         while not self._closed:
@@ -139,10 +155,8 @@ class ReplicaSupervisor:
                 replica.backend = backend
                 replica.generation += 1
                 replica.restarts += 1
-                replica.healthy = True
                 self._metrics.replica_restarts.labels(self.model, str(replica.index)).inc()
-                self._export(replica)
-                self.policy.changed()
+                self._up(replica)
                 log.info("model %s replica %d is back", self.model, replica.index)
                 return
         finally:
@@ -151,6 +165,12 @@ class ReplicaSupervisor:
     @property
     def healthy_count(self) -> int:
         return sum(1 for r in self.replicas if r.healthy)
+
+    @property
+    def starting_count(self) -> int:
+        """Replicas whose engine has not been up yet: starting behind a ready server, or retrying
+        a failed first start."""
+        return len(self._never_up)
 
     async def stop(self) -> None:
         self._closed = True

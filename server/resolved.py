@@ -67,11 +67,12 @@ class ResolvedSettings:
         return self.engine_loop == "stepped"
 
     @property
-    def interactive_replica_later(self) -> bool:
-        """The interactive replica starts once the server is ready, on a CPU: its vLLM import beside
-        the bulk engines' would slow their start on a few cores. On a GPU every engine starts
-        before batches run: each checks the device's free memory as it starts."""
-        return self.interactive_replica and self.device == "cpu"
+    def rest_after_ready(self) -> bool:
+        """On a CPU the server is ready once one bulk engine per model is up, and its other engines
+        (the interactive replica, more bulk engines) start behind it: their vLLM imports beside the
+        first's would slow its start on a few cores. On a GPU every engine starts before batches
+        run: each checks the device's free memory as it starts."""
+        return self.device == "cpu" and (self.interactive_replica or self.replicas > 1)
 
     @property
     def backend(self) -> str:

@@ -80,7 +80,7 @@ class ModelRuntime:
         eager: bool = False,
         interactive_replica: bool = False,
         interactive_gather_s: float = 0.0,
-        interactive_later: bool = False,
+        rest_after_ready: bool = False,
         interactive_threads: int = 0,
     ) -> None:
         self.spec = spec
@@ -132,7 +132,7 @@ class ModelRuntime:
             interactive_replicas=1 if interactive_replica else 0,
         )
         self.supervisor = ReplicaSupervisor(
-            spec.name, self.router, backend_factory, metrics=metrics, interactive_later=interactive_later
+            spec.name, self.router, backend_factory, metrics=metrics, rest_after_ready=rest_after_ready
         )
         for replica in self.supervisor.replicas:
             metrics.engine_step_tokens.labels(spec.name, str(replica.index)).set_function(

@@ -224,6 +224,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 pooling=rt.spec.pooling,
                 replicas=rt.supervisor.healthy_count,
                 interactive_replicas=sum(1 for r in rt.supervisor.replicas if r.healthy and r.interactive_only),
+                starting_replicas=rt.supervisor.starting_count,
                 queued_interactive_rows=rt.queue.queued_interactive_rows,
                 queued_bulk_rows=rt.queue.queued_bulk_rows,
                 waiting_bulk_callers=rt.queue.waiting_bulk_callers,

@@ -147,8 +147,8 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
     minilm.start()
     tiny.start()
     try:
-        minilm.wait_ready(START_TIMEOUT_S)
-        tiny.wait_ready(START_TIMEOUT_S)
+        minilm.wait_ready(START_TIMEOUT_S, every_engine=True)
+        tiny.wait_ready(START_TIMEOUT_S, every_engine=True)
         yield RunningServers(minilm, tiny, metrics_port, step_timeline)
     finally:
         tiny.stop()
@@ -308,7 +308,7 @@ class GuardedServer:
             args=self.args,
             log_path=self.logs / f"guarded-{self.starts}.log",
         ).start()
-        self.server.wait_ready(START_TIMEOUT_S)
+        self.server.wait_ready(START_TIMEOUT_S, every_engine=True)
         return self
 
     @property
@@ -413,7 +413,7 @@ def _tiny_metrics_server(model_dir, logs, name: str, args: list[str]):
     )
     server.start()
     try:
-        server.wait_ready(START_TIMEOUT_S)
+        server.wait_ready(START_TIMEOUT_S, every_engine=True)
         yield MetricsServer(server, port)
     finally:
         server.stop()
@@ -443,22 +443,8 @@ def interactive_replica_server(tiny_model_dir, tmp_path_factory):
             "--bulk-nice",
             "10",
         ],
-    ) as running:
-        _wait_for_interactive_replica(running.target)
+    ) as running:  # ready with every engine up: the interactive one starts after the bulk one
         yield running
-
-
-def _wait_for_interactive_replica(target: str) -> None:
-    """On a CPU the interactive replica starts after the server is ready: wait until it is up."""
-    import time
-
-    from embedtext import Client
-
-    with Client(target) as client:
-        give_up = time.monotonic() + START_TIMEOUT_S
-        while not client.info(refresh=True).model().interactive_replicas:
-            assert time.monotonic() < give_up, "the interactive replica never came up"
-            time.sleep(0.1)
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,14 @@ import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import duckdb
 import numpy as np
 import pytest
 
 import embedtext
+from embedtext.protocol import EVERY_ENGINE_UP_LINE, READY_LINE
 from embedtext.protocol.errors import UnavailableError
 from embedtext.server.config import ServerConfig
 from embedtext.server.resolved import resolve
@@ -192,18 +194,19 @@ def test_co_deployed_default_starts_and_stops_cleanly(tmp_path):
             model = client.info().models[0]
             print("DTYPE", model.dtype)
             import time
-            for _ in range(1200):  # the interactive replica starts after the server is ready
-                if model.interactive_replicas:
+            for _ in range(3000):  # the engines after the first start behind the ready server
+                if not model.starting_replicas:
                     break
                 time.sleep(0.1)
                 model = client.info(refresh=True).models[0]
-            print("ENGINES", model.replicas, model.interactive_replicas)
+            print("ENGINES", model.replicas, model.interactive_replicas, model.starting_replicas)
         server = psutil.Process(co_deployed._server.pid)
         import os
         for worker in server.children(recursive=True):
             if worker.name() == "replica-worker":
                 own_session = os.getsid(worker.pid) == worker.pid
                 print("BULK", worker.environ().get("OMP_NUM_THREADS"), worker.nice() - server.nice(), own_session)
+        print("LOG", co_deployed._server.log_path)
         print("PIDS", server.pid, *[c.pid for c in server.children(recursive=True)])
         """
     )
@@ -217,16 +220,24 @@ def test_co_deployed_default_starts_and_stops_cleanly(tmp_path):
     assert f"DTYPE {engine_dtype('auto', 'cpu').dtype}\n" in result.stdout
     # --interactive-replica auto: the engines for the scan's bulk work (one per core on a CPU of at
     # most 2 cores, one elsewhere), one more for queries where the host's memory holds it; replicas
-    # counts both.
+    # counts both. The server was ready with the first (the scan above), and the others came up
+    # behind it.
     default = resolve(ServerConfig(), "cpu")
     interactive = int(default.interactive_replica)
-    assert f"ENGINES {default.replicas + interactive} {interactive}\n" in result.stdout
+    assert f"ENGINES {default.replicas + interactive} {interactive} 0\n" in result.stdout
     # On 2 cores each bulk engine computes on one thread, at nice 10 in a session of its own.
     bulk = re.findall(r"^BULK (\S+) (\d+) (True|False)$", result.stdout, re.MULTILINE)
     assert len(bulk) == default.replicas, bulk
     for threads, nice, own_session in bulk:
         assert (int(nice), own_session == "True") == (default.bulk_nice, bool(default.bulk_nice)), bulk
         assert threads == str(default.bulk_threads) or not default.bulk_threads, bulk
+    # Ready with one engine: the others started behind it, one after another, the queries' first.
+    log = Path(re.search(r"^LOG (.+)$", result.stdout, re.MULTILINE).group(1)).read_text().splitlines()
+    later = [line for line in log if "after the server is ready" in line]
+    assert len(later) == default.replicas + interactive - 1, later
+    assert ("interactive requests" in later[0]) == bool(interactive), later
+    order = [i for i, line in enumerate(log) if line in (READY_LINE, EVERY_ENGINE_UP_LINE) or line in later]
+    assert [log[i] for i in order] == [READY_LINE, *later, EVERY_ENGINE_UP_LINE], order
     import psutil
 
     pids = [int(p) for p in result.stdout.split("PIDS", 1)[1].split()]

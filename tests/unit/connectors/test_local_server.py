@@ -42,3 +42,23 @@ def test_the_servers_warnings_come_before_its_logs_tail(tmp_path):
     lines = message.splitlines()
     assert lines[:2] == ["the embedtext server did not become ready in 5s.", f"  its warning: {warning}"]
     assert lines[-40:] == noise[-40:] and warning not in "\n".join(lines[2:])
+
+
+def test_waiting_for_every_engine_waits_past_ready(tiny_model_dir):
+    """A real child server on the NULL ENGINE (a stand-in: the order of its start is what is tested)
+    with two engines on a CPU: ready with the first, then every engine up, and Info counts none
+    still starting."""
+    from embedtext import Client
+    from embedtext.protocol import EVERY_ENGINE_UP_LINE, READY_LINE
+
+    server = LocalServer([f"tiny={tiny_model_dir}"], replicas=2, args=["--engine", "null", "--device", "cpu"]).start()
+    try:
+        server.wait_ready(120, every_engine=True)
+        with Client(server.target) as client:
+            model = client.info().model()
+        log = server.log_path.read_text().splitlines()
+    finally:
+        server.stop()
+    assert (model.replicas, model.starting_replicas) == (2, 0)
+    later = [i for i, line in enumerate(log) if "starting replica 1 (bulk work) after the server is ready" in line]
+    assert len(later) == 1 and log.index(READY_LINE) < later[0] < log.index(EVERY_ENGINE_UP_LINE), log

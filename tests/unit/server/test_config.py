@@ -256,6 +256,30 @@ def test_a_small_cpu_runs_bulk_work_on_one_engine_per_core_at_a_lower_priority(s
         assert told.bulk_nice == 0 and told.replicas == cores  # the priority as told, the split still
 
 
+@pytest.mark.parametrize(
+    ("settings", "device", "cores", "later"),
+    [
+        ({}, "cpu", 2, True),  # the split and the queries' engine start behind the first bulk engine
+        ({}, "cpu", 8, True),  # the queries' engine
+        ({"replicas": 3, "interactive_replica": "off"}, "cpu", 8, True),  # more bulk engines
+        ({"replicas": 1, "interactive_replica": "off"}, "cpu", 8, False),  # one engine: nothing later
+        ({}, "cuda", 2, False),  # each GPU engine checks free device memory before batches run
+    ],
+)
+def test_a_cpu_server_is_ready_with_one_engine_and_starts_the_rest_behind_it(settings, device, cores, later):
+    """The server runtime gets the choice: its supervisor starts the rest after ready."""
+    from embedtext.server import app
+    from embedtext.server.metrics import ServerMetrics
+
+    config = ServerConfig(**settings)
+    resolved = resolve(config, device, cores=cores, memory_bytes=ROOMY)
+    assert resolved.rest_after_ready == later
+    if device == "cpu":
+        (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
+        assert runtime.supervisor._rest_after_ready == later
+        runtime.tokenizers.close()
+
+
 def test_a_small_cpu_keeps_one_bulk_engine_where_the_split_would_not_fit_in_memory(tiny_model_dir, caplog):
     """Each engine takes CPU_ENGINE_BYTES and its weights: with less memory available than the split's
     engines need, the bulk work stays on one engine, and the start-up log says why."""

@@ -1,11 +1,11 @@
-"""ReplicaSupervisor: every replica's engine stops side by side, and an interactive replica may start
-after the others.
+"""ReplicaSupervisor: every replica's engine stops side by side, and on a CPU the engines after the
+first bulk one start behind a ready server.
 
 The engines are STAND-INS (the null engine with a stop that waits to be released,
 ``SlowStopBackend``, or a start that waits or fails, ``GatedStartBackend``), so the tests see
 which stops have begun while none has finished, and what is routed where while an engine starts;
-the real workers' stop is in tests/integration/test_replica_processes.py, a late interactive
-replica's start in test_interactive_replica.py.
+the real workers' stop is in tests/integration/test_replica_processes.py, the late starts of a
+real server's engines in test_interactive_replica.py and test_duckdb_udf.py (the co-deployed default).
 """
 
 import asyncio
@@ -59,50 +59,90 @@ def test_replicas_stop_side_by_side(tiny_model_dir):
 
 
 class GatedStartBackend(NullBackend):
-    """Its start waits for ``gate`` and fails while ``failures`` lasts (test stand-in: an engine
-    that takes its time to start, or fails to)."""
+    """Its start waits for ``gate``, is logged in ``started``, and fails while ``failures`` lasts
+    (test stand-in: an engine that takes its time to start, or fails to)."""
 
-    def __init__(self, spec, index: int, gate: asyncio.Event, failures: list[int]) -> None:
+    def __init__(self, spec, index: int, gate: asyncio.Event, failures: list[int], started: list[int]) -> None:
         super().__init__(spec, name=f"gated/{index}")
-        self.index, self.gate, self.failures = index, gate, failures
+        self.index, self.gate, self.failures, self.started = index, gate, failures, started
 
     async def start(self) -> None:
         await self.gate.wait()
+        self.started.append(self.index)
         if self.failures and self.failures[0] == self.index:
             self.failures.pop(0)
             raise RuntimeError("the engine would not start")
         await super().start()
 
 
-def test_an_interactive_replica_may_start_after_the_others(tiny_model_dir):
-    """``interactive_later``: start() returns once the bulk engine is up; queries go to it until
-    their own engine is up, then to theirs; a failed late start is retried like a dead engine."""
+def test_the_engines_after_the_first_bulk_one_may_start_behind_a_ready_server(tiny_model_dir):
+    """``rest_after_ready``: start() returns once the first bulk engine is up. The interactive engine
+    starts next, then the other bulk one; queries go to the bulk engine until theirs is up; a failed
+    late start is retried like a dead engine; ``every_engine_up`` and ``starting_count`` say when all
+    have been up."""
     spec = load_model_spec(str(tiny_model_dir), name="tiny")
 
     async def scenario():
-        gates = {0: asyncio.Event(), 1: asyncio.Event()}
+        gates = {i: asyncio.Event() for i in range(3)}  # 0, 1: bulk; 2: interactive
         gates[0].set()
-        failures = [1]  # the interactive engine's first start fails
-        router = LeastInFlightTokensPolicy.of_count(1, max_batches_per_replica=2, interactive_replicas=1)
+        failures = [2]  # the interactive engine's first start fails
+        started: list[int] = []
+        router = LeastInFlightTokensPolicy.of_count(2, max_batches_per_replica=2, interactive_replicas=1)
         supervisor = ReplicaSupervisor(
             "tiny",
             router,
-            lambda i: GatedStartBackend(spec, i, gates[i], failures),
+            lambda i: GatedStartBackend(spec, i, gates[i], failures, started),
             metrics=ServerMetrics(),
-            interactive_later=True,
+            rest_after_ready=True,
         )
-        await asyncio.wait_for(supervisor.start(), 10)  # not waiting for the interactive engine
-        seen = [([r.healthy for r in supervisor.replicas], router.pick(interactive=True).index)]
-        gates[1].set()
-        for _ in range(500):  # the failed start, then the restart (after a second's back-off)
-            if supervisor.replicas[1].healthy:
-                break
-            await asyncio.sleep(0.01)
-        seen.append(([r.healthy for r in supervisor.replicas], router.pick(interactive=True).index))
-        restarts = supervisor.replicas[1].restarts
-        await supervisor.stop()
-        return seen, failures, restarts
 
-    seen, failures, restarts = asyncio.run(scenario())
-    assert seen == [([True, False], 0), ([True, True], 1)]
+        def state():
+            return (
+                [r.healthy for r in supervisor.replicas],
+                router.pick(interactive=True).index,
+                supervisor.starting_count,
+                supervisor.every_engine_up.is_set(),
+            )
+
+        await asyncio.wait_for(supervisor.start(), 10)  # waiting for the first engine only
+        seen = [state()]
+        gates[1].set()  # the other bulk engine could start now, but the interactive one goes first
+        await asyncio.sleep(0.05)
+        seen.append(state())
+        gates[2].set()
+        await asyncio.wait_for(supervisor.every_engine_up.wait(), 10)  # the restart after a second
+        seen.append(state())
+        restarts = supervisor.replicas[2].restarts
+        await supervisor.stop()
+        return seen, started, failures, restarts
+
+    seen, started, failures, restarts = asyncio.run(scenario())
+    assert seen == [
+        ([True, False, False], 0, 2, False),
+        ([True, False, False], 0, 2, False),
+        ([True, True, True], 2, 0, True),
+    ]
+    assert started[:3] == [0, 2, 1]  # then the failed interactive engine's restart
     assert failures == [] and restarts == 1
+
+
+def test_a_server_that_starts_every_engine_first_has_none_left_to_start(tiny_model_dir):
+    """Without ``rest_after_ready`` (a GPU) start() returns with every engine up."""
+    spec = load_model_spec(str(tiny_model_dir), name="tiny")
+
+    async def scenario():
+        gate = asyncio.Event()
+        gate.set()
+        router = LeastInFlightTokensPolicy.of_count(2, max_batches_per_replica=2, interactive_replicas=1)
+        started: list[int] = []
+        supervisor = ReplicaSupervisor(
+            "tiny", router, lambda i: GatedStartBackend(spec, i, gate, [], started), metrics=ServerMetrics()
+        )
+        await asyncio.wait_for(supervisor.start(), 10)
+        got = [r.healthy for r in supervisor.replicas], supervisor.starting_count, supervisor.every_engine_up.is_set()
+        await supervisor.stop()
+        return got, started
+
+    got, started = asyncio.run(scenario())
+    assert got == ([True, True, True], 0, True)
+    assert started == [0, 1, 2]
