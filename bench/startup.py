@@ -1,14 +1,18 @@
 """startup suite: how long a server takes to become ready on a warm machine, and where the time goes.
 
 Five server variants start in turn, in rotating rounds, each after one untimed start that fills
-vLLM's compile cache: the default (on a CPU the engine stepped in the replica's worker process,
-vLLM imported once: server/engine/vllm_stepped.py; one more engine for queries, started after the
-bulk one), ``--engine-loop async`` (vLLM's AsyncLLM, its engine core and worker in processes of
-their own, each importing vLLM again), the default with ``--enforce-eager on`` (nothing to
-compile) and ``off`` (compiled; ``auto`` picks one of the two by the CPU), and the default without
-the interactive replica (``--interactive-replica off``: what its engine's start-up costs). Each
-start is timed to "ready" and split by its log into phases; a short DuckDB scan after it checks
-that rows/s hold.
+vLLM's compile cache:
+- the default: on a CPU the engine stepped in the replica's worker process, vLLM imported once
+  (server/engine/vllm_stepped.py); ready with one bulk engine, then the queries' engine and, on 2
+  cores, a second bulk one started behind it;
+- ``--engine-loop async``: vLLM's AsyncLLM, its engine core and worker in processes of their own,
+  each importing vLLM again;
+- the default with ``--enforce-eager on`` (nothing to compile) and ``off`` (compiled; ``auto``
+  picks one of the two by the CPU);
+- the default without the interactive replica (``--interactive-replica off``: what its engine's
+  start-up costs).
+Each start is timed to "ready" and split by its log into phases; a short DuckDB scan right after
+it (while any later engines start) checks that rows/s hold; then the time until every engine is up.
 """
 
 from __future__ import annotations
