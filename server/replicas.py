@@ -89,8 +89,6 @@ class ReplicaSupervisor:
         self._spawn(self._watch())
         if later:
             self._spawn(self._start_later(later))
-        else:
-            self.every_engine_up.set()
 
     def _up(self, replica: Replica) -> None:
         replica.healthy = True
