@@ -193,8 +193,8 @@ class ServerConfig:
         choices=AUTO_ON_OFF,
         flag_value="on",
         help="Run the model eagerly: no torch.compile and no CUDA graphs; starts seconds sooner (bench: --only "
-        "startup). Alone: on. auto: on for a CPU with AMX, where the compiled model ran slower (bench: --only "
-        "compile), compiled elsewhere.",
+        "startup). Alone: on. auto: on for a CPU with AMX, where the compiled model ran slower, and for one with "
+        "AVX2 and no AVX-512, where it ran no faster (bench: --only compile); compiled elsewhere.",
     )
     tokenizer_threads: int = setting(2, "Threads that tokenize requests ahead of the engines.", min=1)
     ascii_normalizer: bool = setting(

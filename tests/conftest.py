@@ -36,7 +36,8 @@ os.environ.setdefault("EMBEDTEXT_DTYPE", "float32")
 
 START_TIMEOUT_S = float(os.environ.get("EMBEDTEXT_TEST_START_TIMEOUT", "900"))
 # The generated tiny model's engines start eager: compiling them tests nothing of ours, and costs
-# each start about 7 s (stepped) to 14 s (async) on a 2-core host. The default server stays compiled.
+# each start about 7 s (stepped) to 14 s (async) on a 2-core host. The default server runs what
+# --enforce-eager auto picks on this CPU.
 TINY_ENGINE_ARGS = ("--enforce-eager", "on")
 # Queries and bulk work on the same engines (the default starts one more engine for queries).
 SHARED_ENGINES = ("--interactive-replica", "off")

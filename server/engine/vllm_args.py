@@ -46,3 +46,14 @@ def engine_arguments(spec: ModelSpec, settings: EngineSettings, *, priority: boo
         enable_prefix_caching=False,
         scheduling_policy="priority" if priority else "fcfs",
     )
+
+
+def compilation_note(vllm_config: Any) -> str:
+    """How the built engine runs its model, read from the config vLLM settled on (not the one asked for)."""
+    compilation = vllm_config.compilation_config
+    mode = getattr(compilation, "mode", None)  # vLLM before 0.11 calls it level, an int
+    mode = getattr(compilation, "level", 0) if mode is None else mode
+    name = getattr(mode, "name", str(mode))
+    if vllm_config.model_config.enforce_eager or name in ("NONE", "0"):
+        return f"the model runs eagerly (vLLM compilation mode {name})"
+    return f"the model is compiled (vLLM compilation mode {name})"

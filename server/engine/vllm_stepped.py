@@ -40,7 +40,7 @@ from embedtext.server.engine.step_plan import (
     step_figures,
 )
 from embedtext.server.engine.step_timeline import BatchTimes, StepTimeline
-from embedtext.server.engine.vllm_args import engine_arguments, max_step_tokens
+from embedtext.server.engine.vllm_args import compilation_note, engine_arguments, max_step_tokens
 from embedtext.server.models import ModelSpec
 from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport
 
@@ -110,6 +110,7 @@ class SteppedVllmBackend:
             "starting %s for model %s on %s, stepped in this process", self.name, self.spec.name, self.settings.device
         )
         self._engine = await asyncio.to_thread(self._build)
+        log.info("%s: %s", self.name, compilation_note(self._engine.vllm_config))
         self._thread = threading.Thread(target=self._run, name=f"steps-{self.name}", daemon=True)
         self._thread.start()
         if self.pacer is not None:

@@ -425,21 +425,25 @@ def test_the_interactive_target_defaults_to_250_ms_on_a_cpu_and_20_on_a_gpu(sett
     assert resolve(ServerConfig(**settings), device).interactive_slo_s == slo_s
 
 
-AMX = frozenset({"avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
-AVX512_BF16 = frozenset({"avx512f", "avx512_bf16"})
+AMX = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16", "amx_tile"})
+AVX512_BF16 = frozenset({"avx2", "avx512f", "avx512_bf16"})
+AVX2 = frozenset({"avx2", "fma"})
 
 
 @pytest.mark.parametrize(
     ("setting", "device", "flags", "eager"),
     [
         ("auto", "cpu", AMX, True),  # the compiled model ran slower there (bench: --only compile)
+        ("auto", "cpu", AVX2, True),  # as fast as compiled there, and it starts sooner
         ("auto", "cpu", AVX512_BF16, False),
+        ("auto", "cpu", frozenset(), False),  # flags unknown: vLLM's default
+        ("off", "cpu", AVX2, False),
         ("auto", "cuda", AMX, False),  # a GPU's CUDA graphs: the host CPU does not decide
         ("off", "cpu", AMX, False),
         ("on", "cpu", AVX512_BF16, True),
     ],
 )
-def test_enforce_eager_auto_runs_eagerly_on_a_cpu_with_amx(setting, device, flags, eager):
+def test_enforce_eager_auto_runs_eagerly_on_a_cpu_with_amx_or_without_avx512(setting, device, flags, eager):
     resolved = resolve(ServerConfig(enforce_eager=setting), device, flags)
     assert resolved.enforce_eager is eager and f"--enforce-eager {setting}" in resolved.eager_reason
 
