@@ -90,20 +90,29 @@ class Client:
     def info(self, *, refresh: bool = False, timeout: float | None = 10.0) -> ServerInfo:
         """What the server serves (cached after the first call)."""
         if self._core.info is None or refresh:
-            endpoint = self._core.endpoints.pick()
-            with typed_errors(endpoint.target):
-                reply = endpoint.stub.Info(pb.InfoRequest(), timeout=timeout, metadata=self._core.metadata)
-            self._core.info = ServerInfo.from_proto(reply)
+            self._core.info = self._info_of(self._core.endpoints.pick(), timeout)
         return self._core.info
 
-    def wait_ready(self, timeout: float = 300.0) -> ServerInfo:
-        """Block until every endpoint reports SERVING on the health service."""
+    def _info_of(self, endpoint, timeout: float | None) -> ServerInfo:
+        with typed_errors(endpoint.target):
+            reply = endpoint.stub.Info(pb.InfoRequest(), timeout=timeout, metadata=self._core.metadata)
+        return ServerInfo.from_proto(reply)
+
+    def wait_ready(self, timeout: float = 300.0, *, every_engine: bool = False) -> ServerInfo:
+        """Block until every endpoint reports SERVING on the health service.
+
+        A server on a CPU is ready once each model's first engine is up, and starts its others
+        behind it; ``every_engine=True`` also waits until none is still starting (``Info``'s
+        ``starting_replicas``), as before a benchmark. Raises DeadlineExceededError after ``timeout``.
+        """
         from grpc_health.v1 import health_pb2_grpc
 
         wait = self._core.ready_wait(timeout)
         for endpoint in wait.endpoints:
             check = health_pb2_grpc.HealthStub(endpoint.channel).Check
             while not wait.serving(endpoint, _status(lambda: check(health_request(), timeout=5))):
+                time.sleep(READY_POLL_S)
+            while every_engine and not wait.engines_up(endpoint, self._info_of(endpoint, 10.0)):
                 time.sleep(READY_POLL_S)
         return self.info(refresh=True)
 
@@ -188,13 +197,15 @@ class AsyncClient:
     async def info(self, *, refresh: bool = False, timeout: float | None = 10.0) -> ServerInfo:
         """As :meth:`Client.info`."""
         if self._core.info is None or refresh:
-            endpoint = self._core.endpoints.pick()
-            with typed_errors(endpoint.target):
-                reply = await endpoint.stub.Info(pb.InfoRequest(), timeout=timeout, metadata=self._core.metadata)
-            self._core.info = ServerInfo.from_proto(reply)
+            self._core.info = await self._info_of(self._core.endpoints.pick(), timeout)
         return self._core.info
 
-    async def wait_ready(self, timeout: float = 300.0) -> ServerInfo:
+    async def _info_of(self, endpoint, timeout: float | None) -> ServerInfo:
+        with typed_errors(endpoint.target):
+            reply = await endpoint.stub.Info(pb.InfoRequest(), timeout=timeout, metadata=self._core.metadata)
+        return ServerInfo.from_proto(reply)
+
+    async def wait_ready(self, timeout: float = 300.0, *, every_engine: bool = False) -> ServerInfo:
         """As :meth:`Client.wait_ready`."""
         from grpc_health.v1 import health_pb2_grpc
 
@@ -202,6 +213,8 @@ class AsyncClient:
         for endpoint in wait.endpoints:
             check = health_pb2_grpc.HealthStub(endpoint.channel).Check
             while not wait.serving(endpoint, await _status_async(check(health_request(), timeout=5))):
+                await asyncio.sleep(READY_POLL_S)
+            while every_engine and not wait.engines_up(endpoint, await self._info_of(endpoint, 10.0)):
                 await asyncio.sleep(READY_POLL_S)
         return await self.info(refresh=True)
 

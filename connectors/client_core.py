@@ -247,7 +247,8 @@ def remaining_s(deadline: float | None, target: str) -> float | None:
 
 
 class ReadyWait:
-    """``wait_ready``'s bookkeeping: every endpoint must answer SERVING before the deadline."""
+    """``wait_ready``'s bookkeeping: every endpoint must answer SERVING before the deadline (and,
+    asked to, have every engine up: a CPU server is ready with its first engine per model)."""
 
     def __init__(self, endpoints: Sequence[Endpoint], timeout: float) -> None:
         self.endpoints = list(endpoints)
@@ -262,6 +263,16 @@ class ReadyWait:
             return True
         if time.monotonic() > self.deadline:
             raise DeadlineExceededError(f"server not ready after {self.timeout:.0f}s", target=endpoint.target)
+        return False
+
+    def engines_up(self, endpoint: Endpoint, info: ServerInfo) -> bool:
+        """True once ``info`` (the endpoint's) has no engine still starting; raises after the deadline."""
+        starting = sum(model.starting_replicas for model in info.models)
+        if not starting:
+            return True
+        if time.monotonic() > self.deadline:
+            message = f"server ready, but {starting} engine(s) still starting after {self.timeout:.0f}s"
+            raise DeadlineExceededError(message, target=endpoint.target)
         return False
 
 

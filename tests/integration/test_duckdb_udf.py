@@ -193,12 +193,8 @@ def test_co_deployed_default_starts_and_stops_cleanly(tmp_path):
         with embedtext.Client(registration.target) as client:
             model = client.info().models[0]
             print("DTYPE", model.dtype)
-            import time
-            for _ in range(3000):  # the engines after the first start behind the ready server
-                if not model.starting_replicas:
-                    break
-                time.sleep(0.1)
-                model = client.info(refresh=True).models[0]
+            # The engines after the first start behind the ready server.
+            model = client.wait_ready(600, every_engine=True).models[0]
             print("ENGINES", model.replicas, model.interactive_replicas, model.starting_replicas)
         server = psutil.Process(co_deployed._server.pid)
         import os

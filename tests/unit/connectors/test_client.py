@@ -137,6 +137,26 @@ def test_embed_request_and_wait_ready(null_server):
     assert _without_loop_lag(ready_sync) == _without_loop_lag(ready_async) and ready_sync.default_model
 
 
+def test_waiting_for_every_engine_counts_the_engines_still_starting(null_server):
+    """Both clients wait on each endpoint's Info: none still starting, or a deadline that says how many are."""
+    from types import SimpleNamespace
+
+    from embedtext.connectors.client_core import ReadyWait
+    from embedtext.protocol.errors import DeadlineExceededError
+
+    ready_sync, ready_async = both(null_server.target, "wait_ready", 10, every_engine=True)
+    assert [m.starting_replicas for m in ready_sync.models] == [m.starting_replicas for m in ready_async.models]
+    assert not any(m.starting_replicas for m in ready_sync.models)
+    starting = dataclasses.replace(ready_sync, models=(dataclasses.replace(ready_sync.models[0], starting_replicas=2),))
+    endpoint = SimpleNamespace(target=null_server.target)
+    assert ReadyWait([], 60).engines_up(endpoint, ready_sync)
+    assert not ReadyWait([], 60).engines_up(endpoint, starting)  # before the deadline: wait on
+    past = ReadyWait([], 0)
+    past.deadline -= 1  # the deadline has passed
+    with pytest.raises(DeadlineExceededError, match=r"server ready, but 2 engine\(s\) still starting after 0s"):
+        past.engines_up(endpoint, starting)
+
+
 def _without_loop_lag(info):
     """Info less how late the server's event loop ran: a moving reading, which two calls may differ in."""
     return dataclasses.replace(info, event_loop_lag_p99_ms=0.0, event_loop_lag_max_ms=0.0, event_loop_ticks=0)
