@@ -14,7 +14,7 @@ import os
 import numpy as np
 
 from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
-from embedtext.server.engine.vllm_args import engine_arguments
+from embedtext.server.engine.vllm_args import compilation_note, engine_arguments
 from embedtext.server.models import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -56,6 +56,7 @@ class VllmBackend:
         # process); run it in a thread so the server keeps answering health checks meanwhile.
         log.info("starting %s for model %s on %s", self.name, self.spec.name, self.settings.device)
         self._engine = await asyncio.to_thread(self._build)
+        log.info("%s: %s", self.name, compilation_note(self._engine.vllm_config))
         log.info("%s ready (engine core pids %s)", self.name, self.pids)
 
     @property

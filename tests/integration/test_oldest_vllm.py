@@ -47,6 +47,8 @@ def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, loop, 
             old = client.embed(TEXTS)
             bulk = client.embed(TEXTS * 300, latency_class="bulk")  # several steps or batches
     new = minilm_client.embed(TEXTS)
+    # The engine's own config, as this vLLM names it, says it built the model eagerly.
+    assert "all-MiniLM-L6-v2/0: the model runs eagerly (vLLM compilation mode" in server.log_path.read_text()
     assert old.shape == new.shape == (len(TEXTS), 384)
     assert np.min(np.sum(old * new, axis=1)) >= 0.99999
     # The same texts in the first and last batch: equal to float32 rounding, not bit for bit (CPU

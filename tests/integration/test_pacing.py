@@ -43,6 +43,9 @@ def test_bulk_batches_are_sized_from_the_measured_engine_speed(async_loop_server
     assert (model.interactive_slo_ms, model.bulk_batch_tokens) == (CPU_SLO_S * 1000, budget)
     assert model.bulk_turn_ms == ServerConfig().bulk_batch_ms
     assert model.engine_tokens_per_second == pytest.approx(speed, rel=1e-6)
+    # AsyncLLM's own config says how it built the model (the tests' tiny engines are eager).
+    log = async_loop_server.server.log_path.read_text()
+    assert "tiny/0: the model runs eagerly (vLLM compilation mode NONE)" in log
     out = embedtext_info(target)
     assert (
         f"bulk batches: {int(budget):,} tokens (bulk callers' turns: about 1000 ms of engine time), "
