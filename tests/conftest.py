@@ -35,9 +35,9 @@ os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("EMBEDTEXT_DTYPE", "float32")
 
 START_TIMEOUT_S = float(os.environ.get("EMBEDTEXT_TEST_START_TIMEOUT", "900"))
-# The generated tiny model's engines start eager: compiling them tests nothing of ours, and costs
-# each start about 7 s (stepped) to 14 s (async) on a 2-core host. The default server runs what
-# --enforce-eager auto picks on this CPU.
+# The generated tiny model's engines start eager: compiling each of them would cost its start about
+# 7 s (stepped) to 14 s (async) on a 2-core host; test_compiled_engine.py keeps one compiled. The
+# default server runs what --enforce-eager auto picks on this CPU.
 TINY_ENGINE_ARGS = ("--enforce-eager", "on")
 # Queries and bulk work on the same engines (the default starts one more engine for queries).
 SHARED_ENGINES = ("--interactive-replica", "off")
