@@ -49,11 +49,16 @@ def engine_arguments(spec: ModelSpec, settings: EngineSettings, *, priority: boo
 
 
 def compilation_note(vllm_config: Any) -> str:
-    """How the built engine runs its model, read from the config vLLM settled on (not the one asked for)."""
-    compilation = vllm_config.compilation_config
+    """How the built engine runs its model, read from the config vLLM settled on (not the one asked for).
+
+    A log line only: a vLLM whose config reads otherwise gets a note that says so, not a failed start.
+    """
+    compilation = getattr(vllm_config, "compilation_config", None)
     mode = getattr(compilation, "mode", None)  # vLLM before 0.11 calls it level, an int
-    mode = getattr(compilation, "level", 0) if mode is None else mode
+    mode = getattr(compilation, "level", None) if mode is None else mode
+    if mode is None:
+        return "vLLM's config does not say how it runs the model"
     name = getattr(mode, "name", str(mode))
-    if vllm_config.model_config.enforce_eager or name in ("NONE", "0"):
+    if getattr(getattr(vllm_config, "model_config", None), "enforce_eager", False) or name in ("NONE", "0"):
         return f"the model runs eagerly (vLLM compilation mode {name})"
     return f"the model is compiled (vLLM compilation mode {name})"

@@ -56,7 +56,7 @@ class VllmBackend:
         # process); run it in a thread so the server keeps answering health checks meanwhile.
         log.info("starting %s for model %s on %s", self.name, self.spec.name, self.settings.device)
         self._engine = await asyncio.to_thread(self._build)
-        log.info("%s: %s", self.name, compilation_note(self._engine.vllm_config))
+        log.info("%s: %s", self.name, compilation_note(getattr(self._engine, "vllm_config", None)))
         log.info("%s ready (engine core pids %s)", self.name, self.pids)
 
     @property

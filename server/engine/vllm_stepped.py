@@ -110,7 +110,7 @@ class SteppedVllmBackend:
             "starting %s for model %s on %s, stepped in this process", self.name, self.spec.name, self.settings.device
         )
         self._engine = await asyncio.to_thread(self._build)
-        log.info("%s: %s", self.name, compilation_note(self._engine.vllm_config))
+        log.info("%s: %s", self.name, compilation_note(getattr(self._engine, "vllm_config", None)))
         self._thread = threading.Thread(target=self._run, name=f"steps-{self.name}", daemon=True)
         self._thread.start()
         if self.pacer is not None:
