@@ -15,6 +15,30 @@ LATENCY_TOKENS = 50
 TINY_SERVER_SUITES = ("cpu", "latency", "scaling", "index-vs-udf", "sql-rewrites")
 
 
+# Suites whose variants set the compile setting themselves: the plan's is not theirs.
+OWN_ENGINE_SETTING_SUITES = ("startup", "compile")
+
+
+def engines_note(plan: BenchPlan, suites: Sequence[str]) -> str:
+    """The report's word on the servers' compile setting: the plan's, or the suites' own.
+
+    >>> from embedtext.bench.plan import FULL
+    >>> engines_note(FULL, ["mixed"])
+    'compiled (--enforce-eager off)'
+    >>> engines_note(FULL, ["startup"])
+    'set per variant by the suite (startup)'
+    >>> engines_note(FULL, ["mixed", "compile"])
+    'compiled (--enforce-eager off); set per variant by the suite in compile'
+    """
+    planned = "eager (--enforce-eager on)" if plan.eager else "compiled (--enforce-eager off)"
+    own = [suite for suite in suites if suite in OWN_ENGINE_SETTING_SUITES]
+    if not own:
+        return planned
+    if len(own) == len(suites):
+        return f"set per variant by the suite ({', '.join(own)})"
+    return f"{planned}; set per variant by the suite in {', '.join(own)}"
+
+
 def make_report(
     cases: list[dict],
     *,
@@ -35,7 +59,7 @@ def make_report(
         "command": command,
         "quick": plan.quick,
         "suites": list(suites),
-        "engines": "eager (--enforce-eager on)" if plan.eager else "compiled (--enforce-eager off)",
+        "engines": engines_note(plan, suites),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         "seconds": round(time.time() - started, 1),
         "cases": cases,
