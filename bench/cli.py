@@ -34,6 +34,17 @@ def _progress(t0: float, message: str) -> None:
     click.echo(f"[{time.perf_counter() - t0:7.1f}s] {message}", err=True)
 
 
+def compile_setting(enforce_eager: str | None, compiled: bool) -> str | None:
+    """The run's ``--enforce-eager``, where ``--compiled`` says ``off``; the two must agree.
+
+    >>> compile_setting(None, True), compile_setting("auto", False), compile_setting(None, False)
+    ('off', 'auto', None)
+    """
+    if compiled and enforce_eager not in (None, "off"):
+        raise click.UsageError(f"--compiled is --enforce-eager off, not {enforce_eager}")
+    return "off" if compiled else enforce_eager
+
+
 @click.command("bench")
 @click.option("--quick", is_flag=True, help="Small sizes: the whole run in under 5 minutes on 2 cores.")
 @click.option(
@@ -100,10 +111,17 @@ def _progress(t0: float, message: str) -> None:
 )
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where generated models go.")
 @click.option(
+    "--enforce-eager",
+    "enforce_eager",
+    type=click.Choice(["auto", "on", "off"]),
+    default=None,
+    help="Every engine's compile setting, as the server's option of that name [default: on with --quick (a "
+    "shorter start), else auto (a server's default: by the device and CPU)].",
+)
+@click.option(
     "--compiled",
     is_flag=True,
-    help="Compiled engines in a --quick run too (on a GPU: CUDA graphs, as a server starts them by default; "
-    "a quick run's engines are otherwise eager).",
+    help="The same as --enforce-eager off (on a GPU: CUDA graphs, as a server starts them by default).",
 )
 def bench_command(
     quick,
@@ -120,6 +138,7 @@ def bench_command(
     mixed_modes,
     mixed_phases,
     workdir,
+    enforce_eager,
     compiled,
 ) -> None:
     """Benchmarks, side by side in rotating rounds: ratios on one machine.
@@ -139,7 +158,9 @@ def bench_command(
 
     modes = _checked_names(mixed_modes, check_modes, "--mixed-modes")
     phases = _checked_names(mixed_phases, check_phases, "--mixed-phases")
-    plan = make_plan(quick, rows=rows, dims=_ints(dims), workdir=workdir, compiled=compiled)
+    plan = make_plan(
+        quick, rows=rows, dims=_ints(dims), workdir=workdir, enforce_eager=compile_setting(enforce_eager, compiled)
+    )
     suites = tuple(only) or DEFAULT_SUITES
     command = "embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
     run_bench(

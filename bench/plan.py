@@ -53,9 +53,11 @@ class BenchPlan:
     scaling_rows: tuple[int, ...]
     scaling_tokens: int
     allocator_rows: tuple[int, ...]  # the allocator suite's sizes (16-token rows, like scaling)
-    # Quick runs start engines with --enforce-eager (no torch.compile: ~25 s less per engine start on
-    # 2 cores); every engine of a run gets the same setting, so ratios stay like for like.
+    # Quick runs start engines eagerly (no torch.compile: a shorter start for each engine); full runs
+    # as a server starts them by default (--enforce-eager auto: by the device and CPU). Every engine
+    # of a run, vLLM's own paths in the cpu suite too, gets the same setting: ratios stay like for like.
     eager: bool = False
+    eager_reason: str = "--enforce-eager off"  # why, for the report (server/host/cpu_features.py)
     # The cpu suite's rotating rounds (each times every path once; ratios: medians of the rounds).
     # Quick runs take 2 (ABCD, DCBA: each path as often early as late) to stay under 5 minutes.
     cpu_rounds: int = 5
@@ -70,9 +72,13 @@ class BenchPlan:
 
     @property
     def engine_flags(self) -> list[str]:
-        """Our servers' compile setting: eager in quick runs; compiled in full ones, as vLLM's own
-        paths in the cpu suite are (``--enforce-eager auto`` would pick by the CPU)."""
+        """Our servers' compile setting, resolved once for the run (so every server gets the same)."""
         return ["--enforce-eager", "on" if self.eager else "off"]
+
+    @property
+    def engines(self) -> str:
+        """The report's word on it: 'eager (--enforce-eager on)', 'compiled (--enforce-eager auto ...)'."""
+        return f"{'eager' if self.eager else 'compiled'} ({self.eager_reason})"
 
 
 QUICK = BenchPlan(
@@ -88,6 +94,7 @@ QUICK = BenchPlan(
     scaling_tokens=16,
     allocator_rows=(2_000, 10_000, 20_000),
     eager=True,
+    eager_reason="--enforce-eager on",
     cpu_rounds=2,
 )
 FULL = replace(
@@ -101,7 +108,6 @@ FULL = replace(
     latency_chunk_requests=8,
     scaling_rows=(10_000, 100_000, 1_000_000),
     allocator_rows=(10_000, 100_000, 400_000),
-    eager=False,
     cpu_rounds=5,
     cpu_peer_work=((50, 4096), (512, 512)),
     compile_work=((50, 4096), (512, 512)),
@@ -116,12 +122,30 @@ def make_plan(
     rows: int | None = None,
     dims: tuple[int, ...] = (),
     workdir: str | None = None,
-    compiled: bool = False,
+    enforce_eager: str | None = None,
+    device: str | None = None,
+    flags: frozenset[str] | None = None,
 ) -> BenchPlan:
-    """``compiled``: compiled engines even in a quick run."""
+    """``enforce_eager`` (auto, on, off) for every engine of the run; unset, a quick run's are eager
+    and a full run's as a server's default (auto), resolved for ``device`` (unset: this machine's)
+    and the CPU's ``flags`` (unset: read from /proc/cpuinfo).
+
+    >>> make_plan(False, workdir=".", device="cpu", flags=frozenset({"avx2", "avx512f"})).engines
+    'compiled (--enforce-eager auto on this CPU: compiled)'
+    >>> make_plan(False, workdir=".", device="cpu", flags=frozenset({"amx_bf16"})).engines
+    'eager (--enforce-eager auto on a CPU with amx_bf16)'
+    >>> make_plan(True, workdir=".", device="cuda").engines, make_plan(False, workdir=".", device="cuda").engines
+    ('eager (--enforce-eager on)', 'compiled (--enforce-eager auto on a GPU: compiled)')
+    >>> make_plan(True, workdir=".", enforce_eager="off", device="cpu", flags=frozenset({"amx_bf16"})).engine_flags
+    ['--enforce-eager', 'off']
+    """
+    from embedtext.server.engine.base import detect_device
+    from embedtext.server.host.cpu_features import eager_engine
+
     plan = QUICK if quick else FULL
-    if compiled:
-        plan = replace(plan, eager=False)
+    setting = enforce_eager or ("on" if quick else "auto")
+    eager, reason = eager_engine(setting, device or detect_device(), flags)
+    plan = replace(plan, eager=eager, eager_reason=reason)
     plan = replace(plan, workdir=Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="embedtext-bench-")))
     if rows:
         long_tokens = plan.cpu_work[1][0]

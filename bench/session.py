@@ -22,21 +22,21 @@ OWN_ENGINE_SETTING_SUITES = ("startup", "compile")
 def engines_note(plan: BenchPlan, suites: Sequence[str]) -> str:
     """The report's word on the servers' compile setting: the plan's, or the suites' own.
 
-    >>> from embedtext.bench.plan import FULL
-    >>> engines_note(FULL, ["mixed"])
-    'compiled (--enforce-eager off)'
-    >>> engines_note(FULL, ["startup"])
+    >>> from embedtext.bench.plan import make_plan
+    >>> full = make_plan(False, workdir=".", device="cpu", flags=frozenset({"avx2", "avx512f"}))
+    >>> engines_note(full, ["mixed"])
+    'compiled (--enforce-eager auto on this CPU: compiled)'
+    >>> engines_note(full, ["startup"])
     'set per variant by the suite (startup)'
-    >>> engines_note(FULL, ["mixed", "compile"])
-    'compiled (--enforce-eager off); set per variant by the suite in compile'
+    >>> engines_note(make_plan(True, workdir="."), ["mixed", "compile"])
+    'eager (--enforce-eager on); set per variant by the suite in compile'
     """
-    planned = "eager (--enforce-eager on)" if plan.eager else "compiled (--enforce-eager off)"
     own = [suite for suite in suites if suite in OWN_ENGINE_SETTING_SUITES]
     if not own:
-        return planned
+        return plan.engines
     if len(own) == len(suites):
         return f"set per variant by the suite ({', '.join(own)})"
-    return f"{planned}; set per variant by the suite in {', '.join(own)}"
+    return f"{plan.engines}; set per variant by the suite in {', '.join(own)}"
 
 
 def make_report(

@@ -1,9 +1,34 @@
 """What a bench run starts its engines with."""
 
+import click
+import pytest
+from click.testing import CliRunner
+
+from embedtext.bench.cli import bench_command, compile_setting
 from embedtext.bench.plan import make_plan
 
+AMX = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+AVX512 = frozenset({"avx2", "avx512f", "avx512_bf16"})
 
-def test_a_quick_run_is_eager_unless_asked_for_compiled_engines(tmp_path):
-    assert make_plan(True, workdir=str(tmp_path)).engine_flags == ["--enforce-eager", "on"]
-    assert make_plan(True, workdir=str(tmp_path), compiled=True).engine_flags == ["--enforce-eager", "off"]
-    assert make_plan(False, workdir=str(tmp_path)).engine_flags == ["--enforce-eager", "off"]
+
+def flags_of(tmp_path, quick, device="cpu", cpu=AVX512, **setting):
+    return make_plan(quick, workdir=str(tmp_path), device=device, flags=cpu, **setting).engine_flags
+
+
+def test_a_quick_run_is_eager_and_a_full_one_runs_as_a_servers_default(tmp_path):
+    assert flags_of(tmp_path, True) == ["--enforce-eager", "on"]
+    assert flags_of(tmp_path, True, enforce_eager="off") == ["--enforce-eager", "off"]
+    # A full run resolves auto as the server would on this device and CPU, once for every engine.
+    assert flags_of(tmp_path, False, cpu=AMX) == ["--enforce-eager", "on"]
+    assert flags_of(tmp_path, False, cpu=AVX512) == ["--enforce-eager", "off"]
+    assert flags_of(tmp_path, False, device="cuda", cpu=AMX) == ["--enforce-eager", "off"]
+    assert flags_of(tmp_path, False, cpu=AMX, enforce_eager="off") == ["--enforce-eager", "off"]
+
+
+def test_the_bench_refuses_a_compile_setting_it_cannot_follow():
+    assert compile_setting(None, True) == "off"
+    with pytest.raises(click.UsageError, match="--compiled is --enforce-eager off, not on"):
+        compile_setting("on", True)
+    # click refuses an unknown setting before the bench starts anything.
+    result = CliRunner().invoke(bench_command, ["--quick", "--only", "cpu", "--enforce-eager", "sometimes"])
+    assert result.exit_code == 2 and "'sometimes' is not one of" in result.output, result.output
