@@ -26,7 +26,8 @@ first gets one untimed bulk call (``warm_up``). Cases, per mode:
   mixed_{mode}_scan_alone    the same scan without the probe: what the queries cost it, apart from
                              what the server's settings cost it
   mixed_{mode}_two_scans     two such scans started together on two connections; rows/s of each
-                             (``scan_rows_per_s``) and the faster over the slower (``scan_ratio``)
+                             (``scan_rows_per_s``) and the faster over the slower (``scan_ratio``), in
+                             the round where they ended furthest apart; each round's (``scan_ratio_by_round``)
   mixed_{mode}_bulk{N}       the probe while N clients each send 2048-row bulk calls in a loop
                              (the probe runs until their last call ends); rows/s is the bulk clients'
   mixed_{mode}_bulk{N}_alone the N bulk clients without the probe (bulk rows/s on its own)
@@ -129,8 +130,14 @@ MODE_ARGS = {
     "split_same_priority": ("--interactive-replica", "on", "--bulk-nice", "0"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
     "full_batches": (*SHARED, "--bulk-batch-ms", "0"),
-    # classes with bulk turns of 250 ms of engine time (the default until stop 41; now 1,000).
+    # classes with bulk turns of 250 ms of engine time (the default until stop 41 and since stop 55).
     "short_turns": (*SHARED, "--bulk-batch-ms", "250"),
+    # classes with bulk turns of 1,000 ms (the default from stop 41 to stop 54).
+    "long_turns": (*SHARED, "--bulk-batch-ms", "1000"),
+    # The defaults with bulk turns of 250 ms, named (stop 55's run: the default then was 1,000 ms).
+    "replica_short_turns": ("--interactive-replica", "on", "--bulk-batch-ms", "250"),
+    # The defaults with bulk turns of 1,000 ms (the default from stop 41 to stop 54).
+    "replica_long_turns": ("--interactive-replica", "on", "--bulk-batch-ms", "1000"),
 }
 # The modes given ``slo_ms`` where it is given.
 PACED_MODES = (
@@ -146,6 +153,9 @@ PACED_MODES = (
     "split_same_priority",
     "full_batches",
     "short_turns",
+    "long_turns",
+    "replica_short_turns",
+    "replica_long_turns",
 )
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes' starts: a few people's queries, not a load of their own
@@ -372,6 +382,9 @@ def _phase_line(got: dict) -> str:
                 "back to its loop {to_loop_p50_ms:.1f} ms"
             ).format(**steps)
             line += f"; garbage collection p99 {steps['gc_p99_ms']:.1f} ms)" if "gc_p99_ms" in steps else ")"
+    if "scan_seconds" in got:
+        first, second = got["scan_seconds"]
+        line += f" (the scans {first:.1f} and {second:.1f}s, {max(first, second) / min(first, second):.3f}x apart)"
     if got.get("loop_late_p99_ms"):
         line += ", " + loop_late_text(max(got["loop_late_p99_ms"]), max(got["loop_late_max_ms"]))
     if got.get("cpu_wall_s"):
@@ -661,7 +674,14 @@ def run_mixed(
     async def two_scans(target: str) -> dict:
         half = scan_texts[: scan_rows // 2]
         took = await asyncio.gather(*(asyncio.to_thread(_scan_seconds, target, half) for _ in range(2)))
-        return {"latencies": [], "rows": 2 * len(half), "elapsed": max(took), "scan_seconds": list(took)}
+        apart = round(max(took) / min(took), 3)
+        return {
+            "latencies": [],
+            "rows": 2 * len(half),
+            "elapsed": max(took),
+            "scan_seconds": list(took),
+            "scan_ratio_by_round": [apart],
+        }
 
     def bulk(probing: bool):
         async def run(target: str) -> dict:

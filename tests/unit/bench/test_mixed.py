@@ -51,6 +51,9 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         assert "engine_p50_ms" not in by[(mode, "bulk2_alone")] and "engine_p50_ms" not in by[(mode, "two_scans")]
         two = by[(mode, "two_scans")]
         assert len(two["scan_seconds"]) == 2 and len(two["scan_rows_per_s"]) == 2 and two["scan_ratio"] >= 1
+        # each round's ratio, the worst of them reported
+        assert len(two["scan_ratio_by_round"]) == 2 and two["scan_ratio"] == max(two["scan_ratio_by_round"])
+        assert sum("two_scans" in line and "x apart" in line for line in lines) == len(MODES) * 2
         flood = by[(mode, "flood3")]  # one round only
         assert flood["served_calls"] + flood["failed_calls"] >= 3 and flood["rounds"] == 2
         assert flood["rows_lost"] == 2048 * flood["failed_calls"]
