@@ -88,7 +88,7 @@ class ServerConfig:
     )
     max_batches_per_replica: int = setting(2, "Batches in flight per engine.", min=1)
     bulk_batch_ms: float = setting(
-        1000.0,
+        250.0,
         "With classes: a bulk batch holds about this much of an engine's measured time (at most "
         "--max-batch-tokens), so that bulk callers take turns of that size: an engine runs the batches it "
         "holds in the order given. 0: bulk batches at --max-batch-tokens.",

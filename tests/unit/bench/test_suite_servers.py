@@ -81,8 +81,8 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
 
 def test_the_mixed_suite_can_run_the_defaults_with_one_change_each(monkeypatch):
     """``short_switch``: classes with a 0.5 ms GIL switch interval; ``interactive_replica``: one more
-    engine for queries; ``full_batches``: classes without bulk turns; ``short_turns``: turns of
-    250 ms. All hold the bench's target."""
+    engine for queries; ``full_batches``: classes without bulk turns; ``short_turns`` and
+    ``long_turns``: turns of 250 ms (the default) and 1,000 ms. All hold the bench's target."""
     switch_config, switch = _server(server_args("short_switch", 20.0), monkeypatch, "cuda")
     assert switch_config.switch_interval_ms == 0.5 and switch.interactive_slo_s == 0.02 and switch.stepped
     assert _server(server_args("classes", 20.0), monkeypatch, "cuda")[0].switch_interval_ms is None
@@ -93,7 +93,9 @@ def test_the_mixed_suite_can_run_the_defaults_with_one_change_each(monkeypatch):
     assert full_config.bulk_batch_ms == 0 and full.interactive_slo_s == 0.02 and full.stepped
     short_config, short = _server(server_args("short_turns", 20.0), monkeypatch, "cuda")
     assert short_config.bulk_batch_ms == 250 and short.interactive_slo_s == 0.02 and not short.interactive_replica
-    assert ServerConfig().bulk_batch_ms == 1000
+    long_config, long = _server(server_args("replica_long_turns", 20.0), monkeypatch, "cuda")
+    assert long_config.bulk_batch_ms == 1000 and long.interactive_replica
+    assert ServerConfig().bulk_batch_ms == 250
     assert switch_config.bulk_batch_ms == ServerConfig().bulk_batch_ms > 0
 
 
