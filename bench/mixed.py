@@ -130,13 +130,13 @@ MODE_ARGS = {
     "split_same_priority": ("--interactive-replica", "on", "--bulk-nice", "0"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
     "full_batches": (*SHARED, "--bulk-batch-ms", "0"),
-    # classes with bulk turns of 250 ms of engine time (the default until stop 41 and since stop 55).
+    # classes with bulk turns of 250 ms of engine time (the default until stop 41 and since stop 54).
     "short_turns": (*SHARED, "--bulk-batch-ms", "250"),
-    # classes with bulk turns of 1,000 ms (the default from stop 41 to stop 54).
+    # classes with bulk turns of 1,000 ms (the default from stop 41 until stop 54).
     "long_turns": (*SHARED, "--bulk-batch-ms", "1000"),
-    # The defaults with bulk turns of 250 ms, named (stop 55's run: the default then was 1,000 ms).
+    # The defaults with bulk turns of 250 ms, named (stop 54's run: the default then was 1,000 ms).
     "replica_short_turns": ("--interactive-replica", "on", "--bulk-batch-ms", "250"),
-    # The defaults with bulk turns of 1,000 ms (the default from stop 41 to stop 54).
+    # The defaults with bulk turns of 1,000 ms (the default from stop 41 until stop 54).
     "replica_long_turns": ("--interactive-replica", "on", "--bulk-batch-ms", "1000"),
 }
 # The modes given ``slo_ms`` where it is given.
