@@ -48,7 +48,8 @@ def test_bulk_batches_are_sized_from_the_measured_engine_speed(async_loop_server
     assert "tiny/0: the model runs eagerly (vLLM compilation mode NONE)" in log
     out = embedtext_info(target)
     assert (
-        f"bulk batches: {int(budget):,} tokens (bulk callers' turns: about 1000 ms of engine time), "
+        f"bulk batches: {int(budget):,} tokens (bulk callers' turns: about {model.bulk_turn_ms:.0f} ms of engine "
+        "time), "
         "paced for interactive requests within 250 ms"
     ) in out
 
