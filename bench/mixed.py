@@ -354,6 +354,11 @@ def cores_text(cores: dict[str, float]) -> str:
     return f"cores: {', '.join(parts)}, {HOST_IDLE} {cores.get(HOST_IDLE, 0.0):.2f}"
 
 
+def scans_apart(seconds: Sequence[float]) -> float:
+    """How far apart scans started together ended: the slower's seconds over the faster's."""
+    return round(max(seconds) / min(seconds), 3)
+
+
 def _phase_line(got: dict) -> str:
     """A phase's figures for the progress line: a run cut short still leaves them in its log."""
     line = f"{len(got.get('latencies', ()))} probes, {got['rows']} rows in {got['elapsed']:.1f}s"
@@ -384,7 +389,7 @@ def _phase_line(got: dict) -> str:
             line += f"; garbage collection p99 {steps['gc_p99_ms']:.1f} ms)" if "gc_p99_ms" in steps else ")"
     if "scan_seconds" in got:
         first, second = got["scan_seconds"]
-        line += f" (the scans {first:.1f} and {second:.1f}s, {max(first, second) / min(first, second):.3f}x apart)"
+        line += f" (the scans {first:.1f} and {second:.1f}s, {scans_apart(got['scan_seconds']):.3f}x apart)"
     if got.get("loop_late_p99_ms"):
         line += ", " + loop_late_text(max(got["loop_late_p99_ms"]), max(got["loop_late_max_ms"]))
     if got.get("cpu_wall_s"):
@@ -674,13 +679,12 @@ def run_mixed(
     async def two_scans(target: str) -> dict:
         half = scan_texts[: scan_rows // 2]
         took = await asyncio.gather(*(asyncio.to_thread(_scan_seconds, target, half) for _ in range(2)))
-        apart = round(max(took) / min(took), 3)
         return {
             "latencies": [],
             "rows": 2 * len(half),
             "elapsed": max(took),
             "scan_seconds": list(took),
-            "scan_ratio_by_round": [apart],
+            "scan_ratio_by_round": [scans_apart(took)],
         }
 
     def bulk(probing: bool):
@@ -771,7 +775,7 @@ def _cases(
         if "scan_seconds" in extra:
             half = scan_rows // 2
             extra["scan_rows_per_s"] = [round(half / s, 1) for s in extra["scan_seconds"]]
-            extra["scan_ratio"] = round(max(extra["scan_seconds"]) / min(extra["scan_seconds"]), 3)
+            extra["scan_ratio"] = scans_apart(extra["scan_seconds"])
         cases.append(
             make_case(
                 f"mixed_{mode}_{kind}",
@@ -847,7 +851,7 @@ def _merge(into: dict, got: dict) -> None:
     for key, value in got.items():
         if key == "scan_seconds":
             old = into.get(key)
-            if old is None or max(value) / min(value) > max(old) / min(old):
+            if old is None or scans_apart(value) > scans_apart(old):
                 into[key] = value
         elif isinstance(value, list):
             into[key] = into.get(key, []) + value

@@ -145,8 +145,8 @@ def make_plan(
     plan = QUICK if quick else FULL
     setting = enforce_eager or ("on" if quick else "auto")
     eager, reason = eager_engine(setting, device or detect_device(), flags)
-    plan = replace(plan, eager=eager, eager_reason=reason)
-    plan = replace(plan, workdir=Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="embedtext-bench-")))
+    workdir_path = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="embedtext-bench-"))
+    plan = replace(plan, eager=eager, eager_reason=reason, workdir=workdir_path)
     if rows:
         long_tokens = plan.cpu_work[1][0]
         plan = replace(

@@ -259,20 +259,18 @@ class ReadyWait:
         """True once ``status`` (None: the check failed) is SERVING; raises after the deadline."""
         from grpc_health.v1 import health_pb2
 
-        if status == health_pb2.HealthCheckResponse.SERVING:
-            return True
-        if time.monotonic() > self.deadline:
-            raise DeadlineExceededError(f"server not ready after {self.timeout:.0f}s", target=endpoint.target)
-        return False
+        return self._done_in_time(status == health_pb2.HealthCheckResponse.SERVING, endpoint, "server not ready")
 
     def engines_up(self, endpoint: Endpoint, info: ServerInfo) -> bool:
         """True once ``info`` (the endpoint's) has no engine still starting; raises after the deadline."""
         starting = sum(model.starting_replicas for model in info.models)
-        if not starting:
+        return self._done_in_time(not starting, endpoint, f"server ready, but {starting} engine(s) still starting")
+
+    def _done_in_time(self, done: bool, endpoint: Endpoint, not_yet: str) -> bool:
+        if done:
             return True
         if time.monotonic() > self.deadline:
-            message = f"server ready, but {starting} engine(s) still starting after {self.timeout:.0f}s"
-            raise DeadlineExceededError(message, target=endpoint.target)
+            raise DeadlineExceededError(f"{not_yet} after {self.timeout:.0f}s", target=endpoint.target)
         return False
 
 
