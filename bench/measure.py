@@ -9,6 +9,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
+from embedtext.server.engine.base import ENGINE_THREAD_NAME
+
 
 def _children(pid: int) -> list[int]:
     out: list[int] = []
@@ -71,6 +73,23 @@ def tree_rss_by_process(pid: int) -> dict[str, float]:
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
+def _threads_named(pid: int, name: str) -> list[int]:
+    """The threads of ``pid`` whose name (/proc/PID/task/TID/comm) is ``name``."""
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    found = []
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/comm") as fh:
+                if fh.read().strip() == name:
+                    found.append(int(tid))
+        except OSError:  # ended meanwhile
+            pass
+    return found
+
+
 def _cpu_seconds(pid: int, thread: int | None = None) -> float:
     """User + system CPU seconds of one process (or of one of its threads) so far (0 once gone)."""
     path = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
@@ -102,7 +121,10 @@ class CpuSplit:
     ``pids`` are counted alone (the client: its children are servers counted apart), ``trees``
     with their descendants, each named ``label/process-name`` (``server/VLLM::EngineCore``);
     a tree's root also gets ``label:main-thread``, the thread its event loop runs on (a part of
-    ``label``: the one thread whose CPU caps what one server process can do). ``seconds`` holds
+    ``label``: the one thread whose CPU caps what one server process can do), and the tree
+    ``label:engine-thread``, the threads that step its engines (ENGINE_THREAD_NAME, in the
+    engines' worker processes: the engine's own host work, besides the model's compute threads,
+    where an engine is stepped; absent where none is). ``seconds`` holds
     the totals once the block ends. With ``host_idle``, also HOST_IDLE: the cores nobody used
     (on a host the model should fill, each idle second is one it did not compute).
 
@@ -136,6 +158,8 @@ class CpuSplit:
             for pid in _tree(root):
                 name = label if pid == root else f"{label}/{_comm(pid) or '?'}"
                 out.setdefault(pid, (name, _cpu_seconds(pid)))
+                for tid in _threads_named(pid, ENGINE_THREAD_NAME):
+                    out[f"{pid}/{tid}"] = (f"{label}:engine-thread", _cpu_seconds(pid, thread=tid))
         for label, pid in self.pids.items():
             out[pid] = (label, _cpu_seconds(pid))
         if self.host_idle:

@@ -21,6 +21,7 @@ SUITES = (
     "word-cache",
     "mixed",
     "batch-cost",
+    "engine-overhead",
     "dtype",
     "startup",
     "compile",

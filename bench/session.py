@@ -167,6 +167,16 @@ def run_bench(
             slo_ms=default_interactive_slo_ms(detect_device()),
             progress=progress,
         )
+    if "engine-overhead" in suites:
+        from embedtext.bench.engine_overhead import OVERHEAD_MODEL, overhead_models, run_engine_overhead
+        from embedtext.server.models import load_model_spec
+
+        cases += run_engine_overhead(
+            overhead_models(plan.quick, models.get("overhead", **OVERHEAD_MODEL), load_model_spec("default").path),
+            rounds=2 if plan.quick else 3,
+            args=plan.engine_flags,
+            progress=progress,
+        )
     if "mixed" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.mixed import BULK_ROWS, GPU_MODES, MODES, PHASES, run_mixed
@@ -253,13 +263,22 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     suites that compute their own from several cases (suites absent from ``cases`` give none)."""
     from embedtext.bench.batch_cost import batch_cost_ratios
     from embedtext.bench.dtype_quality import dtype_ratios
+    from embedtext.bench.engine_overhead import engine_overhead_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
     from embedtext.bench.mixed import mixed_ratios
     from embedtext.bench.rounds import declared_ratios
     from embedtext.bench.scaling import scaling_ratios
     from embedtext.bench.startup import startup_ratios
 
-    computed = (scaling_ratios, mixed_ratios, dtype_ratios, startup_ratios, gpu_ratios, batch_cost_ratios)
+    computed = (
+        scaling_ratios,
+        mixed_ratios,
+        dtype_ratios,
+        startup_ratios,
+        gpu_ratios,
+        batch_cost_ratios,
+        engine_overhead_ratios,
+    )
     return {**declared_ratios(cases), **{k: v for ratios in computed for k, v in ratios(cases).items()}}
 
 

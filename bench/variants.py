@@ -7,7 +7,9 @@ ratios) and its workloads (bench/evidence.py). How a variant runs each kind of w
   scan         DuckDB ``SELECT sum(embed_text(body)[1]) FROM docs`` over ``rows`` texts of
                ``tokens`` tokens: rows/s, and the server's CPU per row, all of its threads
                (``server_cpu_us_per_row``) and its main thread alone, where its event loop runs
-               (``server_main_thread_us_per_row``)
+               (``server_main_thread_us_per_row``), and the
+               threads that step its engines (``engine_cpu_us_per_row``, in the engines' worker
+               processes; None where no engine is stepped)
   single_rows  ``rows`` one-row requests, ``concurrency`` in flight, of the workload's latency
                class: latency percentiles
   parquet      the scan read from a Parquet file (the scaling suite's query), with each server
@@ -133,7 +135,11 @@ def _measure(server, con: duckdb.DuckDBPyConnection, texts: dict[str, list[str]]
             warmup=warmup,
         )
         cpu = run.get("cpu_s_per_run") or {}
-        for key, name in (("server_cpu_us_per_row", "server"), ("server_main_thread_us_per_row", "server:main-thread")):
+        for key, name in (
+            ("server_cpu_us_per_row", "server"),
+            ("server_main_thread_us_per_row", "server:main-thread"),
+            ("engine_cpu_us_per_row", "server:engine-thread"),
+        ):
             run[key] = round(1e6 * cpu[name] / workload.rows, 1) if cpu.get(name) else None
         if parquet:
             run["server_rss_by_process_mb"] = tree_rss_by_process(server.pid)  # after the query

@@ -19,6 +19,9 @@ from embedtext.server.pacing import PaceReport
 # most 15 characters): the interactive replica's apart from the engines bulk work runs on.
 WORKER_NAME = "replica-worker"
 INTERACTIVE_WORKER_NAME = "query-worker"
+# The thread that steps an engine (/proc/PID/task/TID/comm): top -H and the engine-overhead suite
+# (bench/engine_overhead.py) find the engine's own CPU by it.
+ENGINE_THREAD_NAME = "engine-steps"
 
 
 class ReplicaDeadError(Exception):

@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from embedtext.server.engine.base import EngineRequestError, EngineSettings, ReplicaDeadError
+from embedtext.server.engine.base import ENGINE_THREAD_NAME, EngineRequestError, EngineSettings, ReplicaDeadError
 from embedtext.server.engine.step_plan import (
     QUERY_STEPS_BUDGETS,
     StepBatch,
@@ -41,6 +41,7 @@ from embedtext.server.engine.step_plan import (
 )
 from embedtext.server.engine.step_timeline import BatchTimes, StepTimeline
 from embedtext.server.engine.vllm_args import compilation_note, engine_arguments, max_step_tokens
+from embedtext.server.host.naming import name_this_thread
 from embedtext.server.models import ModelSpec
 from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport
 
@@ -162,6 +163,7 @@ class SteppedVllmBackend:
         except ImportError:  # older vLLM
             VLLMValidationError = ValueError  # noqa: N806
 
+        name_this_thread(ENGINE_THREAD_NAME)
         engine = self._engine
         import torch
 

@@ -26,6 +26,7 @@ import sys
 from embedtext.server.engine import frames
 from embedtext.server.engine.base import WORKER_NAME, EngineRequestError, EngineSettings, ReplicaDeadError
 from embedtext.server.engine.factory import make_backend
+from embedtext.server.host.naming import PR_SET_PDEATHSIG, name_this_thread, prctl
 from embedtext.server.models import spec_from_json
 
 log = logging.getLogger("embedtext.server.engine.worker")
@@ -167,24 +168,6 @@ async def _main(args: argparse.Namespace, settings: EngineSettings) -> int:
         writer.close()
 
 
-PR_SET_PDEATHSIG = 1
-PR_SET_NAME = 15
-
-
-def _prctl(option: int, value: int | bytes) -> None:
-    """Linux's prctl for this process; elsewhere nothing (each caller says what then stands)."""
-    try:
-        import ctypes
-
-        ctypes.CDLL(None).prctl(option, value, 0, 0, 0)
-    except (OSError, AttributeError):  # not Linux
-        pass
-
-
-def _name_this_process(name: str) -> None:
-    _prctl(PR_SET_NAME, name.encode()[:15])  # not Linux: keep "python"
-
-
 def _lower_priority(by: int) -> None:
     """Lower every thread of this process by ``by`` nice levels (Linux keeps a priority per thread,
     and some start at import: OpenBLAS's); threads started later keep their starter's."""
@@ -206,7 +189,7 @@ def _lower_session_priority(nice: int) -> None:
     and a session of busy engine threads takes cores from a query's client in another at equal
     weight. The worker leads a session of its own (``start_new_session``) for this. Also dies with
     the server that started it, as its session no longer does."""
-    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # not Linux: the socket's end still stops it
+    prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # not Linux: the socket's end still stops it
     if os.getsid(0) != os.getpid():
         return
     try:
@@ -227,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--process-name", default=WORKER_NAME, help="what ps and top show (15 characters)")
     args = parser.parse_args(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    _name_this_process(args.process_name)
+    name_this_thread(args.process_name)  # the main thread: what ps and top show for the process
     settings = EngineSettings(**json.loads(args.settings))
     if settings.nice:
         _lower_priority(settings.nice)

@@ -53,3 +53,20 @@ def test_engine_workers_use_every_core_on_a_small_machine(servers):
         assert int(env["OMP_NUM_THREADS"]) == _physical_cores(), (
             f"worker {worker.pid}: {env['OMP_NUM_THREADS']} threads"
         )
+
+
+def test_each_stepped_engine_runs_on_a_named_thread_whose_cpu_the_bench_counts(servers, minilm_client):
+    """top -H and the engine-overhead suite find an engine's own host work by its thread's name."""
+    from embedtext.bench.measure import CpuSplit, _threads_named
+    from embedtext.server.engine.base import ENGINE_THREAD_NAME
+
+    if servers.minilm.pid is None:
+        pytest.skip("external test servers: their processes are not ours to read")
+    tree = [servers.minilm.pid] + [p.pid for p in psutil.Process(servers.minilm.pid).children(recursive=True)]
+    named = {pid: _threads_named(pid, ENGINE_THREAD_NAME) for pid in tree}
+    engines = sum(m.replicas for m in minilm_client.info(refresh=True).models)
+    assert sum(len(tids) for tids in named.values()) == engines, named
+    assert not named[servers.minilm.pid]  # in the replicas' worker processes, not the server's
+    with CpuSplit({}, {"server": servers.minilm.pid}) as split:
+        minilm_client.embed([f"row {i} of a bulk call" for i in range(256)], latency_class="bulk")
+    assert split.seconds["server:engine-thread"] > 0

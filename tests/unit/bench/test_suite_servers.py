@@ -117,3 +117,23 @@ def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_targ
     assert tag == "r8_p2_paced" and paced.stepped and paced.interactive_slo_s == 0.02 and config.hold_bulk_tokenizing
     tag, config, rp = on_gpu(replica_processes="off")
     assert tag == "r8_p2_rp-off" and rp.engine_loop == "async" and not rp.replica_processes
+
+
+def test_the_engine_overhead_suite_runs_one_bulk_engine_per_path(monkeypatch):
+    """Each path's cost per row alone: one engine, no interactive replica beside it; ``stepped`` is
+    vLLM's LLMEngine stepped by the server, ``null`` no engine at all."""
+    from pathlib import Path
+
+    from embedtext.bench.engine_overhead import comparison, overhead_models
+
+    models = overhead_models(True, Path("/models/overhead"), Path("/models/default"))
+    assert [m.label for m in models] == ["overhead", "default"]
+    for model in models:
+        suite = comparison(model)
+        servers = {v.name: _server((*suite.flags, *v.flags), monkeypatch) for v in suite.variants}
+        assert "stepped" in servers
+        for config, resolved in servers.values():
+            assert resolved.replicas == 1 and not resolved.interactive_replica
+        assert servers["stepped"][1].backend == "vllm-stepped"
+        if "null" in servers:
+            assert servers["null"][1].backend == "null"
