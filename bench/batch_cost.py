@@ -84,7 +84,7 @@ class LoopUnderTest:
     ) -> None:
         from embedtext.server.config import ServerConfig
         from embedtext.server.engine.factory import make_backend
-        from embedtext.server.engine.vllm_stepped import step_pacer
+        from embedtext.server.engine.step_loop import step_pacer
         from embedtext.server.models import load_model_spec
         from embedtext.server.resolved import resolve
         from embedtext.server.runtime import bulk_batch_pacer

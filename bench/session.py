@@ -171,8 +171,14 @@ def run_bench(
         from embedtext.bench.engine_overhead import OVERHEAD_MODEL, overhead_models, run_engine_overhead
         from embedtext.server.models import load_model_spec
 
+        default = load_model_spec("default")
         cases += run_engine_overhead(
-            overhead_models(plan.quick, models.get("overhead", **OVERHEAD_MODEL), load_model_spec("default").path),
+            overhead_models(
+                plan.quick,
+                models.get("overhead", **OVERHEAD_MODEL),
+                default.path,
+                default_max_tokens=default.max_tokens,
+            ),
             rounds=2 if plan.quick else 3,
             args=plan.engine_flags,
             progress=progress,

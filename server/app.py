@@ -41,8 +41,9 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
     if resolved.stepped:
         log.info(
             "%d replica(s) per model, each a worker process holding its engine, stepped by the server's "
-            "own loop (--engine-loop stepped)",
+            "own loop (--engine-loop %s)",
             config.replicas,
+            resolved.engine_loop,
         )
     else:
         log.info(

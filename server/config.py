@@ -12,6 +12,9 @@ from typing import Any
 from embedtext.protocol import DEFAULT_MAX_MESSAGE_BYTES, DEFAULT_PORT
 from embedtext.protocol.addresses import is_loopback_host
 
+# The engine loops whose engines a thread of the server's steps (each step's rows chosen and paced by it).
+STEPPED_LOOPS = ("stepped", "packed")
+
 
 @dataclass(frozen=True)
 class Flag:
@@ -218,11 +221,11 @@ class ServerConfig:
     )
     engine_loop: str = setting(
         "auto",
-        choices=("auto", "async", "stepped"),
+        choices=("auto", "async", "stepped", "packed"),
         help="async: vLLM's AsyncLLM, its engine core in processes of its own; stepped: each replica's worker "
         "process holds its whole engine and steps it itself, each step's rows chosen by latency class and sized to "
-        "--interactive-slo-ms (one vLLM import at start-up, no waiting between steps). auto: stepped, on a CPU "
-        "and on a GPU.",
+        "--interactive-slo-ms; packed: stepped so, each step one call of vLLM's model on the step's rows packed "
+        "end to end, below vLLM's per-row requests. auto: packed on a CPU, stepped on a GPU.",
     )
     switch_interval_ms: float | None = setting(
         None,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
 
-from embedtext.server.config import ServerConfig
+from embedtext.server.config import STEPPED_LOOPS, ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
 from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
 from embedtext.server.host.cpu_threads import SMALL_MACHINE_CORES, usable_cores
@@ -43,7 +43,7 @@ def default_interactive_slo_ms(device: str) -> float:
 @dataclass(frozen=True)
 class ResolvedSettings:
     device: str  # "cuda" or "cpu" ("auto" for the null engine, which runs nowhere)
-    engine_loop: str  # "stepped", "async", or "" (the null engine)
+    engine_loop: str  # "stepped", "packed", "async", or "" (the null engine)
     replica_processes: bool  # each replica's engine client in a worker process of its own
     word_cache: bool
     interactive_slo_s: float | None  # None: no latency target (fifo, 0, or the null engine)
@@ -64,7 +64,7 @@ class ResolvedSettings:
 
     @property
     def stepped(self) -> bool:
-        return self.engine_loop == "stepped"
+        return self.engine_loop in STEPPED_LOOPS
 
     @property
     def rest_after_ready(self) -> bool:
@@ -76,8 +76,8 @@ class ResolvedSettings:
 
     @property
     def backend(self) -> str:
-        """The engine the factory builds: ``vllm-stepped`` for the stepped loop, else ``--engine``."""
-        return "vllm-stepped" if self.stepped else ("vllm" if self.engine_loop else "null")
+        """The engine the factory builds: ``vllm-stepped`` or ``vllm-packed`` for those loops, else ``--engine``."""
+        return f"vllm-{self.engine_loop}" if self.stepped else ("vllm" if self.engine_loop else "null")
 
     def engine_settings(
         self, config: ServerConfig, memory_fraction: float, interactive: bool = False
@@ -111,10 +111,11 @@ def resolve(
 ) -> ResolvedSettings:
     """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one).
 
-    - ``--engine-loop auto``: stepped. On a CPU vLLM's extra processes (async) cost start-up time
-      and cores; on a GPU a stepped engine's batches cost less than AsyncLLM's at every size, and
-      pacing its steps (not bulk batches) keeps most of its rate under a 20 ms target
-      (bench/results/gpu-batch-cost-h100.json, gpu-mixed-quick-h100.json).
+    - ``--engine-loop auto``: packed on a CPU, stepped on a GPU. A stepped engine's batches cost
+      less than AsyncLLM's at every size, and pacing its steps keeps most of its rate under a 20 ms
+      target (bench/results/gpu-batch-cost-h100.json); packed steps (vLLM's model on each step's rows
+      at once) cut the engine's own work a row and give the same vectors (bench: --only
+      engine-overhead); a GPU keeps vLLM's requests until a GPU run has measured packed steps there.
     - ``--replica-processes auto``: on for several replicas on a GPU, where one event loop adding
       every row to vLLM would cap it; on a small CPU the extra process takes cores from the model
       (bench: --only replica-processes). A stepped engine always lives in its replica's worker.
@@ -186,7 +187,7 @@ def resolve(
     elif config.engine_loop != "auto":
         loop = config.engine_loop
     else:
-        loop = "stepped"
+        loop = "packed" if device == "cpu" else "stepped"
     if config.replica_processes != "auto":
         own_processes = config.replica_processes == "on"
     else:
@@ -208,7 +209,7 @@ def resolve(
     gather_ms = config.interactive_gather_ms
     if gather_ms is None:
         gather_ms = GATHER_SHARE_OF_SLO * slo_ms if slo_s and interactive_replica and device == "cpu" else 0.0
-    cpu_stepped_replica = interactive_replica and device == "cpu" and loop == "stepped"
+    cpu_stepped_replica = interactive_replica and device == "cpu" and loop in STEPPED_LOOPS
     threads = (config.interactive_threads or 0) if cpu_stepped_replica else 0
     cores = usable_cores() if cores is None else cores
     split = cpu_stepped_replica and config.replicas is None and config.bulk_threads is None
@@ -216,8 +217,8 @@ def resolve(
     split_declined = _split_declined(cores, memory_bytes, specs) if split else ""
     split = split and not split_declined
     replicas = config.replicas or (cores if split else 1)
-    bulk_threads = 1 if split else (config.bulk_threads or 0) if device == "cpu" and loop == "stepped" else 0
-    own_processes = own_processes or loop == "stepped"
+    bulk_threads = 1 if split else (config.bulk_threads or 0) if device == "cpu" and loop in STEPPED_LOOPS else 0
+    own_processes = own_processes or loop in STEPPED_LOOPS
     nice = config.bulk_nice if config.bulk_nice is not None else SPLIT_BULK_NICE if split else 0
     bulk_nice = nice if interactive_replica and own_processes else 0
     return ResolvedSettings(

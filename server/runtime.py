@@ -27,7 +27,7 @@ from embedtext.protocol.errors import (
 )
 from embedtext.server.admission import Admission
 from embedtext.server.batching import Batch, BatchQueue, EmbedJob
-from embedtext.server.config import ServerConfig
+from embedtext.server.config import STEPPED_LOOPS, ServerConfig
 from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
 from embedtext.server.latency_window import LatencyWindow
 from embedtext.server.metrics import ServerMetrics
@@ -86,7 +86,7 @@ class ModelRuntime:
         self.spec = spec
         self.dtype = dtype  # what the engines compute in (server/host/cpu_features.py)
         self.eager = eager  # the engines run the model without torch.compile
-        # "stepped": the engines pace their own steps to the target (server/engine/vllm_stepped.py).
+        # "stepped", "packed": the engines pace their own steps to the target (server/engine/step_loop.py).
         self.engine_loop = engine_loop
         self.interactive_threads = interactive_threads  # the interactive replica's engine's (0: torch's own)
         self.config = config
@@ -114,7 +114,7 @@ class ModelRuntime:
         self.interactive_slo_s = interactive_slo_s if self.queue.classes else None
         self.interactive_latency = LatencyWindow()  # the last interactive requests, for Info
         # With an interactive replica, queries never run behind bulk batches: those need no pacing.
-        if interactive_slo_s and self.queue.classes and engine_loop != "stepped" and not interactive_replica:
+        if interactive_slo_s and self.queue.classes and engine_loop not in STEPPED_LOOPS and not interactive_replica:
             self.pacer = bulk_batch_pacer(spec, config, interactive_slo_s)
             log.info(
                 "model %s: bulk batches paced for interactive requests within %.0f ms",
@@ -200,7 +200,7 @@ class ModelRuntime:
     @property
     def engine_tokens_per_s(self) -> float:
         """One engine's speed while busy (0.0: not measured yet): stepped engines measure their own."""
-        if self.engine_loop != "stepped":
+        if self.engine_loop not in STEPPED_LOOPS:
             return self.speed.tokens_per_s or 0.0
         measured = [pace.tokens_per_s for pace in self.engine_paces() if pace.tokens_per_s]
         return sum(measured) / len(measured) if measured else 0.0

@@ -4,11 +4,12 @@ Two servers start side by side (engine start-up dominates the suite's time):
 * ``minilm``: the real all-MiniLM-L6-v2 (default model), one replica, and a generated 768-d
   ``arctic-like`` model (for EMBED_TEXT_768 end to end);
 * ``minilm`` runs the defaults but for the interactive replica: on a CPU, each replica a worker
-  process whose engine the server steps itself (``--engine-loop stepped``);
-* ``tiny``: a generated 2-layer BERT (deterministic), two replicas with the same settings (each a
-  worker process whose engine the server steps), with metrics. vLLM's AsyncLLM loop (``--engine-loop
-  async``) is tested on its own: ``async_loop_server`` (its bulk batch pacing), test_engine_abort.py
-  (the backend), test_oldest_vllm.py (a server on the oldest vLLM).
+  process whose engine the server steps itself, each step one packed call of vLLM's model
+  (``--engine-loop packed``, the CPU's default);
+* ``tiny``: a generated 2-layer BERT (deterministic), two replicas stepped the same way but through
+  vLLM's request per row (``--engine-loop stepped``, the GPU's default), with metrics. vLLM's
+  AsyncLLM loop (``--engine-loop async``) is tested on its own: ``async_loop_server`` (its bulk
+  batch pacing), test_engine_abort.py (the backend), test_oldest_vllm.py (a server on the oldest vLLM).
 
 Both run queries and bulk work on the same engines (``--interactive-replica off``, SHARED_ENGINES):
 the order of work within one engine and its paced steps are what most tests here check, and an
@@ -142,6 +143,8 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
             "4096",
             *SHARED_ENGINES,
             *TINY_ENGINE_ARGS,
+            "--engine-loop",
+            "stepped",  # the GPU's default: vLLM's requests, tested on a CPU here
         ],
         log_path=logs / "tiny.log",
     )

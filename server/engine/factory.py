@@ -17,7 +17,7 @@ def make_backend(
     name: str,
     process_name: str = WORKER_NAME,
 ) -> Backend:
-    """A new, not yet started backend (``engine``: "vllm", "vllm-stepped" or "null"); in a worker
+    """A new, not yet started backend (``engine``: "vllm", "vllm-stepped", "vllm-packed" or "null"); in a worker
     process named ``process_name`` where ``own_process``."""
     if own_process:
         from embedtext.server.engine.process_backend import EngineProcessBackend
@@ -27,6 +27,10 @@ def make_backend(
         from embedtext.server.engine.null_backend import NullBackend
 
         return NullBackend(spec, name=name)
+    if engine == "vllm-packed":
+        from embedtext.server.engine.packed_backend import PackedVllmBackend
+
+        return PackedVllmBackend(spec, settings, name=name)
     if engine == "vllm-stepped":
         from embedtext.server.engine.vllm_stepped import SteppedVllmBackend
 

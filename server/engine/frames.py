@@ -85,14 +85,62 @@ def encode_rows(rows: list[list[int]]) -> bytes:
 
 def decode_rows(payload: bytes, rows: int) -> list[list[int]]:
     """The inverse of :func:`encode_rows`."""
+    return decode_token_rows(payload, rows).to_lists()
+
+
+class TokenRows:
+    """Rows of token ids kept as one flat int32 array and their offsets: what an ``EMBED`` frame
+    carries, without a Python list per row (a packed engine gathers whole runs of rows from it).
+
+    >>> rows = TokenRows.from_lists([[1, 2, 3], [4], [5, 6]])
+    >>> len(rows), rows[2].tolist(), rows.lengths.tolist()
+    (3, [5, 6], [3, 1, 2])
+    >>> rows.take(1, 3).tolist()
+    [4, 5, 6]
+    """
+
+    __slots__ = ("ids", "lengths", "offsets")
+
+    def __init__(self, ids: np.ndarray, lengths: np.ndarray) -> None:
+        self.ids = ids
+        self.lengths = lengths.astype(np.int64, copy=False)
+        self.offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(self.lengths, out=self.offsets[1:])
+
+    @classmethod
+    def from_lists(cls, rows) -> TokenRows:
+        if isinstance(rows, TokenRows):
+            return rows
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(lengths.sum()))
+        return cls(ids, lengths)
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index: int) -> np.ndarray:
+        return self.ids[self.offsets[index] : self.offsets[index + 1]]
+
+    def to_lists(self) -> list[list[int]]:
+        """A list of ids per row, as vLLM's requests take them."""
+        ids = self.ids.tolist()
+        offsets = self.offsets.tolist()
+        return [ids[offsets[i] : offsets[i + 1]] for i in range(len(self))]
+
+    def take(self, start: int, end: int) -> np.ndarray:
+        """The ids of rows ``start`` .. ``end`` - 1, one flat view."""
+        return self.ids[self.offsets[start] : self.offsets[end]]
+
+
+def decode_token_rows(payload: bytes, rows: int) -> TokenRows:
+    """As :func:`decode_rows`, kept flat (no list per row)."""
     if len(payload) < 4 * rows:
         raise FrameError(f"an embed frame of {rows} rows holds only {len(payload)} bytes")
     lengths = np.frombuffer(payload, dtype=np.int32, count=rows)
-    ids = np.frombuffer(payload, dtype=np.int32, offset=4 * rows).tolist()
+    ids = np.frombuffer(payload, dtype=np.int32, offset=4 * rows)
     if (lengths < 0).any() or int(lengths.sum()) != len(ids):
         raise FrameError(f"an embed frame's row lengths add up to {int(lengths.sum())}, but it holds {len(ids)} ids")
-    ends = np.cumsum(lengths).tolist()
-    return [ids[end - n : end] for end, n in zip(ends, lengths.tolist())]
+    return TokenRows(ids, lengths)
 
 
 def decode_vectors(found: Frame) -> np.ndarray:

@@ -88,6 +88,23 @@ def step_figures(rows: Iterable[tuple[StepBatch, int]]) -> tuple[int, int, int]:
     return len(rows), tokens, sum(index >= batch.interactive_rows for batch, index in rows)
 
 
+def step_runs(rows: Iterable[tuple[StepBatch, int]]) -> list[tuple[StepBatch, int, int]]:
+    """A step's (batch, row index) pairs as runs of consecutive rows of one batch, (batch, start,
+    end) in step order: a packed engine gathers and scatters a run at once, not a row.
+
+    >>> a, b = StepBatch([[1], [2], [3]], interactive_rows=1), StepBatch([[4], [5]], interactive_rows=0)
+    >>> [(x is a, start, end) for x, start, end in step_runs([(a, 0), (b, 0), (b, 1), (a, 1), (a, 2)])]
+    [(True, 0, 1), (False, 0, 2), (True, 1, 3)]
+    """
+    runs: list[tuple[StepBatch, int, int]] = []
+    for batch, index in rows:
+        if runs and runs[-1][0] is batch and runs[-1][2] == index:
+            runs[-1] = (batch, runs[-1][1], index + 1)
+        else:
+            runs.append((batch, index, index + 1))
+    return runs
+
+
 def carries_bulk(rows: Iterable[tuple[StepBatch, int]]) -> bool:
     """Some of these (batch, row index) rows are bulk rows. A replica measures its engine's speed
     on such steps only: a step of a few query rows is mostly the step's fixed work, and a speed

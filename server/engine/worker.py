@@ -37,7 +37,7 @@ _WATCH_INTERVAL_S = 0.5
 def _load_engine_code(kind: str) -> None:
     if kind == "vllm":
         import vllm.v1.engine.async_llm  # noqa: F401
-    elif kind == "vllm-stepped":
+    elif kind in ("vllm-stepped", "vllm-packed"):
         from embedtext.server.engine.vllm_stepped import use_inprocess_engine
 
         use_inprocess_engine()
@@ -115,7 +115,9 @@ class EngineWorker:
                 if task is not None:
                     task.cancel()  # the backend aborts the rows in the engine
             elif found.kind == frames.EMBED:
-                rows = frames.decode_rows(found.payload, found.rows)
+                # A packed engine keeps the rows flat, as they came; the others take a list per row.
+                decode = frames.decode_token_rows if self.engine_kind == "vllm-packed" else frames.decode_rows
+                rows = decode(found.payload, found.rows)
                 task = asyncio.create_task(self._embed(found.request_id, rows, interactive_rows=found.dim))
                 self.requests[found.request_id] = task
                 task.add_done_callback(lambda _t, rid=found.request_id: self.requests.pop(rid, None))
@@ -203,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m embedtext.server.engine.worker")
     parser.add_argument("--fd", type=int, required=True, help="this process's end of the server's socketpair")
     parser.add_argument("--name", required=True)
-    parser.add_argument("--engine", choices=("vllm", "vllm-stepped", "null"), default="vllm")
+    parser.add_argument("--engine", choices=("vllm", "vllm-stepped", "vllm-packed", "null"), default="vllm")
     parser.add_argument("--spec", required=True, help="the ModelSpec as JSON")
     parser.add_argument("--settings", required=True, help="the EngineSettings as JSON")
     parser.add_argument("--log-level", default="INFO")

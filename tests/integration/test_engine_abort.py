@@ -30,6 +30,7 @@ def _scenario(model_dir: str, loop: str) -> dict:
     import numpy as np
 
     from embedtext.server.engine.base import EngineSettings
+    from embedtext.server.engine.packed_backend import PackedVllmBackend
     from embedtext.server.engine.vllm_backend import VllmBackend
     from embedtext.server.engine.vllm_stepped import SteppedVllmBackend
     from embedtext.server.models import load_model_spec
@@ -41,10 +42,12 @@ def _scenario(model_dir: str, loop: str) -> dict:
     settings = EngineSettings(
         memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu", dtype="float32", enforce_eager=True
     )
-    backend = (SteppedVllmBackend if loop == "stepped" else VllmBackend)(spec, settings, name="abort-test")
+    kind = {"stepped": SteppedVllmBackend, "packed": PackedVllmBackend, "async": VllmBackend}[loop]
+    backend = kind(spec, settings, name="abort-test")
+    ours = loop != "async"  # a thread of ours steps the engine, a step's rows at a time
 
     def unfinished() -> int:
-        held = backend.plan.queued_rows if loop == "stepped" else 0  # rows the stepped replica still holds
+        held = backend.plan.queued_rows if ours else 0  # rows the stepped replica still holds
         return backend._engine.output_processor.get_num_unfinished_requests() + held  # vLLM's own count
 
     async def run() -> dict:
@@ -52,7 +55,7 @@ def _scenario(model_dir: str, loop: str) -> dict:
         try:
             work = asyncio.ensure_future(backend.embed(rows))
             # Every row added (AsyncLLM adds them all at once; the stepped engine a step's worth at a time).
-            while unfinished() < (1 if loop == "stepped" else len(rows)) and not work.done():
+            while unfinished() < (1 if ours else len(rows)) and not work.done():
                 await asyncio.sleep(0.05)
             await asyncio.sleep(0.3)
             out = {
@@ -68,7 +71,7 @@ def _scenario(model_dir: str, loop: str) -> dict:
             except asyncio.CancelledError:
                 out["cancelled"] = True
             cancelled_at = time.monotonic()
-            while loop == "stepped" and unfinished() and time.monotonic() - cancelled_at < 120:
+            while ours and unfinished() and time.monotonic() - cancelled_at < 120:
                 await asyncio.sleep(0.05)  # the engine thread takes the cancellation after its step
             out["in_engine_after"] = unfinished()
             vectors = await backend.embed(rows[:3])  # the engine serves the next batch
@@ -93,7 +96,7 @@ def _scenario(model_dir: str, loop: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loop", ["async", "stepped"])
+@pytest.mark.parametrize("loop", ["async", "stepped", "packed"])
 def test_a_cancelled_batch_is_aborted_in_the_engine(tiny_model_dir, loop):
     done = subprocess.run(
         [sys.executable, __file__, str(tiny_model_dir), loop],
@@ -120,7 +123,7 @@ if __name__ == "__main__":
     from embedtext.server.host.cpu_threads import cpu_engine_env
 
     os.environ.update(cpu_engine_env())  # as the server sets it up for its engines
-    if sys.argv[2] == "stepped":
+    if sys.argv[2] in ("stepped", "packed"):
         from embedtext.server.engine.vllm_stepped import use_inprocess_engine
 
         use_inprocess_engine()

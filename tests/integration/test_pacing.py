@@ -10,8 +10,8 @@ import pytest
 import embedtext
 from embedtext.protocol.errors import DeadlineExceededError
 from embedtext.server.config import ServerConfig
+from embedtext.server.engine.step_loop import STEPS_SHARE_OF_SLO
 from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS
-from embedtext.server.engine.vllm_stepped import STEPS_SHARE_OF_SLO
 from embedtext.server.latency_window import RECENT_INTERACTIVE_REQUESTS
 from embedtext.server.pacing import BULK_SHARE_OF_SLO
 from embedtext.server.resolved import resolve
@@ -81,7 +81,8 @@ def test_a_stepped_engine_reports_the_step_budget_it_sized_from_its_speed(server
             model, before = client.info(refresh=True).model(), model
             if model == before:
                 break
-    assert model.engine_loop == "stepped" and len(model.engine_step_tokens) == model.replicas == 1
+    assert model.engine_loop == resolve(ServerConfig(), "cpu").engine_loop  # packed: the CPU's default
+    assert len(model.engine_step_tokens) == model.replicas == 1
     wanted = model.engine_tokens_per_second * CPU_SLO_S * STEPS_SHARE_OF_SLO / QUERY_STEPS_BUDGETS
     (step,) = model.engine_step_tokens
     assert step == pytest.approx(max(model.max_tokens, min(MAX_BATCH_TOKENS, int(wanted))), abs=1)  # float32 speed

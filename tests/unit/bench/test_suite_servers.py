@@ -120,8 +120,9 @@ def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_targ
 
 
 def test_the_engine_overhead_suite_runs_one_bulk_engine_per_path(monkeypatch):
-    """Each path's cost per row alone: one engine, no interactive replica beside it; ``stepped`` is
-    vLLM's LLMEngine stepped by the server, ``null`` no engine at all."""
+    """Each path's cost per row alone: one engine (two for ``_2``), no interactive replica beside
+    it; ``packed`` is vLLM's model on packed steps, ``stepped`` vLLM's LLMEngine stepped by the
+    server, ``null`` no engine at all."""
     from pathlib import Path
 
     from embedtext.bench.engine_overhead import comparison, overhead_models
@@ -132,8 +133,10 @@ def test_the_engine_overhead_suite_runs_one_bulk_engine_per_path(monkeypatch):
         suite = comparison(model)
         servers = {v.name: _server((*suite.flags, *v.flags), monkeypatch) for v in suite.variants}
         assert "stepped" in servers
-        for config, resolved in servers.values():
-            assert resolved.replicas == 1 and not resolved.interactive_replica
+        for name, (config, resolved) in servers.items():
+            assert resolved.replicas == (2 if name.endswith("_2") else 1) and not resolved.interactive_replica
         assert servers["stepped"][1].backend == "vllm-stepped"
+        assert servers["packed"][1].backend == "vllm-packed"
         if "null" in servers:
-            assert servers["null"][1].backend == "null"
+            assert servers["null"][1].backend == servers["null_2"][1].backend == "null"
+            assert servers["packed_2"][1].backend == "vllm-packed"

@@ -405,9 +405,25 @@ def test_a_step_timeline_needs_a_stepped_engine(settings):
         ServerConfig(step_timeline="no-such-folder/steps.jsonl")
 
 
-def test_engine_loop_takes_auto_async_or_stepped():
-    with pytest.raises(ValueError, match="auto, async or stepped"):
+def test_engine_loop_takes_auto_async_stepped_or_packed():
+    with pytest.raises(ValueError, match="auto, async, stepped or packed"):
         ServerConfig(engine_loop="own")
+
+
+@pytest.mark.parametrize(
+    ("loop", "device", "resolved", "backend"),
+    [
+        ("auto", "cpu", "packed", "vllm-packed"),  # vLLM's model on each step's rows at once
+        ("auto", "cuda", "stepped", "vllm-stepped"),  # vLLM's requests until a GPU run measures packed steps
+        ("packed", "cuda", "packed", "vllm-packed"),  # one setting away
+        ("stepped", "cpu", "stepped", "vllm-stepped"),
+    ],
+)
+def test_packed_steps_are_the_cpus_engine_loop_and_one_setting_away_on_a_gpu(loop, device, resolved, backend):
+    settings = resolve(ServerConfig(engine_loop=loop), device, flags=frozenset())
+    assert (settings.engine_loop, settings.backend) == (resolved, backend)
+    # Both step their engines in a worker process, paced and split by the same rules.
+    assert settings.stepped and settings.replica_processes
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,133 @@
+"""A replica whose engine thread runs each step's rows as one packed batch (``--engine-loop packed``).
+
+The loop is the stepped one's (server/engine/step_loop.py: the same rows a step, the same pacing),
+but a step is one call of vLLM's model on the step's rows end to end (server/engine/vllm_packed.py)
+instead of a request per row through vLLM's scheduler. The rows stay one flat int32 array from the
+server's frame to the model (server/engine/frames.py, ``TokenRows``), and a step gathers and
+scatters runs of consecutive rows, not rows.
+
+As it starts, the backend compares the packed vectors of a few rows with the engine's own; where
+this vLLM or model cannot run packed, it says why in the log and steps vLLM's requests instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from embedtext.server.engine.base import EngineRequestError
+from embedtext.server.engine.frames import TokenRows
+from embedtext.server.engine.step_plan import StepBatch, carries_bulk, step_figures, step_runs
+from embedtext.server.engine.vllm_stepped import SteppedVllmBackend
+
+log = logging.getLogger(__name__)
+
+# The rows the start-up check compares: several lengths, the longest the model takes among them.
+CHECK_LENGTHS = (1, 2, 7, 50, 129)
+
+
+def check_rows(vocab_size: int, max_tokens: int, seed: int = 0) -> list[list[int]]:
+    """Rows of random ids of ``CHECK_LENGTHS`` tokens (at most ``max_tokens``), and one of ``max_tokens``.
+
+    >>> [len(r) for r in check_rows(100, 64)]
+    [1, 2, 7, 50, 64, 64]
+    """
+    rng = np.random.default_rng(seed)
+    lengths = [min(n, max_tokens) for n in CHECK_LENGTHS] + [max_tokens]
+    return [rng.integers(0, vocab_size, size=n).tolist() for n in lengths]
+
+
+class PackedVllmBackend(SteppedVllmBackend):
+    """vLLM's engine built in this process; each step one packed call of its model."""
+
+    how = "stepped in this process, one packed batch a step"
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.packed = None  # vllm_packed.PackedModel, once it passed its check
+        self._out: dict[int, np.ndarray] = {}  # id(batch) -> its vectors so far
+
+    def _build(self):
+        from embedtext.server.engine.vllm_packed import PackedModel, PackedModelError
+
+        engine = super()._build()
+        try:
+            packed = PackedModel(engine)
+            least = packed.check(engine, check_rows(packed.vocab_size, packed.max_tokens))
+        except PackedModelError as exc:
+            log.warning("%s: packed steps off, vLLM's request per row instead: %s", self.name, exc)
+            return engine
+        except Exception as exc:  # a vLLM whose internals read otherwise: its own path still serves
+            log.warning(
+                "%s: packed steps off, vLLM's request per row instead: this vLLM's internals differ (%s: %s)",
+                self.name,
+                type(exc).__name__,
+                exc,
+            )
+            return engine
+        log.info(
+            "%s: packed steps, %s pooling (least cosine to vLLM's own vectors %.7f)", self.name, packed.pooling, least
+        )
+        self.packed = packed
+        return engine
+
+    def _wrap_rows(self, rows):
+        if self.packed is None:  # vLLM's requests take a list per row
+            return rows.to_lists() if isinstance(rows, TokenRows) else rows
+        flat = TokenRows.from_lists(rows)
+        lengths = flat.lengths
+        if lengths.min() < 1:
+            raise EngineRequestError("a row without tokens: each row needs one token at least")
+        if lengths.max() > self.packed.max_tokens:
+            raise EngineRequestError(
+                f"a row of {int(lengths.max())} tokens: the model takes at most {self.packed.max_tokens}"
+            )
+        if flat.ids.size and not (0 <= int(flat.ids.min()) and int(flat.ids.max()) < self.packed.vocab_size):
+            raise EngineRequestError(f"a token id outside the model's vocabulary (0 .. {self.packed.vocab_size - 1})")
+        return flat
+
+    def _loop(self) -> None:
+        if self.packed is None:
+            super()._loop()
+            return
+        step_number = 0
+        while True:
+            cancelled = self.wait_for_work(lambda: False)  # a step holds no rows once it returns
+            if cancelled is None:
+                break
+            for batch in cancelled:
+                self._out.pop(id(batch), None)
+                self.fail(batch)
+            step = self.next_step()
+            if not step:
+                continue
+            runs = step_runs(step)
+            ids = np.concatenate([batch.rows.take(start, end) for batch, start, end in runs])
+            lengths = np.concatenate([batch.rows.lengths[start:end] for batch, start, end in runs])
+            measured = carries_bulk(step)
+            self.step_started(measured)
+            step_number += 1
+            started = time.monotonic()
+            vectors = self.packed.embed(ids, lengths)
+            ended = time.monotonic()
+            if self.timed:
+                figures = step_figures(step)
+            at = 0
+            for batch, start, end in runs:
+                self._scatter(batch, start, end, vectors[at : at + end - start])
+                at += end - start
+                times = self.timed.get(id(batch))
+                if times is not None:
+                    times.computed_in(step_number, started, ended, *figures)
+                if batch.done and not batch.cancelled:
+                    self.deliver(batch, self._out.pop(id(batch)))
+            self.step_ended(measured, int(ids.shape[0]))
+
+    def _scatter(self, batch: StepBatch, start: int, end: int, vectors: np.ndarray) -> None:
+        out = self._out.get(id(batch))
+        if out is None:
+            out = self._out[id(batch)] = np.empty((len(batch.rows), vectors.shape[1]), dtype=np.float32)
+        out[start:end] = vectors
+        batch.unfinished -= end - start

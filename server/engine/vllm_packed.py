@@ -1,0 +1,289 @@
+"""vLLM's own model on one packed batch a step, below vLLM's scheduler: the one module that reaches
+into vLLM's internals for it.
+
+vLLM turns each row into a request, and its scheduler, input batch and pooler then walk the rows
+one by one in Python: about 150 us of host CPU a row on a GPU host, which caps an engine near
+6,600 rows/s whatever the device (bench: --only engine-overhead). Here vLLM still builds the engine
+(its config, weight loader, attention backend, profiling and warm-up), and then each step runs
+vLLM's model once on every row of the step, concatenated:
+
+* input ids and positions are one flat array each, built with numpy (no list per row);
+* the attention metadata comes from the backend's own builder, given the rows' offsets (vLLM's
+  ``CommonAttentionMetadata``); on vLLM-CPU's attention backend it is built here, as its builder
+  builds it but with one encoder buffer kept across steps where the builder allocates and zeroes
+  a new one each step;
+* pooling (mean, CLS or last token, as vLLM resolved the model's) is a segment sum over the packed
+  hidden states.
+
+So the weights, the kernels and every model vLLM embeds stay vLLM's. ``PackedModel.check`` compares
+its vectors with the engine's own for the same rows as it starts; where they differ (a pooler this
+module does not know, say) the backend keeps vLLM's request path (server/engine/packed_backend.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import logging
+from typing import Any
+
+import numpy as np
+
+log = logging.getLogger(__name__)
+
+POOLINGS = {"MEAN": "mean", "CLS": "cls", "LAST": "last"}
+# The least cosine a packed row may have to the engine's own vector of it as the backend starts.
+CHECK_MIN_COSINE = 0.99999
+
+
+@dataclasses.dataclass(frozen=True)
+class _StepRows:
+    """A packed step's rows as every attention backend's metadata takes them (CPU tensors)."""
+
+    lengths: np.ndarray  # int64, per row
+    offsets: Any  # int32 tensor, rows + 1: where each row starts, then the total
+    seq_lens: Any  # int32 tensor, per row
+    total: int
+    longest: int
+
+    @classmethod
+    def of(cls, lengths: np.ndarray, torch) -> _StepRows:
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+        np.cumsum(lengths, out=offsets[1:])
+        seq_lens = torch.from_numpy(lengths.astype(np.int32))
+        return cls(lengths, torch.from_numpy(offsets), seq_lens, int(offsets[-1]), int(lengths.max()))
+
+
+class PackedModelError(Exception):
+    """This vLLM or model cannot run packed; the message says why (the engine's own path serves)."""
+
+
+def _runner(engine) -> Any:
+    """The model runner of an in-process ``LLMEngine`` (vLLM's GPU runner, or its CPU subclass)."""
+    try:
+        core = engine.engine_core.engine_core  # InprocClient -> EngineCore
+        return core.model_executor.driver_worker.worker.model_runner
+    except AttributeError as exc:
+        raise PackedModelError(f"this vLLM's engine has no in-process model runner where expected ({exc})") from None
+
+
+def _pooling(model_config) -> str:
+    pooler = getattr(model_config, "pooler_config", None)
+    kind = getattr(pooler, "seq_pooling_type", None) or getattr(pooler, "pooling_type", None)
+    kind = getattr(kind, "name", kind)
+    if kind is None or str(kind).upper() not in POOLINGS:
+        raise PackedModelError(f"vLLM pools this model by {kind!r}; packed steps pool by {', '.join(POOLINGS)}")
+    return POOLINGS[str(kind).upper()]
+
+
+def _fields(cls) -> set[str]:
+    return {f.name for f in dataclasses.fields(cls)}
+
+
+class PackedModel:
+    """vLLM's loaded model of an in-process engine, run on packed batches."""
+
+    def __init__(self, engine) -> None:
+        import torch
+
+        self.torch = torch
+        # Held: a dropped engine shuts down, and vLLM then forgets the model's layers.
+        self.engine = engine
+        runner = _runner(engine)
+        # The runner's own config: the one the model was built under, whose layers it registered.
+        self.vllm_config = getattr(runner, "vllm_config", engine.vllm_config)
+        self.model = runner.model
+        self.device = runner.device
+        model_config = self.vllm_config.model_config
+        self.pooling = _pooling(model_config)
+        self.vocab_size = int(model_config.get_vocab_size())
+        self.max_tokens = int(model_config.max_model_len)
+        # BERT: one KV-cache group (encoder-only attention), one attention group, one builder.
+        self.groups = []
+        for group_id, _ in enumerate(runner.kv_cache_config.kv_cache_groups):
+            for attention_group in runner.attn_groups[group_id]:
+                builder = attention_group.get_metadata_builder(0)
+                self.groups.append((builder, list(attention_group.layer_names)))
+        if not self.groups:
+            raise PackedModelError("the model has no attention layers vLLM built metadata for")
+        from vllm.forward_context import set_forward_context
+        from vllm.v1.attention.backend import CommonAttentionMetadata
+
+        self._set_forward_context = set_forward_context
+        self._takes_slot_mapping = "slot_mapping" in inspect.signature(set_forward_context).parameters
+        self._common = CommonAttentionMetadata
+        self._common_fields = _fields(CommonAttentionMetadata)
+        self._cpu_metadata = self._cpu_builder_parts()
+        self._encoder_buffers: dict[int, Any] = {}
+
+    def _cpu_builder_parts(self):
+        """vLLM-CPU's attention metadata class and scheduler call, where every group is its
+        encoder-only builder (None elsewhere: the builders' own ``build`` then serves)."""
+        try:
+            from vllm import _custom_ops as ops
+            from vllm import envs
+            from vllm.v1.attention.backends.cpu_attn import CPUAttentionMetadata, CPUAttentionMetadataBuilder
+        except ImportError:
+            return None
+        if not all(
+            isinstance(b, CPUAttentionMetadataBuilder) and getattr(b, "is_encoder_only_attention", False)
+            for b, _ in self.groups
+        ):
+            return None
+        if "encoder_cache" not in _fields(CPUAttentionMetadata):  # vLLM before 0.25: no such buffer
+            return None
+        # vLLM 0.25's scheduler call takes no kv_cache_dtype: only the arguments this one names.
+        takes = set(inspect.signature(ops.cpu_attn_get_scheduler_metadata).parameters)
+        return CPUAttentionMetadata, ops, envs, takes
+
+    # --- one packed batch ----------------------------------------------------------------
+
+    def embed(self, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+        """Pooled float32 vectors, (rows, dim), of rows given as their ids end to end (int32) and
+        their lengths (each 1 .. max_tokens, ids below the vocabulary's size: the caller checks)."""
+        torch = self.torch
+        rows = len(lengths)
+        total = int(ids.shape[0])
+        starts = np.zeros(rows, dtype=np.int64)
+        np.cumsum(lengths[:-1], out=starts[1:])
+        row_of_token = np.repeat(np.arange(rows, dtype=np.int64), lengths)
+        positions_np = np.arange(total, dtype=np.int64) - starts[row_of_token]
+        input_ids = torch.from_numpy(ids.astype(np.int32, copy=False)).to(self.device, non_blocking=True)
+        positions = torch.from_numpy(positions_np).to(self.device, non_blocking=True)
+        with torch.inference_mode():
+            step = _StepRows.of(lengths, torch)
+            if self._cpu_metadata is not None:
+                metadata, slots = self._cpu_step_metadata(step, row_of_token, positions_np)
+            else:
+                metadata, slots = self._step_metadata(step, positions)
+            extra = {"slot_mapping": slots} if self._takes_slot_mapping else {}
+            with self._set_forward_context(metadata, self.vllm_config, num_tokens=total, **extra):
+                hidden = self.model(input_ids=input_ids, positions=positions)
+            hidden = hidden[:total]
+            if self.pooling == "cls":
+                pooled = hidden[torch.from_numpy(starts).to(hidden.device)].float()
+            elif self.pooling == "last":
+                pooled = hidden[torch.from_numpy(starts + lengths - 1).to(hidden.device)].float()
+            else:  # mean: a segment sum in float32
+                owners = torch.from_numpy(row_of_token).to(hidden.device)
+                pooled = torch.zeros((rows, hidden.shape[1]), dtype=torch.float32, device=hidden.device)
+                pooled.index_add_(0, owners, hidden.float())
+                pooled /= torch.from_numpy(lengths.astype(np.float32)).to(hidden.device)[:, None]
+            return pooled.cpu().numpy()
+
+    def _step_metadata(self, step: _StepRows, positions) -> tuple[dict, dict]:
+        """Each attention layer's metadata from its backend's builder, for rows computed whole."""
+        torch = self.torch
+        rows, total, longest = len(step.lengths), step.total, step.longest
+        offsets_cpu, seq_lens = step.offsets, step.seq_lens
+        metadata: dict[str, Any] = {}
+        slots: dict[str, Any] = {}
+        for builder, layers in self.groups:
+            # As vLLM's runner gives an encoder-only group: no KV cache, so no blocks and no slots.
+            block_table = torch.zeros((rows, 1), dtype=torch.int32, device=self.device)
+            slot_mapping = torch.zeros((total,), dtype=torch.int64, device=self.device)
+            fields = dict(
+                query_start_loc=offsets_cpu.to(self.device, non_blocking=True),
+                query_start_loc_cpu=offsets_cpu,
+                seq_lens=seq_lens.to(self.device, non_blocking=True),
+                seq_lens_cpu=seq_lens,
+                num_computed_tokens_cpu=torch.zeros(rows, dtype=torch.int32),
+                num_reqs=rows,
+                num_actual_tokens=total,
+                max_query_len=longest,
+                max_seq_len=longest,
+                block_table_tensor=block_table,
+                slot_mapping=slot_mapping,
+                causal=True,  # the encoder-only builder makes it non-causal
+                positions=positions,
+                seq_lens_cpu_upper_bound=seq_lens,
+                is_prefilling=torch.ones(rows, dtype=torch.bool),
+            )
+            common = self._common(**{k: v for k, v in fields.items() if k in self._common_fields})
+            built = builder.build(common_prefix_len=0, common_attn_metadata=common)
+            for layer in layers:
+                metadata[layer] = built
+                slots[layer] = slot_mapping
+        return metadata, slots
+
+    def _cpu_step_metadata(self, step: _StepRows, row_of_token: np.ndarray, positions_np: np.ndarray):
+        """What vLLM-CPU's encoder-only builder builds, with the encoder buffer kept across steps
+        (its builder allocates and zeroes one of every token's keys and values each step)."""
+        torch = self.torch
+        metadata_class, ops, envs, takes = self._cpu_metadata
+        lengths, rows, total, longest = step.lengths, len(step.lengths), step.total, step.longest
+        offsets_t, seq_lens = step.offsets, step.seq_lens
+        metadata: dict[str, Any] = {}
+        slots: dict[str, Any] = {}
+        for builder, layers in self.groups:
+            block_size = builder.block_size
+            blocks = (lengths + block_size - 1) // block_size
+            first_block = np.zeros(rows, dtype=np.int64)
+            np.cumsum(blocks[:-1], out=first_block[1:])
+            used_blocks = int(blocks.sum())
+            block_table = torch.from_numpy(
+                (first_block[:, None] + np.arange(int(blocks.max()), dtype=np.int64)[None, :]).astype(np.int32)
+            )
+            slot_mapping = torch.from_numpy(first_block[row_of_token] * block_size + positions_np)
+            buffer = self._encoder_buffers.get(id(builder))
+            if buffer is None or buffer.shape[0] < used_blocks:
+                shape = (used_blocks, builder.num_kv_heads, block_size, 2 * builder.head_dim)
+                buffer = self._encoder_buffers[id(builder)] = torch.zeros(shape, dtype=builder.dtype)
+            arguments = dict(
+                num_reqs=rows,
+                num_heads=builder.num_heads,
+                num_kv_heads=builder.num_kv_heads,
+                head_dim=builder.head_dim,
+                seq_lens=seq_lens,
+                dtype=builder.dtype,
+                query_start_loc=offsets_t,
+                causal=False,
+                sliding_window_size=builder.window_size,
+                isa=builder.isa,
+                enable_kv_split=envs.VLLM_CPU_ATTN_SPLIT_KV,
+                dynamic_causal=None,
+                kv_cache_dtype=getattr(builder, "kv_cache_dtype", None),
+            )
+            schedule = ops.cpu_attn_get_scheduler_metadata(**{k: v for k, v in arguments.items() if k in takes})
+            built = metadata_class(
+                num_actual_tokens=total,
+                max_query_len=longest,
+                query_start_loc=offsets_t,
+                max_seq_len=longest,
+                seq_lens=seq_lens,
+                block_table=block_table,
+                slot_mapping=slot_mapping,
+                scheduler_metadata=schedule,
+                causal=False,
+                encoder_cache=buffer[:used_blocks],
+            )
+            for layer in layers:
+                metadata[layer] = built
+                slots[layer] = slot_mapping
+        return metadata, slots
+
+    # --- the check as it starts -----------------------------------------------------------
+
+    def check(self, engine, rows: list[list[int]]) -> float:
+        """The least cosine between this path's vectors of ``rows`` and the engine's own (vLLM's
+        request path, in this process); raises PackedModelError below CHECK_MIN_COSINE."""
+        from vllm import PoolingParams
+        from vllm.inputs import tokens_input
+
+        params = PoolingParams(task="embed", use_activation=False)
+        ids = [f"packed-check-{i}" for i in range(len(rows))]
+        for request_id, row in zip(ids, rows, strict=True):
+            engine.add_request(request_id, tokens_input(row), params)
+        theirs: dict[str, np.ndarray] = {}
+        while len(theirs) < len(rows):
+            for out in engine.step():
+                if out.finished:
+                    theirs[out.request_id] = out.outputs.data.float().numpy()
+        expected = np.stack([theirs[i] for i in ids])
+        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
+        got = self.embed(np.concatenate([np.asarray(r, dtype=np.int32) for r in rows]), lengths)
+        cosine = np.sum(got * expected, axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(expected, axis=1))
+        least = float(cosine.min())
+        if not least >= CHECK_MIN_COSINE:
+            raise PackedModelError(f"packed vectors differ from vLLM's own (least cosine {least:.6f})")
+        return least

@@ -1,0 +1,68 @@
+"""The child of test_packed_engine.py: SOURCES CASES (JSON). For each (model, dtype) case, a packed
+backend on that model starts (checking itself against the engine), embeds real texts in several
+packed steps, and compares them with vLLM's own request path in the same engine; one ``RESULT``
+line of JSON per case."""
+
+import json
+import os
+import sys
+
+
+def _texts() -> list[str]:
+    from embedtext.corpus import docstring_corpus
+
+    bodies = list(docstring_corpus()["body"][:48])
+    return bodies + ["", "a", "Ünïcode façade naïve", "word " * 600]  # the last one truncated to the model's most
+
+
+def _case(model: str, source: str, dtype: str) -> dict:
+    import asyncio
+
+    import numpy as np
+
+    from embedtext.server.engine.base import EngineSettings
+    from embedtext.server.engine.packed_backend import PackedVllmBackend
+    from embedtext.server.models import load_model_spec
+    from embedtext.server.tokenization.pool import TokenizerPool
+
+    spec = load_model_spec(source)
+    rows = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens).tokenize_sync(_texts())
+    settings = EngineSettings(
+        memory_fraction=0.05, max_batch_tokens=2048, max_num_seqs=256, device="cpu", dtype=dtype, enforce_eager=True
+    )
+    backend = PackedVllmBackend(spec, settings, name=f"{model}-{dtype}")
+
+    async def run() -> dict:
+        await backend.start()
+        try:
+            if backend.packed is None:
+                return {"packed": False, "why": "the backend fell back to vLLM's requests (see its log)"}
+            # Two batches at once, the second with interactive rows: several steps of 2,048 tokens.
+            first, second = await asyncio.gather(backend.embed(rows[:30]), backend.embed(rows[30:], 4))
+            vectors = np.concatenate([first, second])
+            alone = await backend.embed(rows)
+            least = backend.packed.check(backend._engine, rows)  # the engine's own request path
+            return {
+                "packed": True,
+                "pooling": backend.packed.pooling,
+                "rows": len(rows),
+                "vectors": int(vectors.shape[0]),
+                "dim": int(vectors.shape[1]),
+                "least_cosine": least,
+                "batches_in_order": bool(np.allclose(vectors, alone, rtol=0, atol=1e-5)),
+            }
+        finally:
+            await backend.stop()
+
+    return asyncio.run(run())
+
+
+if __name__ == "__main__":
+    from embedtext.server.engine.vllm_stepped import use_inprocess_engine
+    from embedtext.server.host.cpu_threads import cpu_engine_env
+
+    os.environ.update(cpu_engine_env())  # as the server sets it up for its engines
+    use_inprocess_engine()
+    sources = json.loads(sys.argv[1])
+    for model, dtype in json.loads(sys.argv[2]):
+        print("RESULT " + json.dumps({"case": [model, dtype], **_case(model, sources[model], dtype)}), flush=True)

