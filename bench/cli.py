@@ -95,6 +95,13 @@ def compile_setting(enforce_eager: str | None, compiled: bool) -> str | None:
     "(cases get _paced): what several replicas keep as a server shared with queries runs them.",
 )
 @click.option(
+    "--gpu-engine-loop",
+    type=click.Choice(["auto", "stepped", "packed"]),
+    default="auto",
+    show_default=True,
+    help="GPU suite: the servers' --engine-loop (cases get _stepped or _packed unless auto).",
+)
+@click.option(
     "--mixed-modes",
     default=None,
     help="Mixed suite: its servers, comma-separated, fifo among them (classes, unpaced, paced, short_switch, "
@@ -135,6 +142,7 @@ def bench_command(
     gpu_processes,
     gpu_replica_processes,
     gpu_paced,
+    gpu_engine_loop,
     mixed_modes,
     mixed_phases,
     workdir,
@@ -175,6 +183,7 @@ def bench_command(
         gpu_processes=gpu_processes,
         gpu_replica_processes=gpu_replica_processes,
         gpu_paced=gpu_paced,
+        gpu_engine_loop=gpu_engine_loop,
         mixed_modes=modes,
         mixed_phases=phases,
         progress=lambda msg, t0=time.perf_counter(): _progress(t0, msg),

@@ -94,11 +94,19 @@ def _client_case(target: str | list[str], texts: pa.Array, tokens: int, name: st
 
 
 def gpu_server_args(
-    replicas: int, processes: int, *, on_gpu: bool, replica_processes: str = "auto", paced: bool = False
+    replicas: int,
+    processes: int,
+    *,
+    on_gpu: bool,
+    replica_processes: str = "auto",
+    paced: bool = False,
+    engine_loop: str = "auto",
 ) -> tuple[str, list[str]]:
     """The case tag and ``embedtext serve`` arguments of each of ``processes`` servers that share
-    ``replicas`` replicas (``processes`` at most ``replicas``, dividing it)."""
+    ``replicas`` replicas (``processes`` at most ``replicas``, dividing it); ``engine_loop`` other
+    than auto: the servers' ``--engine-loop`` (cases get ``_stepped`` or ``_packed``)."""
     tag = f"r{replicas}" + (f"_p{processes}" if processes > 1 else "")
+    tag += "" if engine_loop == "auto" else f"_{engine_loop}"
     tag += ("" if replica_processes == "auto" else f"_rp-{replica_processes}") + ("_paced" if paced else "")
     # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
     share = GPU_MEMORY_FRACTION if on_gpu else CPU_MEMORY_FRACTION
@@ -108,6 +116,8 @@ def gpu_server_args(
         args += ["--interactive-slo-ms", "0"]
     if replica_processes != "auto":  # where the async loop's engine clients run
         args += ["--engine-loop", "async", "--replica-processes", replica_processes]
+    elif engine_loop != "auto":
+        args += ["--engine-loop", engine_loop]
     return tag, args
 
 
@@ -122,6 +132,7 @@ def run_gpu_suite(
     processes: int = 1,
     replica_processes: str = "auto",
     paced: bool = False,
+    engine_loop: str = "auto",
     progress: Callable[[str], None] = print,
 ) -> list[dict]:
     if model == "base":
@@ -144,7 +155,9 @@ def run_gpu_suite(
     for n in replicas or GPU_REPLICAS:
         k = min(processes, n)
         progress(f"gpu: embedtext server, {n} replica(s)" + (f" in {k} processes" if k > 1 else ""))
-        tag, share = gpu_server_args(n, k, on_gpu=on_gpu, replica_processes=replica_processes, paced=paced)
+        tag, share = gpu_server_args(
+            n, k, on_gpu=on_gpu, replica_processes=replica_processes, paced=paced, engine_loop=engine_loop
+        )
         with ExitStack() as stack:
             servers = [
                 stack.enter_context(embedtext_server([f"{model}={model_dir}"], replicas=n // k, args=share))

@@ -82,6 +82,7 @@ def run_bench(
     gpu_processes: int = 1,
     gpu_replica_processes: str = "auto",
     gpu_paced: bool = False,
+    gpu_engine_loop: str = "auto",
     mixed_modes: Sequence[str] = (),
     mixed_phases: Sequence[str] = (),
     progress: Callable[[str], None] = print,
@@ -253,6 +254,7 @@ def run_bench(
             processes=gpu_processes,
             replica_processes=gpu_replica_processes,
             paced=gpu_paced,
+            engine_loop=gpu_engine_loop,
             progress=progress,
         )
     report = report_of(cases)

@@ -117,6 +117,12 @@ def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_targ
     assert tag == "r8_p2_paced" and paced.stepped and paced.interactive_slo_s == 0.02 and config.hold_bulk_tokenizing
     tag, config, rp = on_gpu(replica_processes="off")
     assert tag == "r8_p2_rp-off" and rp.engine_loop == "async" and not rp.replica_processes
+    # The GPU's default (stepped) and packed steps, side by side in a headline run.
+    assert on_gpu()[2].engine_loop == "stepped"
+    tag, config, packed = on_gpu(engine_loop="packed")
+    assert tag == "r8_p2_packed" and packed.backend == "vllm-packed" and packed.interactive_slo_s is None
+    tag, config, stepped = on_gpu(engine_loop="stepped")
+    assert tag == "r8_p2_stepped" and stepped.backend == "vllm-stepped"
 
 
 def test_the_engine_overhead_suite_runs_one_bulk_engine_per_path(monkeypatch):
