@@ -156,8 +156,8 @@ def run_engine_overhead(
 
 def model_floor_case(model: OverheadModel, tokens: int, args: Sequence[str]) -> dict:
     """The model's own cost on a step's rows: vLLM's model called on packed steps of the server's
-    step size, timed on the calling thread (``engine_cpu_us_per_row``: what every path's engine
-    thread spends on the model at least), in a child process set up as an engine's worker."""
+    step size, timed on the calling thread (``engine_cpu_us_per_row``), in a child process set up as
+    an engine's worker, alone on the host (a guide to the model's part of a path's engine CPU)."""
     eager = "--enforce-eager" in args and args[list(args).index("--enforce-eager") + 1] == "on"
     command = [sys.executable, "-m", "embedtext.bench.engine_overhead", model.source, str(tokens), str(eager)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=_engine_env())
@@ -173,7 +173,7 @@ def model_floor_case(model: OverheadModel, tokens: int, args: Sequence[str]) -> 
         tokens_per_row=tokens,
         engine_cpu_us_per_row=floor["cpu_us_per_row"],
         rows_per_step=floor["rows_per_step"],
-        path="vLLM's model alone, on packed steps of the server's step size (the floor of every path)",
+        path="vLLM's model alone, on packed steps of the server's step size, on an otherwise idle host",
     )
 
 

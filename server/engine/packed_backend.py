@@ -56,16 +56,13 @@ class PackedVllmBackend(SteppedVllmBackend):
         try:
             packed = PackedModel(engine)
             least = packed.check(engine, check_rows(packed.vocab_size, packed.max_tokens))
-        except PackedModelError as exc:
-            log.warning("%s: packed steps off, vLLM's request per row instead: %s", self.name, exc)
-            return engine
-        except Exception as exc:  # a vLLM whose internals read otherwise: its own path still serves
-            log.warning(
-                "%s: packed steps off, vLLM's request per row instead: this vLLM's internals differ (%s: %s)",
-                self.name,
-                type(exc).__name__,
-                exc,
+        except Exception as exc:  # a vLLM whose internals read otherwise too: its own path still serves
+            why = (
+                exc
+                if isinstance(exc, PackedModelError)
+                else f"this vLLM's internals differ ({type(exc).__name__}: {exc})"
             )
+            log.warning("%s: packed steps off, vLLM's request per row instead: %s", self.name, why)
             return engine
         log.info(
             "%s: packed steps, %s pooling (least cosine to vLLM's own vectors %.7f)", self.name, packed.pooling, least

@@ -38,9 +38,13 @@ CHECK_MIN_COSINE = 0.99999
 
 @dataclasses.dataclass(frozen=True)
 class _StepRows:
-    """A packed step's rows as every attention backend's metadata takes them (CPU tensors)."""
+    """A packed step's rows, from their lengths once: where each starts, each token's row and
+    position (numpy), and what every attention backend's metadata takes (CPU tensors)."""
 
     lengths: np.ndarray  # int64, per row
+    starts: np.ndarray  # int64, per row: its first token's index
+    row_of_token: np.ndarray  # int64, per token
+    positions: np.ndarray  # int64, per token: its index within its row
     offsets: Any  # int32 tensor, rows + 1: where each row starts, then the total
     seq_lens: Any  # int32 tensor, per row
     total: int
@@ -48,10 +52,22 @@ class _StepRows:
 
     @classmethod
     def of(cls, lengths: np.ndarray, torch) -> _StepRows:
-        offsets = np.zeros(len(lengths) + 1, dtype=np.int32)
+        offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
         np.cumsum(lengths, out=offsets[1:])
-        seq_lens = torch.from_numpy(lengths.astype(np.int32))
-        return cls(lengths, torch.from_numpy(offsets), seq_lens, int(offsets[-1]), int(lengths.max()))
+        total = int(offsets[-1])
+        starts = offsets[:-1]
+        row_of_token = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
+        positions = np.arange(total, dtype=np.int64) - starts[row_of_token]
+        return cls(
+            lengths=lengths,
+            starts=starts,
+            row_of_token=row_of_token,
+            positions=positions,
+            offsets=torch.from_numpy(offsets.astype(np.int32)),
+            seq_lens=torch.from_numpy(lengths.astype(np.int32)),
+            total=total,
+            longest=int(lengths.max()),
+        )
 
 
 class PackedModelError(Exception):
@@ -142,18 +158,13 @@ class PackedModel:
         """Pooled float32 vectors, (rows, dim), of rows given as their ids end to end (int32) and
         their lengths (each 1 .. max_tokens, ids below the vocabulary's size: the caller checks)."""
         torch = self.torch
-        rows = len(lengths)
-        total = int(ids.shape[0])
-        starts = np.zeros(rows, dtype=np.int64)
-        np.cumsum(lengths[:-1], out=starts[1:])
-        row_of_token = np.repeat(np.arange(rows, dtype=np.int64), lengths)
-        positions_np = np.arange(total, dtype=np.int64) - starts[row_of_token]
+        step = _StepRows.of(lengths, torch)
+        rows, total = len(lengths), step.total
         input_ids = torch.from_numpy(ids.astype(np.int32, copy=False)).to(self.device, non_blocking=True)
-        positions = torch.from_numpy(positions_np).to(self.device, non_blocking=True)
+        positions = torch.from_numpy(step.positions).to(self.device, non_blocking=True)
         with torch.inference_mode():
-            step = _StepRows.of(lengths, torch)
             if self._cpu_metadata is not None:
-                metadata, slots = self._cpu_step_metadata(step, row_of_token, positions_np)
+                metadata, slots = self._cpu_step_metadata(step)
             else:
                 metadata, slots = self._step_metadata(step, positions)
             extra = {"slot_mapping": slots} if self._takes_slot_mapping else {}
@@ -161,11 +172,11 @@ class PackedModel:
                 hidden = self.model(input_ids=input_ids, positions=positions)
             hidden = hidden[:total]
             if self.pooling == "cls":
-                pooled = hidden[torch.from_numpy(starts).to(hidden.device)].float()
+                pooled = hidden[torch.from_numpy(step.starts).to(hidden.device)].float()
             elif self.pooling == "last":
-                pooled = hidden[torch.from_numpy(starts + lengths - 1).to(hidden.device)].float()
+                pooled = hidden[torch.from_numpy(step.starts + lengths - 1).to(hidden.device)].float()
             else:  # mean: a segment sum in float32
-                owners = torch.from_numpy(row_of_token).to(hidden.device)
+                owners = torch.from_numpy(step.row_of_token).to(hidden.device)
                 pooled = torch.zeros((rows, hidden.shape[1]), dtype=torch.float32, device=hidden.device)
                 pooled.index_add_(0, owners, hidden.float())
                 pooled /= torch.from_numpy(lengths.astype(np.float32)).to(hidden.device)[:, None]
@@ -206,7 +217,7 @@ class PackedModel:
                 slots[layer] = slot_mapping
         return metadata, slots
 
-    def _cpu_step_metadata(self, step: _StepRows, row_of_token: np.ndarray, positions_np: np.ndarray):
+    def _cpu_step_metadata(self, step: _StepRows):
         """What vLLM-CPU's encoder-only builder builds, with the encoder buffer kept across steps
         (its builder allocates and zeroes one of every token's keys and values each step)."""
         torch = self.torch
@@ -224,7 +235,7 @@ class PackedModel:
             block_table = torch.from_numpy(
                 (first_block[:, None] + np.arange(int(blocks.max()), dtype=np.int64)[None, :]).astype(np.int32)
             )
-            slot_mapping = torch.from_numpy(first_block[row_of_token] * block_size + positions_np)
+            slot_mapping = torch.from_numpy(first_block[step.row_of_token] * block_size + step.positions)
             buffer = self._encoder_buffers.get(id(builder))
             if buffer is None or buffer.shape[0] < used_blocks:
                 shape = (used_blocks, builder.num_kv_heads, block_size, 2 * builder.head_dim)
