@@ -32,8 +32,11 @@ import numpy as np
 log = logging.getLogger(__name__)
 
 POOLINGS = {"MEAN": "mean", "CLS": "cls", "LAST": "last"}
-# The least cosine a packed row may have to the engine's own vector of it as the backend starts.
+# The least cosine a packed row may have to the engine's own vector of it as the backend starts,
+# and the most its length may differ (relative): vectors are served un-normalized where asked, and a
+# row's scale (a mean over the wrong count, say) leaves its cosine whole.
 CHECK_MIN_COSINE = 0.99999
+CHECK_MAX_NORM_ERROR = 1e-3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,9 +278,10 @@ class PackedModel:
 
     # --- the check as it starts -----------------------------------------------------------
 
-    def check(self, engine, rows: list[list[int]]) -> float:
-        """The least cosine between this path's vectors of ``rows`` and the engine's own (vLLM's
-        request path, in this process); raises PackedModelError below CHECK_MIN_COSINE."""
+    def check(self, engine, rows: list[list[int]]) -> tuple[float, float]:
+        """The least cosine and the largest relative difference in length between this path's
+        vectors of ``rows`` and the engine's own (vLLM's request path, in this process); raises
+        PackedModelError below CHECK_MIN_COSINE or above CHECK_MAX_NORM_ERROR."""
         from vllm import PoolingParams
         from vllm.inputs import tokens_input
 
@@ -293,8 +297,12 @@ class PackedModel:
         expected = np.stack([theirs[i] for i in ids])
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         got = self.embed(np.concatenate([np.asarray(r, dtype=np.int32) for r in rows]), lengths)
-        cosine = np.sum(got * expected, axis=1) / (np.linalg.norm(got, axis=1) * np.linalg.norm(expected, axis=1))
-        least = float(cosine.min())
-        if not least >= CHECK_MIN_COSINE:
-            raise PackedModelError(f"packed vectors differ from vLLM's own (least cosine {least:.6f})")
-        return least
+        norms, expected_norms = np.linalg.norm(got, axis=1), np.linalg.norm(expected, axis=1)
+        least = float((np.sum(got * expected, axis=1) / (norms * expected_norms)).min())
+        norm_error = float(np.max(np.abs(norms / expected_norms - 1.0)))
+        if not (least >= CHECK_MIN_COSINE and norm_error <= CHECK_MAX_NORM_ERROR):
+            raise PackedModelError(
+                f"packed vectors differ from vLLM's own (least cosine {least:.6f}, lengths up to "
+                f"{norm_error:.2e} apart)"
+            )
+        return least, norm_error

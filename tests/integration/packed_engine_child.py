@@ -41,7 +41,7 @@ def _case(model: str, source: str, dtype: str) -> dict:
             first, second = await asyncio.gather(backend.embed(rows[:30]), backend.embed(rows[30:], 4))
             vectors = np.concatenate([first, second])
             alone = await backend.embed(rows)
-            least = backend.packed.check(backend._engine, rows)  # the engine's own request path
+            least, norm_error = backend.packed.check(backend._engine, rows)  # the engine's own request path
             return {
                 "packed": True,
                 "pooling": backend.packed.pooling,
@@ -49,6 +49,7 @@ def _case(model: str, source: str, dtype: str) -> dict:
                 "vectors": int(vectors.shape[0]),
                 "dim": int(vectors.shape[1]),
                 "least_cosine": least,
+                "norm_error": norm_error,
                 "batches_in_order": bool(np.allclose(vectors, alone, rtol=0, atol=1e-5)),
             }
         finally:

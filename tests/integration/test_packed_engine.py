@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from embedtext.server.engine.vllm_packed import CHECK_MIN_COSINE
+from embedtext.server.engine.vllm_packed import CHECK_MAX_NORM_ERROR, CHECK_MIN_COSINE
 
 CASES = [("default", "float32"), ("default", "bfloat16"), ("arctic", "float32"), ("arctic", "bfloat16")]
 
@@ -68,6 +68,7 @@ def test_packed_steps_on_the_gpu_kits_vllm():
     got = _run_cases(GPU_KIT_PYTHON, {"default": "default"}, [("default", "float32")])[("default", "float32")]
     assert got["packed"], got.get("why")
     assert got["least_cosine"] >= CHECK_MIN_COSINE and got["batches_in_order"]
+    assert got["norm_error"] <= CHECK_MAX_NORM_ERROR
 
 
 @pytest.mark.slow
@@ -78,5 +79,6 @@ def test_packed_steps_give_the_engines_own_vectors(packed_results, model, dtype)
     assert got["pooling"] == ("cls" if model == "arctic" else "mean")
     assert got["rows"] == got["vectors"] and got["dim"] in (384, 768)
     assert got["least_cosine"] >= CHECK_MIN_COSINE
+    assert got["norm_error"] <= CHECK_MAX_NORM_ERROR  # un-normalized vectors keep their length
     # The server's batches in several packed steps (interactive rows first) come back in their order.
     assert got["batches_in_order"]
