@@ -319,18 +319,27 @@ class GuardedServer:
     def pid(self) -> int:
         return self.server.pid
 
-    def kill(self) -> None:
-        """kill -9 the server and its engine processes."""
-        import signal
-
+    def _signal_family(self, signum: int) -> None:
         import psutil
 
         family = [self.pid] + [c.pid for c in psutil.Process(self.pid).children(recursive=True)]
         for pid in family:
             try:
-                os.kill(pid, signal.SIGKILL)
+                os.kill(pid, signum)
             except ProcessLookupError:
                 pass
+
+    def freeze(self) -> None:
+        """SIGSTOP the server and its engine processes: calls to it hang until the kill."""
+        import signal
+
+        self._signal_family(signal.SIGSTOP)
+
+    def kill(self) -> None:
+        """kill -9 the server and its engine processes."""
+        import signal
+
+        self._signal_family(signal.SIGKILL)
         self.server.process.wait(30)
 
     def tls_config(self, **overrides):

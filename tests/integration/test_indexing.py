@@ -39,6 +39,24 @@ def _index(db, servers, lines=None, **kw):
     return run_index(spec, log=(lines.append if lines is not None else lambda _: None))
 
 
+def _rows_served(metrics) -> float:
+    return sum(v for k, v in metrics().items() if k.startswith("embedtext_rows_total"))
+
+
+def _wait_rows_served(metrics, at_least: float, proc, timeout_s: float = 300) -> None:
+    """Wait until the server has embedded ``at_least`` rows (its Prometheus counter), while ``proc`` runs."""
+    deadline = time.monotonic() + timeout_s
+    while _rows_served(metrics) < at_least:
+        assert proc.poll() is None, "the job ended before the server embedded its first batches"
+        assert time.monotonic() < deadline, f"the server embedded fewer than {at_least} rows in {timeout_s} s"
+        time.sleep(0.01)
+
+
+# A job is stopped once the server has embedded this many batches of it: with one batch embedding
+# while the one before is written, request k leaves only after batch k-2 committed.
+BATCHES_BEFORE_KILL = 8
+
+
 def _table(db, name="docs_embeddings"):
     return _sql(db, f"SELECT key, content_hash, model, dimensions, embedding FROM {name} ORDER BY key")
 
@@ -126,15 +144,16 @@ def test_kill_9_mid_run_loses_nothing_and_rerun_matches_clean_run(tmp_path, serv
         "--batch-rows",
         "256",
     ]
+    before = _rows_served(servers.tiny_metrics)
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
     assert "rows to embed" in proc.stderr.readline()
-    time.sleep(2)  # a few of its 79 batches committed (the run takes about 8 s on 2 cores)
-    assert proc.poll() is None, "the run finished before it could be killed; use more rows"
+    _wait_rows_served(servers.tiny_metrics, before + BATCHES_BEFORE_KILL * 256, proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     committed = _sql(db, "SELECT count(*) FROM docs_embeddings")[0][0]
-    assert 0 < committed < 20000
-    assert committed % 256 == 0 or committed > 0  # only whole batches
+    assert (BATCHES_BEFORE_KILL - 2) * 256 <= committed < 20000
+    assert committed % 256 == 0  # only whole batches
     resumed = _index(db, servers)
     assert resumed.embedded == 20000 - committed
     _index(clean, servers)
@@ -286,16 +305,19 @@ def test_server_killed_mid_index_then_rerun_matches_clean_run(tmp_path, guarded,
         "--retries",
         "2",
     ]
+    before = _rows_served(guarded.metrics)
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, **guarded.client_env()})
     assert "rows to embed" in proc.stderr.readline()
-    time.sleep(3)
+    _wait_rows_served(guarded.metrics, before + BATCHES_BEFORE_KILL * 256, proc)
+    guarded.freeze()  # the job cannot finish now, whatever the time from here to the kill
+    assert proc.poll() is None, "the job finished before its server could be killed"
     guarded.kill()
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 1, err
     lines = err.strip().splitlines()
     assert lines[-2].startswith("error: ") and " rows embedded, 0 removed, 0 failed in " in lines[-1]
     committed = int(lines[-1].split()[0])
-    assert 0 < committed < 20000
+    assert (BATCHES_BEFORE_KILL - 2) * 256 <= committed < 20000
     assert _sql(db, "SELECT count(*) FROM docs_embeddings")[0][0] == committed
 
     resumed = _index(db, servers)
