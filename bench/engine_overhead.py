@@ -62,19 +62,19 @@ ENGINE_THREADS = 1
 ONE_ENGINE = (
     "--replicas",
     "1",
-    "--interactive-replica",
-    "off",
+    "--set",
+    "interactive_replica=off",
     "--interactive-slo-ms",
     "0",
-    "--bulk-threads",
-    str(ENGINE_THREADS),
+    "--set",
+    f"bulk_threads={ENGINE_THREADS}",
 )
-STEPPED = Variant("stepped", ("--engine-loop", "stepped"))
-PACKED = Variant("packed", ("--engine-loop", "packed"))
+STEPPED = Variant("stepped", ("--set", "engine_loop=stepped"))
+PACKED = Variant("packed", ("--set", "engine_loop=packed"))
 # Two replicas: whether the host side scales with engines (the later --replicas wins).
-PACKED_2 = Variant("packed_2", ("--engine-loop", "packed", "--replicas", "2"))
-NULL_2 = Variant("null_2", ("--engine", "null", "--replicas", "2"))
-NULL = Variant("null", ("--engine", "null"))
+PACKED_2 = Variant("packed_2", ("--set", "engine_loop=packed", "--replicas", "2"))
+NULL_2 = Variant("null_2", ("--set", "engine=null", "--replicas", "2"))
+NULL = Variant("null", ("--set", "engine=null"))
 # The overhead model's shape: compute negligible beside the engine's per-row work (head_dim 32,
 # the least vLLM-CPU's attention takes).
 OVERHEAD_MODEL = dict(layers=1, hidden=32, heads=1, max_tokens=512)
@@ -158,7 +158,7 @@ def model_floor_case(model: OverheadModel, tokens: int, args: Sequence[str]) -> 
     """The model's own cost on a step's rows: vLLM's model called on packed steps of the server's
     step size, timed on the calling thread (``engine_cpu_us_per_row``), in a child process set up as
     an engine's worker, alone on the host (a guide to the model's part of a path's engine CPU)."""
-    eager = "--enforce-eager" in args and args[list(args).index("--enforce-eager") + 1] == "on"
+    eager = "enforce_eager=on" in args
     command = [sys.executable, "-m", "embedtext.bench.engine_overhead", model.source, str(tokens), str(eager)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=900, env=_engine_env())
     lines = [line for line in done.stdout.splitlines() if line.startswith("FLOOR ")]

@@ -60,12 +60,27 @@ def idle_dispatch(engine: str) -> VariantComparison:
     return VariantComparison(
         "idle-dispatch",
         f"idle_dispatch_{engine}",
-        (Variant("dispatch", ("--idle-dispatch",)), Variant("wait", ("--no-idle-dispatch",))),
+        (
+            Variant(
+                "dispatch",
+                (
+                    "--set",
+                    "idle_dispatch=on",
+                ),
+            ),
+            Variant(
+                "wait",
+                (
+                    "--set",
+                    "idle_dispatch=off",
+                ),
+            ),
+        ),
         ratios=(
             Ratio(f"idle_dispatch_p50_{engine}_{{workload}}", "dispatch", "wait", metric="p50_ms", kind="single_rows"),
             Ratio(f"idle_dispatch_rows_per_s_{engine}_{{workload}}", "dispatch", "wait", kind="scan"),
         ),
-        flags=("--engine", engine),
+        flags=("--set", f"engine={engine}"),
     )
 
 
@@ -73,7 +88,10 @@ def replica_processes(engine: str) -> VariantComparison:
     return VariantComparison(
         "replica-processes",
         f"replica_processes_{engine}",
-        (Variant("processes", ("--replica-processes", "on")), Variant("shared", ("--replica-processes", "off"))),
+        (
+            Variant("processes", ("--set", "replica_processes=on")),
+            Variant("shared", ("--set", "replica_processes=off")),
+        ),
         ratios=(
             Ratio(f"replica_processes_rows_per_s_{engine}_{{workload}}", "processes", "shared"),
             Ratio(
@@ -84,7 +102,7 @@ def replica_processes(engine: str) -> VariantComparison:
             ),
         ),
         # A stepped engine always lives in a worker process: the choice exists with AsyncLLM.
-        flags=("--engine", engine, "--engine-loop", "async"),
+        flags=("--set", f"engine={engine}", "--set", "engine_loop=async"),
     )
 
 
@@ -115,21 +133,27 @@ def compile_modes(dtype: str) -> VariantComparison:
     return VariantComparison(
         "compile",
         f"compile_{dtype}",
-        (Variant("compiled", ("--enforce-eager", "off")), Variant("eager", ("--enforce-eager", "on"))),
+        (Variant("compiled", ("--set", "enforce_eager=off")), Variant("eager", ("--set", "enforce_eager=on"))),
         ratios=(Ratio(f"compile_rows_per_s_{dtype}_{{workload}}", "compiled", "eager"),),
         flags=("--dtype", dtype),
     )
 
 
 def pacing() -> VariantComparison:
-    fifo = ("--scheduling", "fifo", "--engine-loop", "async")
+    fifo = ("--set", "scheduling=fifo", "--set", "engine_loop=async")
     return VariantComparison(
         "pacing",
         "pacing",
         (
             Variant("paced"),
             # Paced, but bulk requests tokenized as they come (server/tokenizing_gate.py off).
-            Variant("unheld", ("--no-hold-bulk-tokenizing",)),
+            Variant(
+                "unheld",
+                (
+                    "--set",
+                    "hold_bulk_tokenizing=off",
+                ),
+            ),
             Variant("unpaced", ("--interactive-slo-ms", "0")),
             Variant("fifo", fifo),
         ),
@@ -144,7 +168,7 @@ def pacing() -> VariantComparison:
             )
         ),
         # Beside an interactive replica (the default) the bulk engines step unpaced: nothing to compare.
-        flags=("--interactive-replica", "off"),
+        flags=("--set", "interactive_replica=off"),
     )
 
 

@@ -110,14 +110,14 @@ def gpu_server_args(
     tag += ("" if replica_processes == "auto" else f"_rp-{replica_processes}") + ("_paced" if paced else "")
     # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
     share = GPU_MEMORY_FRACTION if on_gpu else CPU_MEMORY_FRACTION
-    args = ["--memory-fraction", str(round(share / processes, 4))] if processes > 1 else []
-    args += ["--interactive-replica", "off"]  # bulk work alone: every engine runs it
+    args = ["--set", f"memory_fraction={round(share / processes, 4)}"] if processes > 1 else []
+    args += ["--set", "interactive_replica=off"]  # bulk work alone: every engine runs it
     if not paced:  # bulk work alone: no query's wait to pace steps for
         args += ["--interactive-slo-ms", "0"]
     if replica_processes != "auto":  # where the async loop's engine clients run
-        args += ["--engine-loop", "async", "--replica-processes", replica_processes]
+        args += ["--set", "engine_loop=async", "--set", f"replica_processes={replica_processes}"]
     elif engine_loop != "auto":
-        args += ["--engine-loop", engine_loop]
+        args += ["--set", f"engine_loop={engine_loop}"]
     return tag, args
 
 

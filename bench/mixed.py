@@ -95,7 +95,6 @@ from embedtext.bench.step_timeline import read_timeline, timeline_parts
 from embedtext.connectors.client import AsyncClient, Client
 from embedtext.connectors.requests import RequestOptions, plan_text_requests
 from embedtext.protocol.errors import EmbedTextError
-from embedtext.server.config import ServerConfig
 from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS, resolve
 
 SUITE = "mixed"
@@ -103,41 +102,41 @@ SUITE = "mixed"
 MODES = ("interactive_replica", "classes", "fifo")
 # On a GPU one more server: the shared stepped engine with no target.
 GPU_MODES = ("interactive_replica", "classes", "unpaced", "fifo")
-SHARED = ("--interactive-replica", "off")  # queries and bulk work on the same engines
+SHARED = ("--set", "interactive_replica=off")  # queries and bulk work on the same engines
 # What each mode adds to the servers' arguments: the defaults, the shared engines, and the order and
 # engine loop before them.
 MODE_ARGS = {
     # Latency classes on shared engines, their steps paced (the CPU's defaults until stop 45).
     "classes": SHARED,
     "unpaced": (*SHARED, "--interactive-slo-ms", "0"),
-    "paced": (*SHARED, "--engine-loop", "async"),
-    "fifo": ("--scheduling", "fifo", "--engine-loop", "async"),
+    "paced": (*SHARED, "--set", "engine_loop=async"),
+    "fifo": ("--set", "scheduling=fifo", "--set", "engine_loop=async"),
     # classes with a GIL switch interval of 0.5 ms (Python's: 5 ms).
-    "short_switch": (*SHARED, "--switch-interval-ms", "0.5"),
+    "short_switch": (*SHARED, "--set", "switch_interval_ms=0.5"),
     # One more engine that runs the queries alone, the bulk engines unpaced: the defaults.
-    "interactive_replica": ("--interactive-replica", "on"),
+    "interactive_replica": ("--set", "interactive_replica=on"),
     # The same, each query sent at once: no gathering of queries into shared steps on a CPU.
-    "no_gather": ("--interactive-replica", "on", "--interactive-gather-ms", "0"),
+    "no_gather": ("--set", "interactive_replica=on", "--set", "interactive_gather_ms=0"),
     # The same, queries gathering for 150 ms (the CPU's default: 30% of the 250 ms target, 75 ms).
-    "long_gather": ("--interactive-replica", "on", "--interactive-gather-ms", "150"),
+    "long_gather": ("--set", "interactive_replica=on", "--set", "interactive_gather_ms=150"),
     # The same, the bulk engine at nice 10 (by default at the server's priority).
-    "bulk_nice": ("--interactive-replica", "on", "--bulk-nice", "10"),
+    "bulk_nice": ("--set", "interactive_replica=on", "--set", "bulk_nice=10"),
     # The same, the queries' engine on one thread (by default: torch's own count, every core).
-    "one_thread": ("--interactive-replica", "on", "--interactive-threads", "1"),
+    "one_thread": ("--set", "interactive_replica=on", "--set", "interactive_threads=1"),
     # The same with one bulk engine on every core (a small CPU's default until stop 51: --replicas 1).
-    "one_bulk_engine": ("--interactive-replica", "on", "--replicas", "1"),
+    "one_bulk_engine": ("--set", "interactive_replica=on", "--replicas", "1"),
     # A small CPU's defaults with the bulk engines at the server's priority (by default nice 10 there).
-    "split_same_priority": ("--interactive-replica", "on", "--bulk-nice", "0"),
+    "split_same_priority": ("--set", "interactive_replica=on", "--set", "bulk_nice=0"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
-    "full_batches": (*SHARED, "--bulk-batch-ms", "0"),
+    "full_batches": (*SHARED, "--set", "bulk_batch_ms=0"),
     # classes with bulk turns of 250 ms of engine time (the default until stop 41 and since stop 54).
-    "short_turns": (*SHARED, "--bulk-batch-ms", "250"),
+    "short_turns": (*SHARED, "--set", "bulk_batch_ms=250"),
     # classes with bulk turns of 1,000 ms (the default from stop 41 until stop 54).
-    "long_turns": (*SHARED, "--bulk-batch-ms", "1000"),
+    "long_turns": (*SHARED, "--set", "bulk_batch_ms=1000"),
     # The defaults with bulk turns of 250 ms, named (stop 54's run: the default then was 1,000 ms).
-    "replica_short_turns": ("--interactive-replica", "on", "--bulk-batch-ms", "250"),
+    "replica_short_turns": ("--set", "interactive_replica=on", "--set", "bulk_batch_ms=250"),
     # The defaults with bulk turns of 1,000 ms (the default from stop 41 until stop 54).
-    "replica_long_turns": ("--interactive-replica", "on", "--bulk-batch-ms", "1000"),
+    "replica_long_turns": ("--set", "interactive_replica=on", "--set", "bulk_batch_ms=1000"),
 }
 # The modes given ``slo_ms`` where it is given.
 PACED_MODES = (
@@ -194,7 +193,7 @@ def server_args(mode: str, slo_ms: float | None = None) -> tuple[str, ...]:
     server's default: 250 ms on a CPU, 20 ms on a GPU), or the target of their ``_slo<ms>`` suffix.
 
     >>> server_args("classes_slo500", 250.0)
-    ('--interactive-replica', 'off', '--interactive-slo-ms', '500')
+    ('--set', 'interactive_replica=off', '--interactive-slo-ms', '500')
     """
     base = split_mode(mode)[0]
     slo_ms = mode_slo_ms(mode, slo_ms)
@@ -313,11 +312,9 @@ def _timeline_ms(got: dict) -> dict[str, float]:
 def steps_its_engines(args: Sequence[str]) -> bool:
     """A server started with ``args`` steps its vLLM engines itself, so it can keep a step timeline:
     the flags parsed as ``embedtext serve`` parses them and resolved as it resolves them."""
-    from embedtext.server.cli import serve_command
+    from embedtext.server.cli import config_from_args
 
-    params = serve_command.make_context("serve", list(args)).params
-    params.pop("token_file", None)
-    return resolve(ServerConfig(**params), "cpu").stepped  # stepped or not, whatever the device
+    return resolve(config_from_args(list(args)), "cpu").stepped  # stepped or not, whatever the device
 
 
 def cores_used(got: dict) -> dict[str, float]:
@@ -720,7 +717,7 @@ def run_mixed(
         for mode in modes:
             mode_args = [*args, *server_args(mode, slo_ms)]
             if steps_its_engines(mode_args):
-                mode_args += ["--step-timeline", str(timelines / f"{mode}.jsonl")]
+                mode_args += ["--set", f"step_timeline={timelines / (mode + '.jsonl')}"]
             servers[mode] = stack.enter_context(embedtext_server(list(models), args=mode_args))
         for mode, server in servers.items():
             took = asyncio.run(warm_up(server.target, bulk_texts[:BULK_ROWS]))

@@ -55,10 +55,10 @@ class BenchPlan:
     scaling_tokens: int
     allocator_rows: tuple[int, ...]  # the allocator suite's sizes (16-token rows, like scaling)
     # Quick runs start engines eagerly (no torch.compile: a shorter start for each engine); full runs
-    # as a server starts them by default (--enforce-eager auto: by the device and CPU). Every engine
+    # as a server starts them by default (enforce_eager=auto: by the device and CPU). Every engine
     # of a run, vLLM's own paths in the cpu suite too, gets the same setting: ratios stay like for like.
     eager: bool = False
-    eager_reason: str = "--enforce-eager off"  # why, for the report (server/host/cpu_features.py)
+    eager_reason: str = "enforce_eager=off"  # why, for the report (server/host/cpu_features.py)
     # The cpu suite's rotating rounds (each times every path once; ratios: medians of the rounds).
     # Quick runs take 2 (ABCD, DCBA: each path as often early as late) to stay under 5 minutes.
     cpu_rounds: int = 5
@@ -74,11 +74,11 @@ class BenchPlan:
     @property
     def engine_flags(self) -> list[str]:
         """Our servers' compile setting, resolved once for the run (so every server gets the same)."""
-        return ["--enforce-eager", "on" if self.eager else "off"]
+        return ["--set", f"enforce_eager={'on' if self.eager else 'off'}"]
 
     @property
     def engines(self) -> str:
-        """The report's word on it: 'eager (--enforce-eager on)', 'compiled (--enforce-eager auto ...)'."""
+        """The report's word on it: 'eager (enforce_eager=on)', 'compiled (enforce_eager=auto ...)'."""
         return f"{'eager' if self.eager else 'compiled'} ({self.eager_reason})"
 
 
@@ -95,7 +95,7 @@ QUICK = BenchPlan(
     scaling_tokens=16,
     allocator_rows=(2_000, 10_000, 20_000),
     eager=True,
-    eager_reason="--enforce-eager on",
+    eager_reason="enforce_eager=on",
     cpu_rounds=2,
 )
 FULL = replace(
@@ -132,13 +132,13 @@ def make_plan(
     and the CPU's ``flags`` (unset: read from /proc/cpuinfo).
 
     >>> make_plan(False, workdir=".", device="cpu", flags=frozenset({"avx2", "avx512f"})).engines
-    'compiled (--enforce-eager auto on this CPU: compiled)'
+    'compiled (enforce_eager=auto on this CPU: compiled)'
     >>> make_plan(False, workdir=".", device="cpu", flags=frozenset({"amx_bf16"})).engines
-    'eager (--enforce-eager auto on a CPU with amx_bf16)'
+    'eager (enforce_eager=auto on a CPU with amx_bf16)'
     >>> make_plan(True, workdir=".", device="cuda").engines, make_plan(False, workdir=".", device="cuda").engines
-    ('eager (--enforce-eager on)', 'compiled (--enforce-eager auto on a GPU: compiled)')
+    ('eager (enforce_eager=on)', 'compiled (enforce_eager=auto on a GPU: compiled)')
     >>> make_plan(True, workdir=".", enforce_eager="off", device="cpu", flags=frozenset({"amx_bf16"})).engine_flags
-    ['--enforce-eager', 'off']
+    ['--set', 'enforce_eager=off']
     """
     from embedtext.server.engine.base import detect_device
     from embedtext.server.host.cpu_features import eager_engine

@@ -25,11 +25,11 @@ def engines_note(plan: BenchPlan, suites: Sequence[str]) -> str:
     >>> from embedtext.bench.plan import make_plan
     >>> full = make_plan(False, workdir=".", device="cpu", flags=frozenset({"avx2", "avx512f"}))
     >>> engines_note(full, ["mixed"])
-    'compiled (--enforce-eager auto on this CPU: compiled)'
+    'compiled (enforce_eager=auto on this CPU: compiled)'
     >>> engines_note(full, ["startup"])
     'set per variant by the suite (startup)'
     >>> engines_note(make_plan(True, workdir="."), ["mixed", "compile"])
-    'eager (--enforce-eager on); set per variant by the suite in compile'
+    'eager (enforce_eager=on); set per variant by the suite in compile'
     """
     own = [suite for suite in suites if suite in OWN_ENGINE_SETTING_SUITES]
     if not own:
@@ -198,7 +198,7 @@ def run_bench(
         modes = tuple(mixed_modes) or (GPU_MODES if gpu else MODES)
         # Its servers share one GPU: each takes its part of what a server takes alone (vLLM refuses
         # to start an engine whose share is more than the device has free).
-        share = ["--memory-fraction", f"{GPU_MEMORY_FRACTION / len(modes):.2f}"] if gpu else []
+        share = ["--set", f"memory_fraction={GPU_MEMORY_FRACTION / len(modes):.2f}"] if gpu else []
         cases += run_mixed(
             ["default"],
             corpus.texts(BULK_ROWS, 50),

@@ -28,10 +28,10 @@ SCAN_TOKENS = 50
 # name -> (server flags, engine environment)
 VARIANTS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "default": ((), {}),
-    "async": (("--engine-loop", "async"), {}),
-    "eager": (("--enforce-eager", "on"), {}),
-    "compiled": (("--enforce-eager", "off"), {}),
-    "shared": (("--interactive-replica", "off"), {}),
+    "async": (("--set", "engine_loop=async"), {}),
+    "eager": (("--set", "enforce_eager=on"), {}),
+    "compiled": (("--set", "enforce_eager=off"), {}),
+    "shared": (("--set", "interactive_replica=off"), {}),
 }
 
 _OURS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")

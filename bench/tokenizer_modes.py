@@ -74,14 +74,21 @@ class Comparison:
 ASCII_NORMALIZER = Comparison(
     "ascii-normalizer",
     "ascii_normalizer",
-    new=Mode("ahead", {"ascii_normalizer": True}, ("--ascii-normalizer", "--word-cache", "off")),
-    old=Mode("tokenizer", {"ascii_normalizer": False}, ("--no-ascii-normalizer",)),
+    new=Mode("ahead", {"ascii_normalizer": True}, ("--set", "ascii_normalizer=on", "--set", "word_cache=off")),
+    old=Mode(
+        "tokenizer",
+        {"ascii_normalizer": False},
+        (
+            "--set",
+            "ascii_normalizer=off",
+        ),
+    ),
 )
 WORD_CACHE = Comparison(
     "word-cache",
     "word_cache",
-    new=Mode("words", {"word_cache": True}, ("--word-cache", "on")),
-    old=Mode("ahead", {"word_cache": False}, ("--word-cache", "off")),
+    new=Mode("words", {"word_cache": True}, ("--set", "word_cache=on")),
+    old=Mode("ahead", {"word_cache": False}, ("--set", "word_cache=off")),
 )
 COMPARISONS = {c.suite: c for c in (ASCII_NORMALIZER, WORD_CACHE)}
 

@@ -60,7 +60,7 @@ def run_transport(models: dict[int, Path], rows: int, tokens: int, *, rounds: in
         con = stack.enter_context(duckdb.connect())
         load_docs(con, corpus.texts(rows, tokens))
         server = stack.enter_context(
-            embedtext_server([f"d{d}={p}" for d, p in models.items()], args=["--engine", "null"])
+            embedtext_server([f"d{d}={p}" for d, p in models.items()], args=["--set", "engine=null"])
         )
         http = stack.enter_context(null_json_server({f"d{d}": str(p) for d, p in models.items()}))
         for dim, path in models.items():

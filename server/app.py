@@ -41,7 +41,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
     if resolved.stepped:
         log.info(
             "%d replica(s) per model, each a worker process holding its engine, stepped by the server's "
-            "own loop (--engine-loop %s)",
+            "own loop (engine_loop=%s)",
             config.replicas,
             resolved.engine_loop,
         )
@@ -73,7 +73,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
             resolved.split_reason,
         )
     elif resolved.bulk_threads:
-        log.info("the bulk engines' threads: %d each (--bulk-threads)", resolved.bulk_threads)
+        log.info("the bulk engines' threads: %d each (bulk_threads)", resolved.bulk_threads)
     if resolved.split_declined:
         log.warning("bulk work on %d engine (%s)", resolved.replicas, resolved.split_declined)
     if resolved.memory_short:
@@ -81,20 +81,22 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
         log.warning(
             "too little memory: %s; the kernel may stop an engine for it (its error then says 'killed by SIGKILL'). %s",
             resolved.memory_short,
-            "Fewer engines: --replicas 1, --interactive-replica off" if several else "A smaller model, or more memory",
+            "Fewer engines: --replicas 1, --set interactive_replica=off"
+            if several
+            else "A smaller model, or more memory",
         )
     if resolved.bulk_nice:
         log.info(
             "the bulk engines' worker processes run at nice %d, each in a session of its own: queries' steps, the "
-            "server and the host's other processes take a core first (--bulk-nice)",
+            "server and the host's other processes take a core first (bulk_nice)",
             resolved.bulk_nice,
         )
     if resolved.interactive_threads:
-        log.info("the interactive replica's engine threads: %d (--interactive-threads)", resolved.interactive_threads)
+        log.info("the interactive replica's engine threads: %d (interactive_threads)", resolved.interactive_threads)
     if resolved.interactive_gather_s:
         log.info(
             "while bulk work runs, a query waits up to %.0f ms for others to share its engine step "
-            "(--interactive-gather-ms)",
+            "(interactive_gather_ms)",
             resolved.interactive_gather_s * 1000,
         )
     log.info("%s", resolved.dtype.note)
@@ -255,7 +257,7 @@ async def serve(config: ServerConfig) -> None:
     os.environ.update(tuning.env)  # inherited by every engine process (vLLM-CPU spawns them)
     if config.switch_interval_ms:
         sys.setswitchinterval(config.switch_interval_ms / 1000.0)
-        log.info("threads hand the GIL over after %g ms (--switch-interval-ms)", config.switch_interval_ms)
+        log.info("threads hand the GIL over after %g ms (switch_interval_ms)", config.switch_interval_ms)
     server = EmbeddingServer(config, resolved)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -1,14 +1,19 @@
-"""`embedtext serve`: options made from ServerConfig's fields, parsed into one, and run. Nothing else lives here."""
+"""`embedtext serve`: options for the settings a user sets, ``--set`` for the advanced ones, parsed into one
+ServerConfig and run. Nothing else lives here."""
 
 from __future__ import annotations
 
 import asyncio
+import difflib
 import os
 from dataclasses import fields
+from typing import Any
 
 import click
 
-from embedtext.server.config import Flag, ServerConfig
+from embedtext.server.config import Flag, ServerConfig, advanced_settings, parse_setting
+
+ENV_PREFIX = "EMBEDTEXT_"
 
 
 def _click_type(annotation: str, flag: Flag):
@@ -24,29 +29,93 @@ def _click_type(annotation: str, flag: Flag):
 
 
 def config_options(command):
-    """One click option per ServerConfig field: its name, default, type, bounds and help come
-    from the field (server/config.py); ``EMBEDTEXT_<OPTION>`` gives it from the environment."""
+    """One click option per setting a user sets: its name, default, type, bounds and help come from
+    the field (server/config.py); ``EMBEDTEXT_<OPTION>`` gives it from the environment."""
     for f in reversed(fields(ServerConfig)):
         flag: Flag = f.metadata["flag"]
+        if flag.advanced:
+            continue
         name = flag.option(f.name)
-        envvar = "EMBEDTEXT_" + name.replace("-", "_").upper()
         help_text = flag.help
         if isinstance(flag.show_default, str):
             help_text += f" [default: {flag.show_default}]"
-        if f.type == "bool":
-            decls, kind = [f"--{name}/--no-{name}", f.name], {}
-        else:
-            decls = [f"--{name}", f.name]
-            kind = {"type": _click_type(str(f.type), flag), "multiple": str(f.type).startswith("tuple")}
-            if flag.flag_value is not None:  # the option alone means this value; a value may follow
-                kind.update(is_flag=False, flag_value=flag.flag_value)
+        kind = {"type": _click_type(str(f.type), flag), "multiple": str(f.type).startswith("tuple")}
         command = click.option(
-            *decls, default=f.default, envvar=envvar, help=help_text, show_default=flag.show_default is True, **kind
+            f"--{name}",
+            f.name,
+            default=f.default,
+            envvar=ENV_PREFIX + name.replace("-", "_").upper(),
+            help=help_text,
+            show_default=flag.show_default is True,
+            **kind,
         )(command)
     return command
 
 
-@click.command("serve")
+def advanced_values(assignments: tuple[str, ...], environ: dict[str, str] | None = None) -> dict[str, Any]:
+    """The advanced settings given: each ``EMBEDTEXT_<NAME>`` in the environment, then each ``--set NAME=VALUE``
+    (a later one wins). An unknown name or a malformed value is a ValueError that says what is known.
+
+    >>> advanced_values(("max_batch_rows=64", "idle-dispatch=off"), {"EMBEDTEXT_MAX_BATCH_ROWS": "32"})
+    {'max_batch_rows': 64, 'idle_dispatch': False}
+    >>> advanced_values(("max_batch_row=64",), {})
+    Traceback (most recent call last):
+    ...
+    ValueError: --set max_batch_row: no such setting (did you mean max_batch_rows?); --set help lists them
+    """
+    environ = os.environ if environ is None else environ
+    known = advanced_settings()
+    values: dict[str, Any] = {}
+    for name in known:
+        if ENV_PREFIX + name.upper() in environ:
+            values[name] = parse_setting(name, environ[ENV_PREFIX + name.upper()])
+    for assignment in assignments:
+        raw_name, equals, text = assignment.partition("=")
+        name = raw_name.strip().replace("-", "_")
+        if name not in known:
+            near = difflib.get_close_matches(name, known, n=1)
+            hint = f" (did you mean {near[0]}?)" if near else ""
+            raise ValueError(f"--set {raw_name}: no such setting{hint}; --set help lists them")
+        if not equals:
+            raise ValueError(f"--set {raw_name}: give NAME=VALUE")
+        values[name] = parse_setting(name, text.strip())
+    return values
+
+
+def advanced_help() -> str:
+    """The advanced settings, one line each: ``--set help`` prints it."""
+    lines = ["Advanced settings: --set NAME=VALUE (repeatable) or EMBEDTEXT_NAME=VALUE (docs/tuning.md).", ""]
+    defaults = {f.name: f.default for f in fields(ServerConfig)}
+    for name, flag in advanced_settings().items():
+        shown = flag.show_default if isinstance(flag.show_default, str) else defaults[name]
+        choices = f" ({'|'.join(flag.choices)})" if flag.choices else ""
+        lines.append(f"  {name}{choices}  [default: {shown}]\n      {flag.help}")
+    return "\n".join(lines)
+
+
+def _config(params: dict[str, Any]) -> ServerConfig:
+    """The ServerConfig of ``embedtext serve``'s parsed options; a UsageError says what is wrong."""
+    params = dict(params)
+    assignments, token_file = params.pop("assignments"), params.pop("token_file")
+    if token_file:
+        if params["token"]:
+            raise click.UsageError("give --token or --token-file, not both")
+        params["token"] = open(token_file, encoding="utf-8").read().strip()
+    try:
+        return ServerConfig(**params, **advanced_values(assignments))
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def config_from_args(args: list[str]) -> ServerConfig:
+    """What ``embedtext serve ARGS`` would run with, in this environment, without starting it."""
+    return _config(serve_command.make_context("serve", list(args)).params)
+
+
+@click.command(
+    "serve",
+    epilog="Advanced settings: --set NAME=VALUE or EMBEDTEXT_NAME; '--set help' lists them (docs/tuning.md).",
+)
 @config_options
 @click.option(
     "--token-file",
@@ -55,19 +124,15 @@ def config_options(command):
     envvar="EMBEDTEXT_TOKEN_FILE",
     help="Read the token from this file.",
 )
+@click.option("--set", "assignments", multiple=True, metavar="NAME=VALUE", help="An advanced setting ('--set help').")
 def serve_command(**kwargs) -> None:
     """Serve embedding models over gRPC (embedtext.v1)."""
     from embedtext.server.app import configure_logging, serve
 
-    token_file = kwargs.pop("token_file")
-    if token_file:
-        if kwargs["token"]:
-            raise click.UsageError("give --token or --token-file, not both")
-        kwargs["token"] = open(token_file, encoding="utf-8").read().strip()
-    try:
-        config = ServerConfig(**kwargs)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
+    if "help" in kwargs["assignments"]:
+        click.echo(advanced_help())
+        return
+    config = _config(kwargs)
     configure_logging(config.log_level)
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if config.log_level.upper() != "DEBUG" else "DEBUG")
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")

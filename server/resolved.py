@@ -249,7 +249,7 @@ def _interactive_replica(
 ) -> tuple[bool, str]:
     """Whether each model gets an interactive replica, and why (``--interactive-replica``)."""
     if config.interactive_replica != "auto":
-        return config.interactive_replica == "on", f"--interactive-replica {config.interactive_replica}"
+        return config.interactive_replica == "on", f"interactive_replica={config.interactive_replica}"
     if config.engine != "vllm":
         return False, "auto: off for the null engine"
     if config.scheduling != "classes":

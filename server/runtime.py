@@ -166,7 +166,7 @@ class ModelRuntime:
             return "the tokenizer normalizes every text itself"
         path = "ASCII texts normalized ahead of the tokenizer (BertNormalizer)"
         if self.tokenizers.word_cache is not None:
-            return path + ", split into words here, each word's ids from a cache (--word-cache)"
+            return path + ", split into words here, each word's ids from a cache (word_cache)"
         return path
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -401,7 +401,7 @@ class ModelRuntime:
             log.warning(
                 "model %s: the interactive target of %.0f ms cannot be held: at %.0f tokens/s per engine, bulk "
                 "batches of the smallest size (%d tokens, the longest row) take %.0f ms per engine; they stay "
-                "at that size (raise --interactive-slo-ms, or lower --max-batches-per-replica)",
+                "at that size (raise --interactive-slo-ms, or lower max_batches_per_replica)",
                 self.spec.name,
                 self.pacer.slo_s * 1000,
                 self.speed.tokens_per_s,

@@ -35,7 +35,7 @@ def server_credentials(config: ServerConfig) -> grpc.ServerCredentials | None:
         return None
     key = _read(config.tls_key, "--tls-key")
     cert = _read(config.tls_cert, "--tls-cert")
-    client_ca = _read(config.tls_client_ca, "--tls-client-ca") if config.tls_client_ca else None
+    client_ca = _read(config.tls_client_ca, "tls_client_ca") if config.tls_client_ca else None
     return grpc.ssl_server_credentials(
         [(key, cert)], root_certificates=client_ca, require_client_auth=client_ca is not None
     )

@@ -39,9 +39,9 @@ START_TIMEOUT_S = float(os.environ.get("EMBEDTEXT_TEST_START_TIMEOUT", "900"))
 # The generated tiny model's engines start eager: compiling each of them would cost its start about
 # 7 s (stepped) to 14 s (async) on a 2-core host; test_compiled_engine.py keeps one compiled. The
 # default server runs what --enforce-eager auto picks on this CPU.
-TINY_ENGINE_ARGS = ("--enforce-eager", "on")
+TINY_ENGINE_ARGS = ("--set", "enforce_eager=on")
 # Queries and bulk work on the same engines (the default starts one more engine for queries).
-SHARED_ENGINES = ("--interactive-replica", "off")
+SHARED_ENGINES = ("--set", "interactive_replica=off")
 
 
 def free_port() -> int:
@@ -128,7 +128,7 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
     minilm = LocalServer(
         ["default", f"arctic-like={arctic_like_model_dir}"],
         replicas=1,
-        args=["--step-timeline", str(step_timeline), *SHARED_ENGINES],
+        args=["--set", f"step_timeline={step_timeline}", *SHARED_ENGINES],
         log_path=logs / "minilm.log",
     )
     tiny = LocalServer(
@@ -137,14 +137,14 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
         args=[
             "--metrics-port",
             str(metrics_port),
-            "--max-batch-rows",
-            "64",
-            "--max-queued-rows",
-            "4096",
+            "--set",
+            "max_batch_rows=64",
+            "--set",
+            "max_queued_rows=4096",
             *SHARED_ENGINES,
             *TINY_ENGINE_ARGS,
-            "--engine-loop",
-            "stepped",  # the GPU's default: vLLM's requests, tested on a CPU here
+            "--set",
+            "engine_loop=stepped",  # the GPU's default: vLLM's requests, tested on a CPU here
         ],
         log_path=logs / "tiny.log",
     )
@@ -290,8 +290,8 @@ class GuardedServer:
             tls.server_pem,
             "--tls-key",
             tls.server_key,
-            "--tls-client-ca",
-            tls.ca_pem,
+            "--set",
+            f"tls_client_ca={tls.ca_pem}",
             "--token-file",
             str(token_file),
             "--metrics-port",
@@ -445,16 +445,16 @@ def interactive_replica_server(tiny_model_dir, tmp_path_factory):
         tmp_path_factory.mktemp("logs"),
         "interactive-replica",
         [
-            "--interactive-replica",
-            "on",
-            "--max-batch-rows",
-            str(INTERACTIVE_REPLICA_BATCH_ROWS),
-            "--interactive-gather-ms",
-            str(INTERACTIVE_GATHER_MS),
-            "--interactive-threads",
-            "1",
-            "--bulk-nice",
-            "10",
+            "--set",
+            "interactive_replica=on",
+            "--set",
+            f"max_batch_rows={INTERACTIVE_REPLICA_BATCH_ROWS}",
+            "--set",
+            f"interactive_gather_ms={INTERACTIVE_GATHER_MS}",
+            "--set",
+            "interactive_threads=1",
+            "--set",
+            "bulk_nice=10",
         ],
     ) as running:  # ready with every engine up: the interactive one starts after the bulk one
         yield running
@@ -466,6 +466,6 @@ def async_loop_server(tiny_model_dir, tmp_path_factory):
     queries and bulk work: the server paces the bulk batches it hands over (the stepped loop paces
     its engine's steps)."""
     with _tiny_metrics_server(
-        tiny_model_dir, tmp_path_factory.mktemp("logs"), "async-loop", ["--engine-loop", "async", *SHARED_ENGINES]
+        tiny_model_dir, tmp_path_factory.mktemp("logs"), "async-loop", ["--set", "engine_loop=async", *SHARED_ENGINES]
     ) as running:
         yield running

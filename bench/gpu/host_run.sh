@@ -9,7 +9,7 @@
 #   bash bench/gpu/host_run.sh replicas OUTDIR [N] [S] # the GPU suite's bulk rows/s at N replicas (default 4), with
 #                                                     # no target and then paced to the default 20 ms, each cut at S s
 #
-# SERVE_ARGS="--interactive-replica off" adds arguments to the profiled server's.
+# SERVE_ARGS="--set interactive_replica=off" adds arguments to the profiled server's.
 # MODES=classes,unpaced,fifo picks the mixed suite's servers (default: all four GPU_MODES of
 # bench/mixed.py; each compiled server takes a minute or more to start, one after another).
 #

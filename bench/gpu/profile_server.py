@@ -10,7 +10,7 @@ while 4 clients each send 2048-row calls in a loop). Per phase and process it wr
 stacks (``{phase}-{process}.raw``: the server, each worker, the prober and the bulk clients; every
 thread, idle time included, so waits show) and
 ``summary.txt``: the probes' p50/p99 split by their replies (queue, engine, rest), the engine part
-split by the server's step timeline (``steps.jsonl``, ``--step-timeline``: the step a query waited
+split by the server's step timeline (``steps.jsonl``, ``--set step_timeline``: the step a query waited
 for, its own step, the hand-back to the worker's event loop), and per thread the frames holding
 the most samples. Arguments after ``--`` go to ``embedtext serve``.
 
@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     report = []
     steps = args.out / "steps.jsonl"
     steps.unlink(missing_ok=True)  # the server appends to it
-    serving = embedtext_server(["default"], args=[*args.serve_args, "--step-timeline", str(steps)])
+    serving = embedtext_server(["default"], args=[*args.serve_args, "--set", f"step_timeline={steps}"])
     with serving as server, Prober() as prober:
         asyncio.run(warm_up(server.target, bulk))
         prober.warm_up(server.target, probes)

@@ -50,29 +50,29 @@ def eager_engine(requested: str, device: str, flags: frozenset[str] | None = Non
     """``--enforce-eager`` resolved for ``device``: (eager, why).
 
     >>> eager_engine("auto", "cpu", frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"}))
-    (True, '--enforce-eager auto on a CPU with amx_bf16')
+    (True, 'enforce_eager=auto on a CPU with amx_bf16')
     >>> eager_engine("auto", "cpu", frozenset({"avx2", "fma"}))
-    (True, '--enforce-eager auto on a CPU with avx2 and no avx512f')
+    (True, 'enforce_eager=auto on a CPU with avx2 and no avx512f')
     >>> eager_engine("auto", "cpu", frozenset({"avx2", "avx512f", "avx512_bf16"}))
-    (False, '--enforce-eager auto on this CPU: compiled')
+    (False, 'enforce_eager=auto on this CPU: compiled')
     >>> eager_engine("auto", "cpu", frozenset())[0], eager_engine("auto", "cuda", frozenset({"avx2"}))[0]
     (False, False)
     >>> eager_engine("off", "cpu", frozenset({"amx_bf16"}))
-    (False, '--enforce-eager off')
+    (False, 'enforce_eager=off')
     """
     if requested != "auto":
-        return requested == "on", f"--enforce-eager {requested}"
+        return requested == "on", f"enforce_eager={requested}"
     if device != "cpu":
-        return False, "--enforce-eager auto on a GPU: compiled"
+        return False, "enforce_eager=auto on a GPU: compiled"
     have = cpu_flags() if flags is None else flags
     found = [flag for flag in EAGER_FLAGS if flag in have]
     if found:
-        return True, f"--enforce-eager auto on a CPU with {', '.join(found)}"
+        return True, f"enforce_eager=auto on a CPU with {', '.join(found)}"
     with_flag, without_flag = AVX2_ONLY
     if with_flag in have and without_flag not in have:
-        return True, f"--enforce-eager auto on a CPU with {with_flag} and no {without_flag}"
+        return True, f"enforce_eager=auto on a CPU with {with_flag} and no {without_flag}"
     # AVX-512 without AMX (compiled ran faster there), or another architecture (not measured): compiled.
-    return False, "--enforce-eager auto on this CPU: compiled"
+    return False, "enforce_eager=auto on this CPU: compiled"
 
 
 def engine_dtype(requested: str, device: str, flags: frozenset[str] | None = None) -> EngineDtype:

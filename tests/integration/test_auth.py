@@ -157,7 +157,7 @@ def test_server_refuses_unsafe_settings(kwargs, match):
 
 def test_serve_refuses_a_public_interface_without_tls_and_token():
     out = subprocess.run(
-        [sys.executable, "-m", "embedtext.server", "--host", "0.0.0.0", "--engine", "null"],
+        [sys.executable, "-m", "embedtext.server", "--host", "0.0.0.0", "--set", "engine=null"],
         capture_output=True,
         text=True,
         timeout=120,

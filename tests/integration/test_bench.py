@@ -74,7 +74,9 @@ def test_latency_suite_loads_each_client_relative_to_its_own_maximum(tiny_model_
     from embedtext.bench.latency import run_latency
     from embedtext.connectors.local_server import LocalServer
 
-    with LocalServer([f"tiny={tiny_model_dir}"], args=["--engine", "null"], log_path=tmp_path / "null.log") as server:
+    with LocalServer(
+        [f"tiny={tiny_model_dir}"], args=["--set", "engine=null"], log_path=tmp_path / "null.log"
+    ) as server:
         texts = BenchCorpus(tiny_model_dir).texts(4 * 2048, 10)
         cases = {
             c["name"]: c
@@ -120,13 +122,29 @@ def test_server_variants_run_side_by_side_in_rounds_with_declared_ratios(tiny_mo
     comparison = VariantComparison(
         "variants-test",
         "vt",
-        (Variant("dispatch", ("--idle-dispatch",)), Variant("wait", ("--no-idle-dispatch",), env=(("X_VT", "1"),))),
+        (
+            Variant(
+                "dispatch",
+                (
+                    "--set",
+                    "idle_dispatch=on",
+                ),
+            ),
+            Variant(
+                "wait",
+                (
+                    "--set",
+                    "idle_dispatch=off",
+                ),
+                env=(("X_VT", "1"),),
+            ),
+        ),
         ratios=(
             Ratio("vt_rows_per_s_{workload}", "dispatch", "wait", kind="scan"),
             Ratio("vt_p50_{workload}", "dispatch", "wait", metric="p50_ms", kind="single_rows"),
             Ratio("vt_rss_growth", "wait", "wait", metric="server_rss_mb", across=("big", "small")),
         ),
-        flags=("--engine", "null"),
+        flags=("--set", "engine=null"),
     )
     workloads = [
         Workload(10, 300),

@@ -22,7 +22,7 @@ def bounded_null_server(tiny_model_dir, tmp_path_factory):
 
     server = LocalServer(
         [f"tiny={tiny_model_dir}"],
-        args=["--engine", "null", "--max-concurrent-rpcs", str(MAX_RPCS)],
+        args=["--set", "engine=null", "--set", f"max_concurrent_rpcs={MAX_RPCS}"],
         log_path=tmp_path_factory.mktemp("bounds") / "null.log",
     ).start()
     try:

@@ -19,7 +19,7 @@ def test_a_compiled_engine_serves_the_eager_engines_vectors(tiny_model_dir, tiny
     server = LocalServer(
         [f"tiny={tiny_model_dir}"],
         replicas=1,
-        args=["--enforce-eager", "off", "--interactive-replica", "off"],
+        args=["--set", "enforce_eager=off", "--set", "interactive_replica=off"],
         log_path=tmp_path / "compiled.log",
     )
     server.start()
@@ -35,7 +35,7 @@ def test_a_compiled_engine_serves_the_eager_engines_vectors(tiny_model_dir, tiny
     assert model.enforce_eager is False and model.replicas == 1
     log = (tmp_path / "compiled.log").read_text()
     # What vLLM built, as its engine's config says (not only what the server asked for).
-    assert "model compiled: --enforce-eager off" in log and "tiny/0: the model is compiled" in log
+    assert "model compiled: enforce_eager=off" in log and "tiny/0: the model is compiled" in log
     assert compiled.shape == eager.shape
     # Equal to float32 rounding: compiled kernels fuse and sum in another order.
     assert np.allclose(compiled, eager, rtol=0, atol=1e-5)

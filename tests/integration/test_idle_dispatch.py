@@ -22,12 +22,19 @@ def delayed_null_servers(tiny_model_dir, tmp_path_factory):
 
     logs = tmp_path_factory.mktemp("idle-dispatch")
     servers = {
-        flag: LocalServer(
+        dispatch: LocalServer(
             [f"tiny={tiny_model_dir}"],
-            args=["--engine", "null", "--max-batch-delay-ms", DELAY_MS, flag],
-            log_path=logs / f"{flag.strip('-')}.log",
+            args=[
+                "--set",
+                "engine=null",
+                "--set",
+                f"max_batch_delay_ms={DELAY_MS}",
+                "--set",
+                f"idle_dispatch={dispatch}",
+            ],
+            log_path=logs / f"idle-dispatch-{dispatch}.log",
         )
-        for flag in ("--idle-dispatch", "--no-idle-dispatch")
+        for dispatch in ("on", "off")
     }
     for server in servers.values():
         server.start()
@@ -53,12 +60,12 @@ def _embed_one(target: str, timeout: float) -> pb.EmbedResponse:
 
 
 def test_a_single_row_goes_to_an_idle_engine_at_once(delayed_null_servers):
-    reply = _embed_one(delayed_null_servers["--idle-dispatch"].target, timeout=20)
+    reply = _embed_one(delayed_null_servers["on"].target, timeout=20)
     assert reply.count == 1
     assert reply.queue_time_ns < 20e9  # it did not sit out the 60 s delay
 
 
 def test_without_idle_dispatch_a_single_row_waits_for_the_batch_delay(delayed_null_servers):
     with pytest.raises(grpc.RpcError) as raised:
-        _embed_one(delayed_null_servers["--no-idle-dispatch"].target, timeout=3)
+        _embed_one(delayed_null_servers["off"].target, timeout=3)
     assert raised.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED

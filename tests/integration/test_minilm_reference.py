@@ -40,7 +40,7 @@ def test_server_log_names_the_tokenizing_path(servers):
         pytest.skip("external test servers: their log is theirs")
     log = Path(servers.minilm.log_path).read_text(errors="replace")
     # A CPU engine: --word-cache auto turns the cache on (server/resolved.py).
-    assert "each word's ids from a cache (--word-cache)" in log
+    assert "each word's ids from a cache (word_cache)" in log
 
 
 def test_semantics_are_sane(minilm_client):

@@ -42,7 +42,7 @@ def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, loop, 
         ["default"],
         python=PYTHON,
         log_path=tmp_path / "server.log",
-        args=["--engine-loop", loop, "--dtype", "float32", "--enforce-eager"],
+        args=["--set", f"engine_loop={loop}", "--dtype", "float32", "--set", "enforce_eager=on"],
     )
     with server:  # started and ready
         with embedtext.Client(server.target) as client:

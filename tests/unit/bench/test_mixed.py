@@ -21,7 +21,7 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
         scan_rows=100,
         flood_clients=3,
         flood_seconds=0.5,
-        args=["--engine", "null"],
+        args=["--set", "engine=null"],
         settle_s=0,
         progress=lines.append,
     )
@@ -133,7 +133,7 @@ def test_the_probes_come_from_a_process_of_their_own_so_a_busy_bench_loop_does_n
         time.sleep(blocked_s)  # noqa: ASYNC251 -- holds this loop: nothing here can send or read a probe
         return await probing
 
-    with embedtext_server([f"tiny={tiny_model_dir}"], args=["--engine", "null"]) as server, Prober() as prober:
+    with embedtext_server([f"tiny={tiny_model_dir}"], args=["--set", "engine=null"]) as server, Prober() as prober:
         prober.warm_up(server.target, ["q0"])  # the prober's process is up and has called once
         times = asyncio.run(blocked_phase(prober, server.target))
     assert len(times) > MIN_PROBES
@@ -211,7 +211,7 @@ def test_a_run_of_some_phases_runs_those_only(tiny_model_dir):
         scan_rows=100,
         flood_clients=2,
         flood_seconds=0.3,
-        args=["--engine", "null"],
+        args=["--set", "engine=null"],
         modes=("classes", "fifo"),
         phases=("flood", "scan_alone"),
         settle_s=0,
@@ -302,7 +302,7 @@ def test_the_servers_that_step_their_engines_keep_a_step_timeline_and_the_others
     stepped = {mode: steps_its_engines(server_args(mode, 20.0)) for mode in MODE_ARGS}
     assert [mode for mode, steps in stepped.items() if not steps] == ["paced", "fifo"]
     # The null engine (the bookkeeping test's servers) has no steps: it is given no timeline.
-    assert not any(steps_its_engines(["--engine", "null", *server_args(mode, None)]) for mode in MODE_ARGS)
+    assert not any(steps_its_engines(["--set", "engine=null", *server_args(mode, None)]) for mode in MODE_ARGS)
 
 
 def test_on_a_gpu_the_targets_are_read_on_the_interactive_replica():
@@ -346,7 +346,7 @@ def test_the_probes_run_until_the_last_bulk_call_ends(tiny_model_dir):
 
     bulk = [f"bulk row {i} of a table" for i in range(BULK_ROWS)]
     prober = DonePollingProber()
-    with embedtext_server([f"tiny={tiny_model_dir}"], args=["--engine", "null"]) as server:
+    with embedtext_server([f"tiny={tiny_model_dir}"], args=["--set", "engine=null"]) as server:
         began = time.monotonic()
         times, rows, elapsed = asyncio.run(probed_load(server.target, bulk, ["query"], 1, 2.0, prober))
     assert rows >= BULK_ROWS and rows % BULK_ROWS == 0 and times == []

@@ -16,13 +16,13 @@ def flags_of(tmp_path, quick, device="cpu", cpu=AVX512, **setting):
 
 
 def test_a_quick_run_is_eager_and_a_full_one_runs_as_a_servers_default(tmp_path):
-    assert flags_of(tmp_path, True) == ["--enforce-eager", "on"]
-    assert flags_of(tmp_path, True, enforce_eager="off") == ["--enforce-eager", "off"]
+    assert flags_of(tmp_path, True) == ["--set", "enforce_eager=on"]
+    assert flags_of(tmp_path, True, enforce_eager="off") == ["--set", "enforce_eager=off"]
     # A full run resolves auto as the server would on this device and CPU, once for every engine.
-    assert flags_of(tmp_path, False, cpu=AMX) == ["--enforce-eager", "on"]
-    assert flags_of(tmp_path, False, cpu=AVX512) == ["--enforce-eager", "off"]
-    assert flags_of(tmp_path, False, device="cuda", cpu=AMX) == ["--enforce-eager", "off"]
-    assert flags_of(tmp_path, False, cpu=AMX, enforce_eager="off") == ["--enforce-eager", "off"]
+    assert flags_of(tmp_path, False, cpu=AMX) == ["--set", "enforce_eager=on"]
+    assert flags_of(tmp_path, False, cpu=AVX512) == ["--set", "enforce_eager=off"]
+    assert flags_of(tmp_path, False, device="cuda", cpu=AMX) == ["--set", "enforce_eager=off"]
+    assert flags_of(tmp_path, False, cpu=AMX, enforce_eager="off") == ["--set", "enforce_eager=off"]
 
 
 def test_the_bench_refuses_a_compile_setting_it_cannot_follow():

@@ -11,13 +11,11 @@ from embedtext.server.resolved import GPU_INTERACTIVE_SLO_MS, resolve
 
 
 def _server(flags, monkeypatch, device="cpu"):
-    from embedtext.server.cli import serve_command
+    from embedtext.server.cli import config_from_args
 
     for name in [n for n in os.environ if n.startswith("EMBEDTEXT_")]:  # the test session's own settings
         monkeypatch.delenv(name)
-    params = serve_command.make_context("serve", ["--model", "default", *flags]).params
-    params.pop("token_file")
-    config = ServerConfig(**params)
+    config = config_from_args(["--model", "default", *flags])
     return config, resolve(config, device, flags=frozenset())
 
 
@@ -63,7 +61,7 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     assert on_cpu["fifo"].interactive_slo_s is None and on_cpu["fifo"].engine_loop == "async"
     # The CPU's defaults are the interactive replica's server.
     defaults = _server((), monkeypatch)[1]
-    as_told = dataclasses.replace(defaults, interactive_replica_reason="--interactive-replica on")
+    as_told = dataclasses.replace(defaults, interactive_replica_reason="interactive_replica=on")
     assert on_cpu["interactive_replica"] == as_told
 
     on_gpu = {mode: _server(server_args(mode, GPU_INTERACTIVE_SLO_MS), monkeypatch, "cuda")[1] for mode in GPU_MODES}

@@ -51,7 +51,9 @@ def test_waiting_for_every_engine_waits_past_ready(tiny_model_dir):
     from embedtext import Client
     from embedtext.protocol import EVERY_ENGINE_UP_LINE, READY_LINE
 
-    server = LocalServer([f"tiny={tiny_model_dir}"], replicas=2, args=["--engine", "null", "--device", "cpu"]).start()
+    server = LocalServer(
+        [f"tiny={tiny_model_dir}"], replicas=2, args=["--set", "engine=null", "--device", "cpu"]
+    ).start()
     try:
         server.wait_ready(120, every_engine=True)
         with Client(server.target) as client:

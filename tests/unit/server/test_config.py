@@ -22,7 +22,7 @@ def test_wider_binds_are_refused_without_tls(host):
 
 
 def test_bounds_must_be_positive():
-    with pytest.raises(ValueError, match="max-queued-rows"):
+    with pytest.raises(ValueError, match="max_queued_rows"):
         ServerConfig(max_queued_rows=0)
 
 
@@ -99,7 +99,7 @@ def test_beside_an_interactive_replica_the_bulk_engines_run_unpaced(loop):
 
 
 def test_an_interactive_replica_needs_latency_classes():
-    with pytest.raises(ValueError, match="--interactive-replica serves the interactive class"):
+    with pytest.raises(ValueError, match="interactive_replica=on serves the interactive class"):
         ServerConfig(interactive_replica="on", scheduling="fifo")
     assert not resolve(ServerConfig(scheduling="fifo"), "cuda").interactive_replica  # auto: no classes to serve
 
@@ -117,7 +117,7 @@ def test_interactive_replica_auto_starts_one_on_either_device(setting, device, s
     config = ServerConfig(interactive_replica=setting)
     resolved = resolve(config, device, cores=8)  # one bulk engine: a small CPU's split is tested below
     assert resolved.interactive_replica is started
-    assert resolved.interactive_replica_reason.startswith("auto" if setting == "auto" else "--interactive-replica")
+    assert resolved.interactive_replica_reason.startswith("auto" if setting == "auto" else "interactive_replica=")
     (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
     assert [r.interactive_only for r in runtime.supervisor.replicas] == [False] + [True] * started
     runtime.tokenizers.close()
@@ -360,32 +360,66 @@ def test_a_cpu_without_memory_for_its_engines_warns_at_start(tiny_model_dir, cap
 
 
 def test_bulk_threads_need_a_stepped_engine():
-    with pytest.raises(ValueError, match="--bulk-threads sets the threads of the bulk replicas' stepped engines"):
+    with pytest.raises(ValueError, match="bulk_threads sets the threads of the bulk replicas' stepped engines"):
         ServerConfig(bulk_threads=1, engine_loop="async")
     ServerConfig(engine_loop="async")  # unset: fine
 
 
 @pytest.mark.parametrize("settings", [{"interactive_replica": "off"}, {"engine_loop": "async"}])
 def test_interactive_threads_need_an_interactive_replica_on_a_stepped_engine(settings):
-    with pytest.raises(ValueError, match="--interactive-threads sets the threads of the interactive replica's"):
+    with pytest.raises(ValueError, match="interactive_threads sets the threads of the interactive replica's"):
         ServerConfig(interactive_threads=1, **settings)
     ServerConfig(**settings)  # unset: fine
 
 
-def test_interactive_replica_alone_on_the_command_line_means_on():
-    from embedtext.server.cli import serve_command
+def test_an_advanced_setting_comes_from_set_or_the_environment_and_set_wins():
+    assert _serve_config(["--set", "interactive_replica=off"]).interactive_replica == "off"
+    assert _serve_config(["--set", "max-batch-rows=64"]).max_batch_rows == 64  # dashes as the options have them
+    env = {"EMBEDTEXT_MAX_BATCH_ROWS": "32", "EMBEDTEXT_IDLE_DISPATCH": "off"}
+    assert (_serve_config([], env=env).max_batch_rows, _serve_config([], env=env).idle_dispatch) == (32, False)
+    assert _serve_config(["--set", "max_batch_rows=64"], env=env).max_batch_rows == 64
+    assert _serve_config(["--set", "bulk_threads=auto"]).bulk_threads is None
 
-    def parsed(*args):
-        return serve_command.make_context("serve", list(args)).params["interactive_replica"]
 
-    assert (parsed("--interactive-replica"), parsed("--interactive-replica", "off"), parsed()) == ("on", "off", "auto")
+def test_serve_help_lists_the_user_settings_and_set_help_the_advanced_ones():
+    from click.testing import CliRunner
+
+    from embedtext.server import cli
+
+    shown = CliRunner().invoke(cli.serve_command, ["--help"]).output
+    options = [line.split()[0] for line in shown.splitlines() if line.strip().startswith("--")]
+    assert len([o for o in options if o not in ("-h,", "--help")]) <= 15, options
+    assert "--set" in options and "--max-batch-tokens" not in shown
+    listed = CliRunner().invoke(cli.serve_command, ["--set", "help"]).output
+    assert all(f"  {name}" in listed for name in ("max_batch_tokens", "interactive_replica", "engine_loop"))
+
+
+@pytest.mark.parametrize(
+    ("assignment", "message"),
+    [
+        ("max_batch_row=64", "no such setting (did you mean max_batch_rows?)"),
+        ("max_batch_rows", "give NAME=VALUE"),
+        ("max_batch_rows=many", "max_batch_rows takes a whole number, not 'many'"),
+        ("max_batch_rows=0", "max_batch_rows must be at least 1, not 0"),
+        ("idle_dispatch=maybe", "idle_dispatch takes on or off"),
+        ("tls_client_ca=/no/such/ca.pem", "tls_client_ca: no file /no/such/ca.pem"),
+        ("model=x", "no such setting"),  # a setting with an option of its own is not set this way
+    ],
+)
+def test_a_bad_set_is_refused_with_what_is_wrong(assignment, message):
+    from click.testing import CliRunner
+
+    from embedtext.server import cli
+
+    result = CliRunner().invoke(cli.serve_command, ["--set", assignment])
+    assert result.exit_code == 2 and message in result.output, result.output
 
 
 def test_a_switch_interval_reaches_the_engines_and_none_leaves_pythons():
     config = ServerConfig(switch_interval_ms=0.5)
     assert resolve(config, "cpu").engine_settings(config, 0.2).switch_interval_s == 0.0005
     assert resolve(ServerConfig(), "cpu").engine_settings(ServerConfig(), 0.2).switch_interval_s is None
-    with pytest.raises(ValueError, match="--switch-interval-ms must be at least 0.05"):
+    with pytest.raises(ValueError, match="switch_interval_ms must be at least 0.05"):
         ServerConfig(switch_interval_ms=0.01)
 
 
@@ -399,7 +433,7 @@ def test_the_step_timeline_reaches_a_stepped_engine_as_an_absolute_path(tmp_path
 
 @pytest.mark.parametrize("settings", [{"engine_loop": "async"}, {"engine": "null"}])
 def test_a_step_timeline_needs_a_stepped_engine(settings):
-    with pytest.raises(ValueError, match="--step-timeline records a stepped engine's steps"):
+    with pytest.raises(ValueError, match="step_timeline records a stepped engine's steps"):
         ServerConfig(step_timeline="steps.jsonl", **settings)
     with pytest.raises(ValueError, match="its folder does not exist"):
         ServerConfig(step_timeline="no-such-folder/steps.jsonl")
@@ -461,13 +495,12 @@ AVX2 = frozenset({"avx2", "fma"})
 )
 def test_enforce_eager_auto_runs_eagerly_on_a_cpu_with_amx_or_without_avx512(setting, device, flags, eager):
     resolved = resolve(ServerConfig(enforce_eager=setting), device, flags)
-    assert resolved.enforce_eager is eager and f"--enforce-eager {setting}" in resolved.eager_reason
+    assert resolved.enforce_eager is eager and f"enforce_eager={setting}" in resolved.eager_reason
 
 
-def test_enforce_eager_alone_means_on_and_takes_a_value():
-    assert _serve_config(["--enforce-eager"]).enforce_eager == "on"
-    assert _serve_config(["--enforce-eager", "--replicas", "2"]).enforce_eager == "on"
-    assert _serve_config(["--enforce-eager", "off"]).enforce_eager == "off"
+def test_enforce_eager_takes_a_value():
+    assert _serve_config(["--set", "enforce_eager=on"]).enforce_eager == "on"
+    assert _serve_config(["--set", "enforce_eager=off"]).enforce_eager == "off"
     assert _serve_config([], env={"EMBEDTEXT_ENFORCE_EAGER": "on"}).enforce_eager == "on"
     assert _serve_config([]).enforce_eager == "auto"
 
@@ -479,7 +512,7 @@ def test_memory_fraction_defaults_by_device_and_an_explicit_one_wins():
 
 
 def test_a_config_built_in_code_is_held_to_the_options_bounds():
-    with pytest.raises(ValueError, match="--memory-fraction must be at most 1"):
+    with pytest.raises(ValueError, match="memory_fraction must be at most 1"):
         ServerConfig(memory_fraction=1.5)
     with pytest.raises(ValueError, match="--dtype must be auto, float32, bfloat16 or float16"):
         ServerConfig(dtype="fp8")
@@ -511,8 +544,11 @@ def test_every_config_field_is_an_option_with_the_fields_default():
     from dataclasses import fields
 
     from embedtext.server.cli import serve_command
+    from embedtext.server.config import advanced_settings
 
-    assert {f.name for f in fields(ServerConfig)} <= {p.name for p in serve_command.params}
+    options = {p.name for p in serve_command.params}
+    assert {f.name for f in fields(ServerConfig)} - set(advanced_settings()) <= options
+    assert not set(advanced_settings()) & options  # the advanced ones only through --set
     assert _serve_config([]) == ServerConfig()
 
 
@@ -525,11 +561,12 @@ def test_options_and_environment_variables_reach_the_config():
             "b=dir",
             "--replicas",
             "3",
-            "--no-idle-dispatch",
+            "--set",
+            "idle_dispatch=off",
             "--interactive-slo-ms",
             "100",
-            "--word-cache",
-            "off",
+            "--set",
+            "word_cache=off",
         ],
         env={"EMBEDTEXT_MAX_BATCH_TOKENS": "512", "EMBEDTEXT_ENGINE_LOOP": "async"},
     )
@@ -545,7 +582,7 @@ def test_the_options_refuse_what_the_config_refuses():
 
     for args, message in (
         (["--replicas", "0"], "x>=1"),
-        (["--engine-loop", "own"], "'own' is not one of"),
+        (["--set", "engine_loop=own"], "engine_loop must be auto, async, stepped or packed, not 'own'"),
         (["--dtype", "fp8"], "'fp8' is not one of"),
     ):
         result = CliRunner().invoke(cli.serve_command, args)
@@ -596,8 +633,8 @@ def test_bulk_engines_run_at_a_lower_priority_beside_an_interactive_replica_when
 
 
 def test_bulk_nice_needs_an_interactive_replica():
-    with pytest.raises(ValueError, match="--bulk-nice lowers the bulk engines' priority beside an interactive"):
+    with pytest.raises(ValueError, match="bulk_nice lowers the bulk engines' priority beside an interactive"):
         ServerConfig(bulk_nice=10, interactive_replica="off")
-    with pytest.raises(ValueError, match="bulk-nice"):
+    with pytest.raises(ValueError, match="bulk_nice"):
         ServerConfig(bulk_nice=20)  # beyond the host's range
     ServerConfig(bulk_nice=0, interactive_replica="off")  # the same priority: fine
