@@ -165,7 +165,7 @@ def test_server_variants_run_side_by_side_in_rounds_with_declared_ratios(tiny_mo
     by_name = {c["name"]: c for c in cases}
     assert set(by_name) == {f"vt_{v}_{w.label}" for v in ("dispatch", "wait") for w in workloads}
     assert all(c["rounds"] == 2 and len(c["rows_per_s_by_round"]) == 2 for c in cases)
-    assert by_name["vt_wait_10tok"]["path"] == "--engine null --no-idle-dispatch X_VT=1"
+    assert by_name["vt_wait_10tok"]["path"] == "--set engine=null --set idle_dispatch=off X_VT=1"
     assert by_name["vt_dispatch_seq"]["rows"] == 20 and by_name["vt_dispatch_seq"]["p50_ms"] > 0
     assert by_name["vt_wait_big"]["server_rss_mb"] > 0
     # The server's CPU per row is measured for scans (None where a run took under 10 ms of it).
