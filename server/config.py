@@ -253,6 +253,8 @@ def parse_setting(name: str, text: str) -> Any:
     ValueError: max_batch_rows takes a whole number, not 'many'
     """
     kind = str(next(f.type for f in fields(ServerConfig) if f.name == name))
+    if config_flags()[name].existing_file and not Path(text).is_file():
+        raise ValueError(f"{name}: no file {text}")
     optional = kind.endswith("| None")
     if optional and text.strip().lower() in ("auto", "none", ""):
         return None
@@ -302,5 +304,4 @@ def _check(flag: Flag, value: Any, option: str) -> None:
         raise ValueError(f"{option} must be at least {flag.min:g}, not {value!r}")
     if flag.max is not None and value > flag.max:
         raise ValueError(f"{option} must be at most {flag.max:g}, not {value!r}")
-    if flag.existing_file and not Path(value).is_file():
-        raise ValueError(f"{option}: no file {value}")
+
