@@ -1,12 +1,10 @@
 """startup suite: how long a server takes to become ready on a warm machine, and where the time goes.
 
-Five server variants start in turn, in rotating rounds, each after one untimed start that fills
+Four server variants start in turn, in rotating rounds, each after one untimed start that fills
 vLLM's compile cache:
 - the default: on a CPU the engine stepped in the replica's worker process, vLLM imported once
   (server/engine/vllm_stepped.py); ready with one bulk engine, then the queries' engine and, on 2
   cores, a second bulk one started behind it;
-- ``--engine-loop async``: vLLM's AsyncLLM, its engine core and worker in processes of their own,
-  each importing vLLM again;
 - the default with ``--enforce-eager on`` (nothing to compile) and ``off`` (compiled; ``auto``
   picks one of the two by the CPU);
 - the default without the interactive replica (``--interactive-replica off``: what its engine's
@@ -28,7 +26,6 @@ SCAN_TOKENS = 50
 # name -> (server flags, engine environment)
 VARIANTS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "default": ((), {}),
-    "async": (("--set", "engine_loop=async"), {}),
     "eager": (("--set", "enforce_eager=on"), {}),
     "compiled": (("--set", "enforce_eager=off"), {}),
     "shared": (("--set", "interactive_replica=off"), {}),

@@ -46,11 +46,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
             resolved.engine_loop,
         )
     else:
-        log.info(
-            "%d replica(s) per model; engine clients %s",
-            config.replicas,
-            "each in a process of its own" if resolved.replica_processes else "in the server's process",
-        )
+        log.info("%d replica(s) per model of the null engine: fixed vectors, no model", config.replicas)
     if interactive:
         log.info(
             "one more replica per model runs interactive requests only (%s): the other %d step their engines unpaced",
@@ -115,7 +111,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
                     spec,
                     settings,
                     engine=resolved.backend,
-                    own_process=resolved.replica_processes,
+                    own_process=resolved.engine_processes,
                     interactive_settings=resolved.engine_settings(config, share, interactive=True)
                     if interactive
                     else None,

@@ -35,9 +35,7 @@ _WATCH_INTERVAL_S = 0.5
 
 
 def _load_engine_code(kind: str) -> None:
-    if kind == "vllm":
-        import vllm.v1.engine.async_llm  # noqa: F401
-    elif kind in ("vllm-stepped", "vllm-packed"):
+    if kind in ("vllm-stepped", "vllm-packed"):
         from embedtext.server.engine.vllm_stepped import use_inprocess_engine
 
         use_inprocess_engine()
@@ -205,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m embedtext.server.engine.worker")
     parser.add_argument("--fd", type=int, required=True, help="this process's end of the server's socketpair")
     parser.add_argument("--name", required=True)
-    parser.add_argument("--engine", choices=("vllm", "vllm-stepped", "vllm-packed", "null"), default="vllm")
+    parser.add_argument("--engine", choices=("vllm-stepped", "vllm-packed", "null"), default="vllm-packed")
     parser.add_argument("--spec", required=True, help="the ModelSpec as JSON")
     parser.add_argument("--settings", required=True, help="the EngineSettings as JSON")
     parser.add_argument("--log-level", default="INFO")

@@ -165,18 +165,6 @@ def test_interactive_rows_overtake_queued_bulk_rows_and_do_not_wait_for_the_dela
     assert batch.rows == [[7, 7]]
 
 
-def test_fifo_scheduling_keeps_arrival_order():
-    async def run():
-        q = _queue(max_batch_tokens=4, max_batch_delay_s=0, classes=False)
-        q.submit(_classed([[1]] * 8, caller="scan"))
-        q.submit(_classed([[7, 7]], interactive=True))
-        return [await q.next_batch() for _ in range(3)]
-
-    first, second, third = asyncio.run(run())
-    assert first.interactive_rows == second.interactive_rows == third.interactive_rows == 0
-    assert third.rows == [[7, 7]]  # behind every bulk row that came before it
-
-
 def test_bulk_callers_share_by_tokens_whoever_queued_first():
     async def run():
         q = _queue(max_batch_tokens=2, max_batch_rows=100, max_batch_delay_s=0, max_queued_rows=1000)
