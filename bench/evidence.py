@@ -4,7 +4,7 @@ Every suite is a ``VariantComparison`` run by bench/variants.py: the variants' s
 model, one replica each) up side by side, every workload timed on each in rotating rounds, and
 its ratios declared (numerator / denominator, on one metric). None is in the default suites:
 
-  idle-dispatch      ``--idle-dispatch`` (server/batching.py): a batch closes at once while an
+  idle-dispatch      ``--idle-dispatch`` (server/scheduler/batching.py): a batch closes at once while an
                      engine idles (``dispatch``) vs waits up to --max-batch-delay-ms (``wait``).
                      Per engine (``null``: NULL ENGINE, the server's own work and the delay; and
                      ``vllm``): one-row bulk requests one after another (an interactive row
@@ -116,7 +116,7 @@ def pacing() -> VariantComparison:
         "pacing",
         (
             Variant("paced"),
-            # Paced, but bulk requests tokenized as they come (server/tokenizing_gate.py off).
+            # Paced, but bulk requests tokenized as they come (server/scheduler/tokenizing_gate.py off).
             Variant("unheld", ("--set", "hold_bulk_tokenizing=off")),
             Variant("unpaced", ("--interactive-slo-ms", "0")),
         ),
@@ -149,7 +149,7 @@ def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -
     cases: list[dict] = []
     if suite == "idle-dispatch":
         tokens, rows = plan.cpu_work[0]
-        # Bulk rows: an interactive row never waits out the delay (server/batching.py), idle
+        # Bulk rows: an interactive row never waits out the delay (server/scheduler/batching.py), idle
         # engine or not, so the setting decides only for bulk work (small bulk calls, here).
         workloads = [
             Workload(tokens, 100 if plan.quick else 200, kind="single_rows", name="sequential", latency_class="bulk"),
@@ -191,7 +191,7 @@ def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -
             progress=progress,
         )
     elif suite == "compile":
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         # The default model (a real one: compiling pays off on its kernels, not the tiny model's),
         # compiled even in quick runs: that is what is compared.
@@ -202,7 +202,7 @@ def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -
                 compile_modes(dtype), ["default"], workloads, corpus, rounds=rounds, progress=progress
             )
     elif suite == "pacing":
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         # The default model: the cost of small steps is its per-step work against its compute.
         corpus = BenchCorpus(load_model_spec("default").path)

@@ -49,7 +49,7 @@ from embedtext.bench.plan import GPU_REPLICAS, GeneratedModels, uneven_replica_c
 from embedtext.bench.queries import embed_query_case
 from embedtext.bench.servers import embedtext_server, vllm_http_server
 from embedtext.connectors.client import Client
-from embedtext.server.resolved import CPU_MEMORY_FRACTION, GPU_MEMORY_FRACTION
+from embedtext.server.config.resolve import CPU_MEMORY_FRACTION, GPU_MEMORY_FRACTION
 
 SUITE = "gpu"
 CEILING_TOKENS_PER_S = {50: 4.60e6, 512: 4.19e6}  # BERT-base on an H200, as published for vLLM
@@ -178,7 +178,7 @@ def run_gpu_suite(
             con.close()
     if http:
         progress("gpu: vLLM OpenAI HTTP server (JSON)")
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         spec = load_model_spec(str(model_dir))
         with vllm_http_server(

@@ -95,7 +95,7 @@ from embedtext.bench.step_timeline import read_timeline, timeline_parts
 from embedtext.connectors.client import AsyncClient, Client
 from embedtext.connectors.requests import RequestOptions, plan_text_requests
 from embedtext.protocol.errors import EmbedTextError
-from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS, resolve
+from embedtext.server.config.resolve import CPU_INTERACTIVE_SLO_MS, resolve
 
 SUITE = "mixed"
 # The defaults (an interactive replica), the shared engines paced for queries, and the baseline.

@@ -117,7 +117,7 @@ def run_bench(
     if {"cpu", "cpu-peers"} & set(suites):
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.cpu_peers import run_cpu_peers
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         # Compiled even in quick runs: the peers run their own optimized kernels, and an eager
         # engine would understate embed_text against them.
@@ -138,7 +138,7 @@ def run_bench(
             continue
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.tokenizer_modes import COMPARISONS, run_tokenizer_modes
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         tiny = models.tiny()
         cases += run_tokenizer_modes(
@@ -152,7 +152,7 @@ def run_bench(
         )
     if "engine-overhead" in suites:
         from embedtext.bench.engine_overhead import OVERHEAD_MODEL, overhead_models, run_engine_overhead
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         default = load_model_spec("default")
         cases += run_engine_overhead(
@@ -169,9 +169,9 @@ def run_bench(
     if "mixed" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.mixed import BULK_ROWS, GPU_MODES, MODES, PHASES, run_mixed
+        from embedtext.server.config.resolve import GPU_INTERACTIVE_SLO_MS, GPU_MEMORY_FRACTION
         from embedtext.server.engine.base import detect_device
-        from embedtext.server.models import load_model_spec
-        from embedtext.server.resolved import GPU_INTERACTIVE_SLO_MS, GPU_MEMORY_FRACTION
+        from embedtext.server.models.source import load_model_spec
 
         corpus = BenchCorpus(load_model_spec("default").path)  # the default model, as a new user runs it
         # A GPU embeds 6,000 rows in well under a second: its scans are longer, and one more server
@@ -214,7 +214,7 @@ def run_bench(
     if "startup" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.startup import run_startup
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         cases += run_startup(
             BenchCorpus(load_model_spec("default").path),
@@ -311,7 +311,7 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
     HTTP server, in-process ``LLM``) start beside it and stop before latency and scaling run."""
     from embedtext.bench.corpus import BenchCorpus
     from embedtext.bench.servers import embedtext_server
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     tiny = models.tiny()
     spec = load_model_spec(str(tiny))

@@ -62,7 +62,7 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
     >>> log = '''2026-11-25 11:11:42,027 INFO embedtext.server.engine.process_backend: starting m/0 for model m in a worker process
     ... 2026-11-25 11:11:58,504 INFO embedtext.server.engine.vllm_stepped[7272]: starting m/0 for model m on cpu, stepped in this process
     ... 2026-11-25 11:12:08,514 INFO embedtext.server.engine.process_backend: m/0 ready (worker pid 7272, engine pids [])
-    ... 2026-11-25 11:12:08,600 INFO embedtext.server.replicas: model m: starting replica 1 (bulk work) after the server is ready
+    ... 2026-11-25 11:12:08,600 INFO embedtext.server.scheduler.replicas: model m: starting replica 1 (bulk work) after the server is ready
     ... 2026-11-25 11:12:26,100 INFO embedtext.server.engine.vllm_stepped[7301]: starting m/1 for model m on cpu, stepped in this process
     ... 2026-11-25 11:12:37,200 INFO embedtext.server.engine.process_backend: m/1 ready (worker pid 7301, engine pids [])
     ... 2026-11-25 11:12:37,210 INFO embedtext.server: every engine is up (2), 28.7 s after ready'''
@@ -105,7 +105,7 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
             ("model_s", "worker", "ready"),
         ]
     marks["launched"] = launched
-    # On a CPU the engines after the first start behind the ready server (server/replicas.py).
+    # On a CPU the engines after the first start behind the ready server (server/scheduler/replicas.py).
     order.append(("every_engine_s", "launched", "every_engine"))
     phases = {
         name: round(marks[end] - marks[start], 1) for name, start, end in order if start in marks and end in marks

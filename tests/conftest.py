@@ -68,7 +68,7 @@ def embedtext_info():
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    from embedtext.server.synthetic_model import write_synthetic_bert
+    from embedtext.server.models.synthetic import write_synthetic_bert
 
     return write_synthetic_bert(tmp_path_factory.mktemp("models") / "tiny-bert", seed=0)
 
@@ -76,7 +76,7 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def arctic_like_model_dir(tmp_path_factory):
     """768-d, CLS pooling (the output shape of snowflake-arctic-embed-m-v1.5), one layer to stay cheap."""
-    from embedtext.server.synthetic_model import write_synthetic_bert
+    from embedtext.server.models.synthetic import write_synthetic_bert
 
     return write_synthetic_bert(
         tmp_path_factory.mktemp("models") / "arctic-like", layers=1, hidden=768, heads=12, pooling="cls", seed=1

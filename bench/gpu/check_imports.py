@@ -82,7 +82,7 @@ MODULES = [
     "embedtext.server.engine.base",
     "embedtext.server.engine.process_backend",
     "embedtext.server.engine.worker",
-    "embedtext.server.replicas",
+    "embedtext.server.scheduler.replicas",
     "embedtext.connectors.client",
     "embedtext.udf",
     "embedtext.sql",

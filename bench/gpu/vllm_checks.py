@@ -124,7 +124,7 @@ def engine_config(model: str, platform: bool, check: Check) -> None:
 
         from embedtext.server.engine.base import EngineSettings
         from embedtext.server.engine.vllm_args import engine_arguments
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         settings = EngineSettings(memory_fraction=0.2, max_batch_tokens=16384, max_num_seqs=1024, device="cuda")
         config = EngineArgs(**engine_arguments(load_model_spec(model), settings)).create_engine_config()
@@ -143,7 +143,7 @@ def _on_engine(model: str, settings, work):
     from tokenizers import Tokenizer
 
     from embedtext.server.engine.packed_backend import PackedVllmBackend
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     spec = load_model_spec(model)
     tok = Tokenizer.from_file(str(Path(spec.path) / "tokenizer.json"))
@@ -211,7 +211,7 @@ def attention_backends(model: str, backends: list[str], check: Check) -> None:
     import sys
 
     code = (
-        "import json, sys; from vllm import LLM; from embedtext.server.models import load_model_spec\n"
+        "import json, sys; from vllm import LLM; from embedtext.server.models.source import load_model_spec\n"
         "b = sys.argv[1]; kw = {} if b == 'auto' else {'attention_backend': b}\n"
         "llm = LLM(model=str(load_model_spec(sys.argv[2]).path), runner='pooling', convert='embed',\n"
         "          enforce_eager=True, gpu_memory_utilization=0.1, **kw)\n"
@@ -221,7 +221,7 @@ def attention_backends(model: str, backends: list[str], check: Check) -> None:
     for backend in backends:
 
         def run(backend=backend):
-            from embedtext.server.models import load_model_spec
+            from embedtext.server.models.source import load_model_spec
 
             done = subprocess.run(
                 [sys.executable, "-c", code, backend, model, json.dumps(SMOKE_TEXTS)],

@@ -14,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from embedtext.server.pacing import PaceReport
+from embedtext.server.engine.pacing import PaceReport
 
 # What ps, top and the bench's CPU split show for a replica's worker process (/proc/PID/comm, at
 # most 15 characters): the interactive replica's apart from the engines bulk work runs on.

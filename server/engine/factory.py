@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from embedtext.server.engine.base import INTERACTIVE_WORKER_NAME, WORKER_NAME, Backend, EngineSettings
-from embedtext.server.models import ModelSpec
+from embedtext.server.models.source import ModelSpec
 
 
 def make_backend(

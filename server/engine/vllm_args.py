@@ -6,7 +6,7 @@ only in what it names.
 
 >>> from pathlib import Path
 >>> from embedtext.server.engine.base import EngineSettings
->>> from embedtext.server.models import ModelSpec
+>>> from embedtext.server.models.source import ModelSpec
 >>> spec = ModelSpec(name="m", path=Path("/models/m"), dim=384, max_tokens=256, pooling="mean", normalize=True)
 >>> settings = EngineSettings(memory_fraction=0.2, max_batch_tokens=128, max_num_seqs=1024, device="cpu")
 >>> args = engine_arguments(spec, settings)
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from embedtext.server.engine.base import EngineSettings
-from embedtext.server.models import ModelSpec
+from embedtext.server.models.source import ModelSpec
 
 
 def max_step_tokens(spec: ModelSpec, settings: EngineSettings) -> int:

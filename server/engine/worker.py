@@ -27,7 +27,7 @@ from embedtext.server.engine import frames
 from embedtext.server.engine.base import WORKER_NAME, EngineRequestError, EngineSettings, ReplicaDeadError
 from embedtext.server.engine.factory import make_backend
 from embedtext.server.host.naming import PR_SET_PDEATHSIG, name_this_thread, prctl
-from embedtext.server.models import spec_from_json
+from embedtext.server.models.source import spec_from_json
 
 log = logging.getLogger("embedtext.server.engine.worker")
 

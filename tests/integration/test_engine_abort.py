@@ -31,7 +31,7 @@ def _scenario(model_dir: str, loop: str) -> dict:
     from embedtext.server.engine.base import EngineSettings
     from embedtext.server.engine.packed_backend import PackedVllmBackend
     from embedtext.server.engine.vllm_stepped import SteppedVllmBackend
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
     from embedtext.server.tokenization.pool import TokenizerPool
 
     spec = load_model_spec(model_dir, name="tiny")

@@ -17,7 +17,7 @@ import pytest
 from embedtext.server.engine.base import WORKER_NAME, EngineSettings, EngineStartError, ReplicaDeadError
 from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.engine.process_backend import EngineProcessBackend
-from embedtext.server.models import load_model_spec
+from embedtext.server.models.source import load_model_spec
 
 SETTINGS = EngineSettings(memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu")
 ROWS = [[101, 7, 102], [101, 102], list(range(1, 129)), [5]]

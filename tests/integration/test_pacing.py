@@ -9,11 +9,11 @@ import pytest
 
 import embedtext
 from embedtext.protocol.errors import DeadlineExceededError
-from embedtext.server.config import ServerConfig
+from embedtext.server.config.resolve import resolve
+from embedtext.server.config.settings import ServerConfig
 from embedtext.server.engine.step_loop import STEPS_SHARE_OF_SLO
 from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS
-from embedtext.server.latency_window import RECENT_INTERACTIVE_REQUESTS
-from embedtext.server.resolved import resolve
+from embedtext.server.scheduler.latency_window import RECENT_INTERACTIVE_REQUESTS
 
 CPU_SLO_S = 0.25
 MAX_BATCH_TOKENS = 16384

@@ -6,8 +6,8 @@ import os
 
 from embedtext.bench.evidence import pacing
 from embedtext.bench.mixed import GPU_MODES, MODES, server_args
-from embedtext.server.config import ServerConfig
-from embedtext.server.resolved import GPU_INTERACTIVE_SLO_MS, resolve
+from embedtext.server.config.resolve import GPU_INTERACTIVE_SLO_MS, resolve
+from embedtext.server.config.settings import ServerConfig
 
 
 def _server(flags, monkeypatch, device="cpu"):

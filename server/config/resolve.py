@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
 
-from embedtext.server.config import STEPPED_LOOPS, ServerConfig
+from embedtext.server.config.settings import STEPPED_LOOPS, ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
 from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
 from embedtext.server.host.cpu_threads import SMALL_MACHINE_CORES, usable_cores
 from embedtext.server.host.memory import CPU_ENGINE_BYTES, available_memory_bytes
-from embedtext.server.models import ModelSpec, load_model_spec, parse_model_arg
+from embedtext.server.models.source import ModelSpec, load_model_spec, parse_model_arg
 
 CPU_INTERACTIVE_SLO_MS = 250.0
 GPU_INTERACTIVE_SLO_MS = 20.0
