@@ -12,6 +12,7 @@ from typing import Any
 import click
 
 from embedtext.server.config.settings import Flag, ServerConfig, advanced_settings, parse_setting
+from embedtext.server.host.quiet import third_party_env
 
 ENV_PREFIX = "EMBEDTEXT_"
 
@@ -134,7 +135,8 @@ def serve_command(**kwargs) -> None:
         return
     config = _config(kwargs)
     configure_logging(config.log_level)
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if config.log_level.upper() != "DEBUG" else "DEBUG")
+    for name, value in third_party_env(config.log_level).items():
+        os.environ.setdefault(name, value)
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("VLLM_DO_NOT_TRACK", "1")
     from embedtext.server.engine.base import EngineStartError

@@ -45,6 +45,7 @@ def engine_arguments(spec: ModelSpec, settings: EngineSettings) -> dict[str, Any
         disable_log_stats=True,
         enable_prefix_caching=False,
         scheduling_policy="fcfs",
+        use_tqdm_on_load=False,  # no progress bar in the server's log (server/host/quiet.py)
     )
 
 

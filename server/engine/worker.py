@@ -27,6 +27,7 @@ from embedtext.server.engine import frames
 from embedtext.server.engine.base import WORKER_NAME, EngineRequestError, EngineSettings, ReplicaDeadError
 from embedtext.server.engine.factory import make_backend
 from embedtext.server.host.naming import PR_SET_PDEATHSIG, name_this_thread, prctl
+from embedtext.server.host.quiet import quiet_python_warnings, third_party_env
 from embedtext.server.models.source import spec_from_json
 
 log = logging.getLogger("embedtext.server.engine.worker")
@@ -218,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format=f"%(asctime)s %(levelname)s %(name)s[{os.getpid()}]: %(message)s"
     )
+    for name, value in third_party_env(args.log_level).items():  # before vLLM and torch are imported
+        os.environ.setdefault(name, value)
+    quiet_python_warnings(args.log_level)
     return asyncio.run(_main(args, settings))
 
 
