@@ -9,12 +9,12 @@ rounds alternate which goes first, so drift on a shared machine hits them alike.
 ``--mixed-modes`` may add ``no_gather`` (the defaults with ``--interactive-gather-ms 0``),
 ``one_thread`` (the defaults with the interactive replica's engine on one thread, not every core:
 ``--interactive-threads 1``), ``one_bulk_engine`` (the defaults with one bulk engine on every core:
-``--replicas 1``, a small CPU's default until stop 51), ``split_same_priority`` (a small CPU's
+``--replicas 1``), ``split_same_priority`` (a small CPU's
 bulk engine per core at the server's priority: ``--bulk-nice 0``) and
 servers that change one thing of ``classes``:
 ``short_switch`` (a 0.5 ms GIL switch interval, Python's being 5 ms), ``full_batches`` (bulk
 batches at ``--max-batch-tokens``: no turns among bulk callers) and ``short_turns`` (bulk turns of
-250 ms of engine time, the default until stop 41, not 1,000). A paced mode with ``_slo<ms>``
+250 ms of engine time, the default). A paced mode with ``_slo<ms>``
 after its name holds that target instead of the run's: ``classes_slo500,classes,unpaced`` puts the
 shared engines at 500 ms beside them at 250 ms and the baseline. Each server
 first gets one untimed bulk call (``warm_up``). Cases, per mode:
@@ -108,7 +108,7 @@ SHARED = ("--set", "interactive_replica=off")  # queries and bulk work on the sa
 # What each mode adds to the servers' arguments: the defaults, the shared engines, and the order and
 # engine loop before them.
 MODE_ARGS = {
-    # Latency classes on shared engines, their steps paced (the CPU's defaults until stop 45).
+    # Latency classes on shared engines, their steps paced.
     "classes": SHARED,
     "unpaced": (*SHARED, "--interactive-slo-ms", "0"),
     # classes with a GIL switch interval of 0.5 ms (Python's: 5 ms).
@@ -123,19 +123,19 @@ MODE_ARGS = {
     "bulk_nice": ("--set", "interactive_replica=on", "--set", "bulk_nice=10"),
     # The same, the queries' engine on one thread (by default: torch's own count, every core).
     "one_thread": ("--set", "interactive_replica=on", "--set", "interactive_threads=1"),
-    # The same with one bulk engine on every core (a small CPU's default until stop 51: --replicas 1).
+    # The same with one bulk engine on every core (--replicas 1).
     "one_bulk_engine": ("--set", "interactive_replica=on", "--replicas", "1"),
     # A small CPU's defaults with the bulk engines at the server's priority (by default nice 10 there).
     "split_same_priority": ("--set", "interactive_replica=on", "--set", "bulk_nice=0"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
     "full_batches": (*SHARED, "--set", "bulk_batch_ms=0"),
-    # classes with bulk turns of 250 ms of engine time (the default until stop 41 and since stop 54).
+    # classes with bulk turns of 250 ms of engine time (the default).
     "short_turns": (*SHARED, "--set", "bulk_batch_ms=250"),
-    # classes with bulk turns of 1,000 ms (the default from stop 41 until stop 54).
+    # classes with bulk turns of 1,000 ms.
     "long_turns": (*SHARED, "--set", "bulk_batch_ms=1000"),
-    # The defaults with bulk turns of 250 ms, named (stop 54's run: the default then was 1,000 ms).
+    # The defaults with bulk turns of 250 ms, named.
     "replica_short_turns": ("--set", "interactive_replica=on", "--set", "bulk_batch_ms=250"),
-    # The defaults with bulk turns of 1,000 ms (the default from stop 41 until stop 54).
+    # The defaults with bulk turns of 1,000 ms.
     "replica_long_turns": ("--set", "interactive_replica=on", "--set", "bulk_batch_ms=1000"),
 }
 # The modes given ``slo_ms`` where it is given.
@@ -249,8 +249,8 @@ class ProbeTime:
         """``sent_unix_ns``: the prober's wall clock as it made the call."""
         if reply is None:
             return ProbeTime(total_s, late_s=late_s)
-        # A server from before stop 38 sends no server time (0): its rest is not split; one from
-        # before stop 41 no handler start: its outside is not split.
+        # An older server sends no server time (0): its rest is not split; one without a handler
+        # start: its outside is not split.
         server = (reply.tokenize_time_ns / 1e9, reply.server_time_ns / 1e9) if reply.server_time_ns else (None, None)
         started = reply.handler_start_unix_ns
         to_server = (started - sent_unix_ns) / 1e9 if started and sent_unix_ns and server[1] is not None else None

@@ -138,19 +138,19 @@ def resolve(
     - ``--interactive-threads``: on a CPU, the interactive replica's stepped engine computes on that
       many threads; unset (0), on torch's own count, every core. Fewer did not help on 2 cores: the
       bulk engine's threads wait at each step for a core the queries' engine holds, and one
-      thread's steps hold it longer (bench/RESULTS.md, the mixed suite's ``one_thread``).
+      thread's steps hold it longer (bench: --only mixed --mixed-modes one_thread,...).
     - ``--replicas`` unset: on a CPU of at most ``SMALL_MACHINE_CORES`` cores beside a stepped
       interactive replica (and ``--bulk-threads`` unset), one bulk engine per core, each on one
       thread and at nice ``SPLIT_BULK_NICE``; elsewhere one engine. One engine's threads meet at
       each of the model's operations, so while a query's step held one core the other waited; and
       without the lower priority engines that never idle starved the host's other processes (a
       query's own client among them). On 2 cores the split ran more bulk rows/s beside queries,
-      and answered them sooner (bench/RESULTS.md, mixed, stop 51). Larger CPUs keep one engine:
+      and answered them sooner (bench/results/cpu-mixed-quick-split-bulk.json). Larger CPUs keep one engine:
       not measured. So does a host whose available memory (``memory_bytes``, by default the
       kernel's MemAvailable within the cgroup's limit) is less than the split's engines take, at
       ``CPU_ENGINE_BYTES`` and the model's weights each.
     - ``--bulk-nice`` unset: ``SPLIT_BULK_NICE`` for the split engines above, else 0: one engine of
-      several threads lost bulk rows/s at nice 10 on 2 cores (stop 50). It applies beside
+      several threads lost bulk rows/s at nice 10 on 2 cores (cpu-mixed-quick-bulk-nice.json). It applies beside
       an interactive replica with engines in worker processes (elsewhere an engine runs queries too).
     - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
       ``flags`` (by default /proc/cpuinfo's).
