@@ -74,7 +74,7 @@ class NullInProcessEmbedder:
 
     def __init__(self, model_dir: str) -> None:
         from embedtext.server.engine.null_backend import NullBackend
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
         from embedtext.server.tokenization.pool import TokenizerPool
 
         spec = load_model_spec(model_dir)

@@ -82,13 +82,6 @@ def compile_setting(enforce_eager: str | None, compiled: bool) -> str | None:
     "the client spreads calls over them.",
 )
 @click.option(
-    "--gpu-replica-processes",
-    type=click.Choice(["auto", "on", "off"]),
-    default="auto",
-    show_default=True,
-    help="GPU suite: the servers' --replica-processes (cases get _rp-on / _rp-off unless auto).",
-)
-@click.option(
     "--gpu-paced",
     is_flag=True,
     help="GPU suite: the servers keep their default interactive target (20 ms on a GPU) instead of none "
@@ -104,11 +97,11 @@ def compile_setting(enforce_eager: str | None, compiled: bool) -> str | None:
 @click.option(
     "--mixed-modes",
     default=None,
-    help="Mixed suite: its servers, comma-separated, fifo among them (classes, unpaced, paced, short_switch, "
-    "interactive_replica, no_gather, long_gather, bulk_nice, one_thread, one_bulk_engine, split_same_priority, "
-    "full_batches, short_turns, fifo); "
+    help="Mixed suite: its servers, comma-separated, unpaced (the baseline) among them (classes, unpaced, "
+    "short_switch, interactive_replica, no_gather, long_gather, bulk_nice, one_thread, one_bulk_engine, "
+    "split_same_priority, full_batches, short_turns); "
     "a paced mode with _slo<ms> after its name holds that target (classes_slo500) "
-    "[default: interactive_replica,classes,fifo on a CPU; interactive_replica,classes,unpaced,fifo on a GPU].",
+    "[default: interactive_replica,classes,unpaced].",
 )
 @click.option(
     "--mixed-phases",
@@ -140,7 +133,6 @@ def bench_command(
     gpu_model,
     gpu_http,
     gpu_processes,
-    gpu_replica_processes,
     gpu_paced,
     gpu_engine_loop,
     mixed_modes,
@@ -181,7 +173,6 @@ def bench_command(
         gpu_http=gpu_http,
         gpu_rows=rows,
         gpu_processes=gpu_processes,
-        gpu_replica_processes=gpu_replica_processes,
         gpu_paced=gpu_paced,
         gpu_engine_loop=gpu_engine_loop,
         mixed_modes=modes,

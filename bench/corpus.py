@@ -29,7 +29,7 @@ class BenchCorpus:
 
     @cached_property
     def words(self) -> list[str]:
-        from embedtext.server.synthetic_model import _WORDS
+        from embedtext.server.models.synthetic import _WORDS
 
         return sorted({w for w in _WORDS if len(self.tokenizer.encode(w, add_special_tokens=False).ids) == 1})
 

@@ -168,7 +168,7 @@ def run_cpu_peers(
     from embedtext.bench.servers import embedtext_server
     from embedtext.server.host.cpu_features import engine_dtype
     from embedtext.server.host.cpu_threads import usable_cores
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     suite = "cpu"
     spec = load_model_spec("default")

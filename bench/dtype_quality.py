@@ -96,7 +96,7 @@ def run_dtype_suite(texts: list[str], *, rounds: int, args: Sequence[str] = (), 
     from embedtext.bench.rounds import Ratio, RoundsPath, Workload, run_rounds
     from embedtext.bench.servers import embedtext_server
     from embedtext.connectors.client import Client
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     spec = load_model_spec("default")
     vectors: dict[str, np.ndarray] = {}

@@ -20,7 +20,7 @@ steps of the server's step size, on one thread (a child process set up as an eng
 the model itself takes of a path's ``engine_cpu_us_per_row``. A guide, not a floor to subtract: it
 runs on an otherwise idle host, where the paths' engines share theirs with the server and DuckDB.
 
-What it settled: packed steps are the CPU's engine loop (server/resolved.py): on the overhead model
+What it settled: packed steps are the CPU's engine loop (server/config/resolve.py): on the overhead model
 they run several times the stepped path's rows/s at a fraction of its engine CPU a row, and on the
 default model, whose compute fills the cores, as many rows/s.
 
@@ -194,12 +194,12 @@ def _measure_floor(source: str, tokens: int, eager: bool, repeats: int = 5, repe
 
     import numpy as np
 
-    from embedtext.server.config import ServerConfig
+    from embedtext.server.config.resolve import resolve
+    from embedtext.server.config.settings import ServerConfig
     from embedtext.server.engine.vllm_args import max_step_tokens
     from embedtext.server.engine.vllm_packed import PackedModel
     from embedtext.server.engine.vllm_stepped import build_inprocess_engine
-    from embedtext.server.models import load_model_spec, parse_model_arg
-    from embedtext.server.resolved import resolve
+    from embedtext.server.models.source import load_model_spec, parse_model_arg
 
     config = ServerConfig(
         models=(source,), replicas=1, interactive_replica="off", enforce_eager="on" if eager else "off"

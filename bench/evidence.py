@@ -4,7 +4,7 @@ Every suite is a ``VariantComparison`` run by bench/variants.py: the variants' s
 model, one replica each) up side by side, every workload timed on each in rotating rounds, and
 its ratios declared (numerator / denominator, on one metric). None is in the default suites:
 
-  idle-dispatch      ``--idle-dispatch`` (server/batching.py): a batch closes at once while an
+  idle-dispatch      ``--idle-dispatch`` (server/scheduler/batching.py): a batch closes at once while an
                      engine idles (``dispatch``) vs waits up to --max-batch-delay-ms (``wait``).
                      Per engine (``null``: NULL ENGINE, the server's own work and the delay; and
                      ``vllm``): one-row bulk requests one after another (an interactive row
@@ -12,12 +12,6 @@ its ratios declared (numerator / denominator, on one metric). None is in the def
                      must cost nothing).
                      Ratios ``idle_dispatch_p50_{engine}_{sequential|concurrent16}`` (lower is
                      better) and ``idle_dispatch_rows_per_s_{engine}_{T}tok``.
-  replica-processes  ``--replica-processes`` (server/engine/process_backend.py) with
-                     ``--engine-loop async``: the engine client in the server's process
-                     (``shared``) vs a worker process (``processes``), per engine. Ratios
-                     ``replica_processes_rows_per_s_{engine}_{T}tok`` and
-                     ``replica_processes_main_thread_us_per_row_{engine}_{T}tok`` (the server's
-                     main thread, which caps one process; lower is better).
   allocator          server/host/allocator.py: engines on glibc malloc (``EMBEDTEXT_TCMALLOC=off``)
                      vs tcmalloc, on the scaling suite's Parquet query at its sizes and on
                      512-token rows. Ratios ``allocator_rows_per_s_tcmalloc_vs_glibc_{size}`` and
@@ -33,10 +27,9 @@ its ratios declared (numerator / denominator, on one metric). None is in the def
   pacing             what the interactive target costs bulk work on shared engines (queries and
                      bulk work on one engine, ``--interactive-replica off``): their engine
                      steps sized to ``--interactive-slo-ms`` (``paced``), against the same server
-                     with the target off (``--interactive-slo-ms 0``: full steps, ``unpaced``)
-                     and the behaviour before latency classes (``--scheduling fifo --engine-loop
-                     async``, ``fifo``), on the default model's DuckDB scans. Ratios
-                     ``pacing_rows_per_s_{paced_vs_unpaced|paced_vs_fifo|unpaced_vs_fifo}_{T}tok``.
+                     with the target off (``--interactive-slo-ms 0``: full steps, ``unpaced``),
+                     on the default model's DuckDB scans. Ratios
+                     ``pacing_rows_per_s_{paced_vs_unpaced|paced_vs_unheld|unheld_vs_unpaced}_{T}tok``.
 
     uv run --extra cpu embedtext bench --only idle-dispatch
 """
@@ -84,28 +77,6 @@ def idle_dispatch(engine: str) -> VariantComparison:
     )
 
 
-def replica_processes(engine: str) -> VariantComparison:
-    return VariantComparison(
-        "replica-processes",
-        f"replica_processes_{engine}",
-        (
-            Variant("processes", ("--set", "replica_processes=on")),
-            Variant("shared", ("--set", "replica_processes=off")),
-        ),
-        ratios=(
-            Ratio(f"replica_processes_rows_per_s_{engine}_{{workload}}", "processes", "shared"),
-            Ratio(
-                f"replica_processes_main_thread_us_per_row_{engine}_{{workload}}",
-                "processes",
-                "shared",
-                metric="server_main_thread_us_per_row",
-            ),
-        ),
-        # A stepped engine always lives in a worker process: the choice exists with AsyncLLM.
-        flags=("--set", f"engine={engine}", "--set", "engine_loop=async"),
-    )
-
-
 def allocator(sizes: Sequence[Workload]) -> VariantComparison:
     """``sizes``: the Parquet workloads, smallest first (memory growth: the largest vs the next)."""
     growth = ()
@@ -140,22 +111,14 @@ def compile_modes(dtype: str) -> VariantComparison:
 
 
 def pacing() -> VariantComparison:
-    fifo = ("--set", "scheduling=fifo", "--set", "engine_loop=async")
     return VariantComparison(
         "pacing",
         "pacing",
         (
             Variant("paced"),
-            # Paced, but bulk requests tokenized as they come (server/tokenizing_gate.py off).
-            Variant(
-                "unheld",
-                (
-                    "--set",
-                    "hold_bulk_tokenizing=off",
-                ),
-            ),
+            # Paced, but bulk requests tokenized as they come (server/scheduler/tokenizing_gate.py off).
+            Variant("unheld", ("--set", "hold_bulk_tokenizing=off")),
             Variant("unpaced", ("--interactive-slo-ms", "0")),
-            Variant("fifo", fifo),
         ),
         ratios=tuple(
             Ratio(f"pacing_rows_per_s_{a}_vs_{b}_{{workload}}", a, b)
@@ -163,8 +126,6 @@ def pacing() -> VariantComparison:
                 ("paced", "unpaced"),
                 ("paced", "unheld"),
                 ("unheld", "unpaced"),
-                ("paced", "fifo"),
-                ("unpaced", "fifo"),
             )
         ),
         # Beside an interactive replica (the default) the bulk engines step unpaced: nothing to compare.
@@ -188,7 +149,7 @@ def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -
     cases: list[dict] = []
     if suite == "idle-dispatch":
         tokens, rows = plan.cpu_work[0]
-        # Bulk rows: an interactive row never waits out the delay (server/batching.py), idle
+        # Bulk rows: an interactive row never waits out the delay (server/scheduler/batching.py), idle
         # engine or not, so the setting decides only for bulk work (small bulk calls, here).
         workloads = [
             Workload(tokens, 100 if plan.quick else 200, kind="single_rows", name="sequential", latency_class="bulk"),
@@ -205,12 +166,6 @@ def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -
         for engine in ENGINES:
             cases += run_variants(
                 idle_dispatch(engine), models, workloads, corpus, rounds=rounds, args=args, progress=progress
-            )
-    elif suite == "replica-processes":
-        null_work = [Workload(plan.cpu_work[0][0], plan.transport_rows)]
-        for engine, workloads in (("null", null_work), ("vllm", [Workload(t, r) for t, r in plan.cpu_work])):
-            cases += run_variants(
-                replica_processes(engine), models, workloads, corpus, rounds=rounds, args=args, progress=progress
             )
     elif suite == "allocator":
         from embedtext.server.host.allocator import engine_allocator
@@ -236,7 +191,7 @@ def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -
             progress=progress,
         )
     elif suite == "compile":
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         # The default model (a real one: compiling pays off on its kernels, not the tiny model's),
         # compiled even in quick runs: that is what is compared.
@@ -247,7 +202,7 @@ def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -
                 compile_modes(dtype), ["default"], workloads, corpus, rounds=rounds, progress=progress
             )
     elif suite == "pacing":
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         # The default model: the cost of small steps is its per-step work against its compute.
         corpus = BenchCorpus(load_model_spec("default").path)

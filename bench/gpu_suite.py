@@ -18,11 +18,7 @@ Each case also reports its share of the compute ceiling (BERT-base on an H200: 4
 all of them. The servers hold no interactive target (``--interactive-slo-ms 0``): the suite is bulk
 work alone, as a server that only runs indexing jobs is set up; ``--gpu-paced`` keeps the servers'
 default target (20 ms on a GPU; cases ``..._paced``), as a server shared with queries runs.
-``--gpu-replica-processes on|off`` runs them on the async loop with that ``--replica-processes``
-(cases ``..._rp-on`` / ``..._rp-off``; without it the default, stepped, engine loop, whose engines
-each live in a worker process). With it off, one server process adds every row to vLLM from one
-event loop (~93 us a 50-token row on the CPU here), which caps 50-token rows far below the target
-(bench/GPU.md).
+Each engine lives in a worker process of its own, stepped there.
 
 A GPU machine allows 10 minutes per command: run one replica count per command and merge:
 
@@ -53,7 +49,7 @@ from embedtext.bench.plan import GPU_REPLICAS, GeneratedModels, uneven_replica_c
 from embedtext.bench.queries import embed_query_case
 from embedtext.bench.servers import embedtext_server, vllm_http_server
 from embedtext.connectors.client import Client
-from embedtext.server.resolved import CPU_MEMORY_FRACTION, GPU_MEMORY_FRACTION
+from embedtext.server.config.resolve import CPU_MEMORY_FRACTION, GPU_MEMORY_FRACTION
 
 SUITE = "gpu"
 CEILING_TOKENS_PER_S = {50: 4.60e6, 512: 4.19e6}  # BERT-base on an H200, as published for vLLM
@@ -98,7 +94,6 @@ def gpu_server_args(
     processes: int,
     *,
     on_gpu: bool,
-    replica_processes: str = "auto",
     paced: bool = False,
     engine_loop: str = "auto",
 ) -> tuple[str, list[str]]:
@@ -107,16 +102,14 @@ def gpu_server_args(
     than auto: the servers' ``--engine-loop`` (cases get ``_stepped`` or ``_packed``)."""
     tag = f"r{replicas}" + (f"_p{processes}" if processes > 1 else "")
     tag += "" if engine_loop == "auto" else f"_{engine_loop}"
-    tag += ("" if replica_processes == "auto" else f"_rp-{replica_processes}") + ("_paced" if paced else "")
+    tag += "_paced" if paced else ""
     # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
     share = GPU_MEMORY_FRACTION if on_gpu else CPU_MEMORY_FRACTION
     args = ["--set", f"memory_fraction={round(share / processes, 4)}"] if processes > 1 else []
     args += ["--set", "interactive_replica=off"]  # bulk work alone: every engine runs it
     if not paced:  # bulk work alone: no query's wait to pace steps for
         args += ["--interactive-slo-ms", "0"]
-    if replica_processes != "auto":  # where the async loop's engine clients run
-        args += ["--set", "engine_loop=async", "--set", f"replica_processes={replica_processes}"]
-    elif engine_loop != "auto":
+    if engine_loop != "auto":
         args += ["--set", f"engine_loop={engine_loop}"]
     return tag, args
 
@@ -130,7 +123,6 @@ def run_gpu_suite(
     rows: int | None = None,
     http: bool = True,
     processes: int = 1,
-    replica_processes: str = "auto",
     paced: bool = False,
     engine_loop: str = "auto",
     progress: Callable[[str], None] = print,
@@ -155,9 +147,7 @@ def run_gpu_suite(
     for n in replicas or GPU_REPLICAS:
         k = min(processes, n)
         progress(f"gpu: embedtext server, {n} replica(s)" + (f" in {k} processes" if k > 1 else ""))
-        tag, share = gpu_server_args(
-            n, k, on_gpu=on_gpu, replica_processes=replica_processes, paced=paced, engine_loop=engine_loop
-        )
+        tag, share = gpu_server_args(n, k, on_gpu=on_gpu, paced=paced, engine_loop=engine_loop)
         with ExitStack() as stack:
             servers = [
                 stack.enter_context(embedtext_server([f"{model}={model_dir}"], replicas=n // k, args=share))
@@ -179,18 +169,16 @@ def run_gpu_suite(
                     tokens_per_row=tokens,
                     server_pid=pid,
                     processes=k,
-                    replica_processes=replica_processes,
                 )
                 cases.append(_with_ceiling(case, tokens, n, model))
                 case = _client_case(targets, texts, tokens, f"gpu_client_embed_{tokens}tok_{tag}", pid)
                 case["processes"] = k
-                case["replica_processes"] = replica_processes
                 case["paced"] = paced
                 cases.append(_with_ceiling(case, tokens, n, model))
             con.close()
     if http:
         progress("gpu: vLLM OpenAI HTTP server (JSON)")
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         spec = load_model_spec(str(model_dir))
         with vllm_http_server(

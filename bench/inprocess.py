@@ -66,7 +66,7 @@ def main() -> None:
     from embedtext.bench.corpus import BenchCorpus
     from embedtext.server.engine.base import EngineSettings
     from embedtext.server.engine.vllm_args import engine_arguments
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     spec = load_model_spec(args.model)
     corpus = BenchCorpus(spec.path)

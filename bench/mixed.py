@@ -1,22 +1,22 @@
 """Mixed workloads: single-row interactive calls while bulk work loads the same server, with the
 defaults (latency classes, the queries on an engine of their own: ``interactive_replica``), with
 queries and bulk work on shared engines whose steps are paced to ``--interactive-slo-ms`` (250 ms
-on a CPU, 20 ms on a GPU: ``classes``, the CPU's defaults until stop 45) and as before both
-(``--scheduling fifo --engine-loop async``).
+on a CPU, 20 ms on a GPU: ``classes``), and the baseline: shared engines stepping bulk work flat
+out, with no target (``unpaced``, ``--interactive-slo-ms 0``).
 
-Three servers run side by side on the same model, one per mode (on a GPU four: GPU_MODES); the
+Three servers run side by side on the same model, one per mode (GPU_MODES on a GPU); the
 rounds alternate which goes first, so drift on a shared machine hits them alike.
 ``--mixed-modes`` may add ``no_gather`` (the defaults with ``--interactive-gather-ms 0``),
 ``one_thread`` (the defaults with the interactive replica's engine on one thread, not every core:
 ``--interactive-threads 1``), ``one_bulk_engine`` (the defaults with one bulk engine on every core:
-``--replicas 1``, a small CPU's default until stop 51), ``split_same_priority`` (a small CPU's
+``--replicas 1``), ``split_same_priority`` (a small CPU's
 bulk engine per core at the server's priority: ``--bulk-nice 0``) and
 servers that change one thing of ``classes``:
 ``short_switch`` (a 0.5 ms GIL switch interval, Python's being 5 ms), ``full_batches`` (bulk
 batches at ``--max-batch-tokens``: no turns among bulk callers) and ``short_turns`` (bulk turns of
-250 ms of engine time, the default until stop 41, not 1,000). A paced mode with ``_slo<ms>``
-after its name holds that target instead of the run's: ``classes_slo500,classes,fifo`` puts the
-shared engines at 500 ms beside them at 250 ms and FIFO. Each server
+250 ms of engine time, the default). A paced mode with ``_slo<ms>``
+after its name holds that target instead of the run's: ``classes_slo500,classes,unpaced`` puts the
+shared engines at 500 ms beside them at 250 ms and the baseline. Each server
 first gets one untimed bulk call (``warm_up``). Cases, per mode:
 
   mixed_{mode}_idle          interactive single rows, one started every 50 ms whether or not the last
@@ -58,7 +58,7 @@ to the worker's event loop) and ``in_worker_*_ms`` (all of it).
 The probes come from a process of their own (``Prober``), as a user's query comes from another
 process than a bulk job; the bulk clients and scans run in the bench's process.
 
-Ratios (the defaults / fifo): ``mixed_interactive_p99_{phase}`` (lower is better; p99 over every
+Ratios (the defaults / unpaced): ``mixed_interactive_p99_{phase}`` (lower is better; p99 over every
 round's probes), ``mixed_bulk_rows_per_s`` and ``mixed_bulk_rows_per_s_alone`` (target: at least
 0.95); and for the defaults alone ``mixed_interactive_p99_ms_{phase}`` (its p99) and
 ``mixed_interactive_p99_vs_slo_{phase}`` (that over the interactive target the server
@@ -95,22 +95,22 @@ from embedtext.bench.step_timeline import read_timeline, timeline_parts
 from embedtext.connectors.client import AsyncClient, Client
 from embedtext.connectors.requests import RequestOptions, plan_text_requests
 from embedtext.protocol.errors import EmbedTextError
-from embedtext.server.resolved import CPU_INTERACTIVE_SLO_MS, resolve
+from embedtext.server.config.resolve import CPU_INTERACTIVE_SLO_MS, resolve
 
 SUITE = "mixed"
-# The defaults (an interactive replica), the shared engines paced for queries, and FIFO.
-MODES = ("interactive_replica", "classes", "fifo")
+# The defaults (an interactive replica), the shared engines paced for queries, and the baseline.
+MODES = ("interactive_replica", "classes", "unpaced")
 # On a GPU one more server: the shared stepped engine with no target.
-GPU_MODES = ("interactive_replica", "classes", "unpaced", "fifo")
+GPU_MODES = ("interactive_replica", "classes", "unpaced")
+# Every ratio's denominator: shared engines, bulk steps flat out, no target to pace them for.
+BASELINE = "unpaced"
 SHARED = ("--set", "interactive_replica=off")  # queries and bulk work on the same engines
 # What each mode adds to the servers' arguments: the defaults, the shared engines, and the order and
 # engine loop before them.
 MODE_ARGS = {
-    # Latency classes on shared engines, their steps paced (the CPU's defaults until stop 45).
+    # Latency classes on shared engines, their steps paced.
     "classes": SHARED,
     "unpaced": (*SHARED, "--interactive-slo-ms", "0"),
-    "paced": (*SHARED, "--set", "engine_loop=async"),
-    "fifo": ("--set", "scheduling=fifo", "--set", "engine_loop=async"),
     # classes with a GIL switch interval of 0.5 ms (Python's: 5 ms).
     "short_switch": (*SHARED, "--set", "switch_interval_ms=0.5"),
     # One more engine that runs the queries alone, the bulk engines unpaced: the defaults.
@@ -123,25 +123,24 @@ MODE_ARGS = {
     "bulk_nice": ("--set", "interactive_replica=on", "--set", "bulk_nice=10"),
     # The same, the queries' engine on one thread (by default: torch's own count, every core).
     "one_thread": ("--set", "interactive_replica=on", "--set", "interactive_threads=1"),
-    # The same with one bulk engine on every core (a small CPU's default until stop 51: --replicas 1).
+    # The same with one bulk engine on every core (--replicas 1).
     "one_bulk_engine": ("--set", "interactive_replica=on", "--replicas", "1"),
     # A small CPU's defaults with the bulk engines at the server's priority (by default nice 10 there).
     "split_same_priority": ("--set", "interactive_replica=on", "--set", "bulk_nice=0"),
     # classes with bulk batches at --max-batch-tokens: no turns among bulk callers.
     "full_batches": (*SHARED, "--set", "bulk_batch_ms=0"),
-    # classes with bulk turns of 250 ms of engine time (the default until stop 41 and since stop 54).
+    # classes with bulk turns of 250 ms of engine time (the default).
     "short_turns": (*SHARED, "--set", "bulk_batch_ms=250"),
-    # classes with bulk turns of 1,000 ms (the default from stop 41 until stop 54).
+    # classes with bulk turns of 1,000 ms.
     "long_turns": (*SHARED, "--set", "bulk_batch_ms=1000"),
-    # The defaults with bulk turns of 250 ms, named (stop 54's run: the default then was 1,000 ms).
+    # The defaults with bulk turns of 250 ms, named.
     "replica_short_turns": ("--set", "interactive_replica=on", "--set", "bulk_batch_ms=250"),
-    # The defaults with bulk turns of 1,000 ms (the default from stop 41 until stop 54).
+    # The defaults with bulk turns of 1,000 ms.
     "replica_long_turns": ("--set", "interactive_replica=on", "--set", "bulk_batch_ms=1000"),
 }
 # The modes given ``slo_ms`` where it is given.
 PACED_MODES = (
     "classes",
-    "paced",
     "short_switch",
     "interactive_replica",
     "no_gather",
@@ -160,8 +159,8 @@ BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
 PROBE_GAP_S = 0.05  # between interactive probes' starts: a few people's queries, not a load of their own
 MIN_PROBES = 5  # per phase, even when the phase is shorter
 # 200 s of probes: a 2-core CPU's bulk phase runs 110-225 s (a longer one has queries for its first
-# 200 s only). All may be in flight at once (FIFO answers none before its bulk calls), still under
-# the server's --max-concurrent-rpcs (4,096) with the bulk clients' calls.
+# 200 s only). All may be in flight at once (a server may answer none before its bulk calls), still under
+# the server's max_concurrent_rpcs (4,096) with the bulk clients' calls.
 MAX_PROBES_A_PHASE = 4000
 SCAN_SQL = "CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs"
 # The phases a run may pick (``--mixed-phases``), in the order they run; bulk and flood get their
@@ -250,8 +249,8 @@ class ProbeTime:
         """``sent_unix_ns``: the prober's wall clock as it made the call."""
         if reply is None:
             return ProbeTime(total_s, late_s=late_s)
-        # A server from before stop 38 sends no server time (0): its rest is not split; one from
-        # before stop 41 no handler start: its outside is not split.
+        # An older server sends no server time (0): its rest is not split; one without a handler
+        # start: its outside is not split.
         server = (reply.tokenize_time_ns / 1e9, reply.server_time_ns / 1e9) if reply.server_time_ns else (None, None)
         started = reply.handler_start_unix_ns
         to_server = (started - sent_unix_ns) / 1e9 if started and sent_unix_ns and server[1] is not None else None
@@ -650,7 +649,7 @@ def run_mixed(
     scan cycles through them); ``probe_texts``: short texts (also the flood's rows).
     ``flood_clients`` 0: no flood phase. ``slo_ms``: the paced server's ``--interactive-slo-ms``
     and the target the probes' p99 is read against (None: the CPU default, 250 ms); ``modes``:
-    MODES, GPU_MODES, or any of MODE_ARGS with fifo (the ratios' denominator); ``defaults``: the
+    MODES, GPU_MODES, or any of MODE_ARGS with unpaced (the ratios' denominator); ``defaults``: the
     mode that is the servers' defaults on this device, whose ratios are read against the targets;
     ``phases``: which of PHASES run (the flood in the last round only); ``on_phase``: called after
     each phase with the cases measured so far (the bench writes them, so a run cut short keeps
@@ -810,14 +809,14 @@ def loop_late_text(p99_ms: float, max_ms: float) -> str:
 
 
 def check_modes(modes: Sequence[str]) -> None:
-    """Known modes, FIFO among them (every ratio is over FIFO's same phase).
+    """Known modes, the baseline among them (every ratio is over the baseline's same phase).
 
-    >>> check_modes(["paced"])
+    >>> check_modes(["classes"])
     Traceback (most recent call last):
-    ValueError: mixed modes need fifo, the ratios' denominator: got paced
-    >>> check_modes(["fifo_slo500", "fifo"])
+    ValueError: mixed modes need unpaced, the ratios' denominator: got classes
+    >>> check_modes(["unpaced_slo500", "unpaced"])
     Traceback (most recent call last):
-    ValueError: a target (_slo<ms>) needs a paced mode (classes, paced, ...): got fifo_slo500
+    ValueError: a target (_slo<ms>) needs a paced mode (classes, short_switch, ...): got unpaced_slo500
     """
     parts = {mode: split_mode(mode) for mode in modes}
     unknown = [m for m, (base, _) in parts.items() if base not in MODE_ARGS]
@@ -826,8 +825,8 @@ def check_modes(modes: Sequence[str]) -> None:
     unpaced = [m for m, (base, target) in parts.items() if target and base not in PACED_MODES]
     if unpaced:
         raise ValueError(f"a target (_slo<ms>) needs a paced mode ({', '.join(PACED_MODES)}): got {', '.join(unpaced)}")
-    if "fifo" not in modes:
-        raise ValueError(f"mixed modes need fifo, the ratios' denominator: got {','.join(modes)}")
+    if BASELINE not in modes:
+        raise ValueError(f"mixed modes need {BASELINE}, the ratios' denominator: got {','.join(modes)}")
 
 
 def check_phases(phases: Sequence[str]) -> None:
@@ -864,13 +863,13 @@ def _merge(into: dict, got: dict) -> None:
 
 
 def mixed_ratios(cases: Sequence[dict]) -> dict[str, float]:
-    """Each mode against FIFO: ``mixed_...`` for the defaults (the targets: the cases marked
+    """Each mode against the baseline: ``mixed_...`` for the defaults (the targets: the cases marked
     ``defaults``, or before that mark ``classes``), ``mixed_{mode}_...`` for the others where they
-    ran (``mixed_unpaced_...``, ``mixed_classes_...`` on a GPU)."""
+    ran (``mixed_classes_...``)."""
     mine = {(c["mode"], c["kind"]): c for c in cases if c["suite"] == SUITE}
     ratios: dict[str, float] = {}
     for (mode, kind), new in sorted(mine.items()):
-        if mode == "fifo":
+        if mode == BASELINE:
             continue
         key = "mixed_" if new.get("defaults", mode == "classes") else f"mixed_{mode}_"
         if kind == "two_scans":
@@ -879,7 +878,7 @@ def mixed_ratios(cases: Sequence[dict]) -> dict[str, float]:
         if kind.startswith("flood"):
             ratios[f"{key}flood_errors"] = new["failed_calls"]
             continue
-        old = mine.get(("fifo", kind))
+        old = mine.get((BASELINE, kind))
         if old is None or kind == "idle":
             continue
         speed = round(new["rows_per_s"] / old["rows_per_s"], 3) if new["rows_per_s"] and old["rows_per_s"] else None

@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 
 def build_app(models: dict[str, str]) -> FastAPI:
     from embedtext.server.engine.null_backend import NullBackend
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
     from embedtext.server.tokenization.pool import TokenizerPool
 
     served = {}

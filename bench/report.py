@@ -115,7 +115,7 @@ def latency_table(cases: list[dict]) -> str:
 
 
 def format_markdown(report: dict) -> str:
-    """Markdown tables of a report (for bench/RESULTS.md)."""
+    """Markdown tables of a report (for docs/benchmarks.md)."""
     lines = [
         "| case | rows | tokens/row | rows/s | tokens/s | p50 ms | p99 ms | client RSS MB | server RSS MB |",
         "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",

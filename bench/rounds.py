@@ -1,7 +1,7 @@
 """The one comparison runner: paths x workloads, every path resident, timed in rotating rounds.
 
 On this project's hosts, timing paths one after the other was not like for like: the same engine,
-model and rows ran 22% slower per row ten minutes later (stop 14, in bench/RESULTS.md's history). So every
+model and rows ran 22% slower per row ten minutes later. So every
 path stays up for the whole comparison, each round times each path once in an order that
 rotates and reverses from round to round (``round_order``), and a ratio is the median of its
 per-round ratios: drift hits every path alike. Idle engines do not compete: before each timed run

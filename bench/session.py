@@ -80,7 +80,6 @@ def run_bench(
     gpu_http: bool = True,
     gpu_rows: int | None = None,
     gpu_processes: int = 1,
-    gpu_replica_processes: str = "auto",
     gpu_paced: bool = False,
     gpu_engine_loop: str = "auto",
     mixed_modes: Sequence[str] = (),
@@ -118,7 +117,7 @@ def run_bench(
     if {"cpu", "cpu-peers"} & set(suites):
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.cpu_peers import run_cpu_peers
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         # Compiled even in quick runs: the peers run their own optimized kernels, and an eager
         # engine would understate embed_text against them.
@@ -129,7 +128,7 @@ def run_bench(
             workdir=plan.workdir,
             progress=progress,
         )
-    for suite in ("idle-dispatch", "replica-processes", "allocator", "compile", "pacing"):
+    for suite in ("idle-dispatch", "allocator", "compile", "pacing"):
         if suite in suites:
             from embedtext.bench.evidence import run_evidence
 
@@ -139,7 +138,7 @@ def run_bench(
             continue
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.tokenizer_modes import COMPARISONS, run_tokenizer_modes
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         tiny = models.tiny()
         cases += run_tokenizer_modes(
@@ -151,26 +150,9 @@ def run_bench(
             args=plan.engine_flags,
             progress=progress,
         )
-    if "batch-cost" in suites:
-        from embedtext.bench.batch_cost import ROW_COUNTS, TOKENS_PER_ROW, run_batch_cost
-        from embedtext.bench.corpus import BenchCorpus
-        from embedtext.server.engine.base import detect_device
-        from embedtext.server.models import load_model_spec
-        from embedtext.server.resolved import default_interactive_slo_ms
-
-        corpus = BenchCorpus(load_model_spec("default").path)
-        cases += run_batch_cost(
-            "default",
-            corpus.token_ids(corpus.texts(max(ROW_COUNTS), TOKENS_PER_ROW)),
-            rounds=2 if plan.quick else 3,
-            repeats=3 if plan.quick else 5,
-            eager=plan.eager,
-            slo_ms=default_interactive_slo_ms(detect_device()),
-            progress=progress,
-        )
     if "engine-overhead" in suites:
         from embedtext.bench.engine_overhead import OVERHEAD_MODEL, overhead_models, run_engine_overhead
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         default = load_model_spec("default")
         cases += run_engine_overhead(
@@ -187,9 +169,9 @@ def run_bench(
     if "mixed" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.mixed import BULK_ROWS, GPU_MODES, MODES, PHASES, run_mixed
+        from embedtext.server.config.resolve import GPU_INTERACTIVE_SLO_MS, GPU_MEMORY_FRACTION
         from embedtext.server.engine.base import detect_device
-        from embedtext.server.models import load_model_spec
-        from embedtext.server.resolved import GPU_INTERACTIVE_SLO_MS, GPU_MEMORY_FRACTION
+        from embedtext.server.models.source import load_model_spec
 
         corpus = BenchCorpus(load_model_spec("default").path)  # the default model, as a new user runs it
         # A GPU embeds 6,000 rows in well under a second: its scans are longer, and one more server
@@ -232,7 +214,7 @@ def run_bench(
     if "startup" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.startup import run_startup
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.models.source import load_model_spec
 
         cases += run_startup(
             BenchCorpus(load_model_spec("default").path),
@@ -252,7 +234,6 @@ def run_bench(
             rows=gpu_rows,
             http=gpu_http,
             processes=gpu_processes,
-            replica_processes=gpu_replica_processes,
             paced=gpu_paced,
             engine_loop=gpu_engine_loop,
             progress=progress,
@@ -269,7 +250,6 @@ def run_bench(
 def all_ratios(cases: list[dict]) -> dict[str, float]:
     """Every ratio of ``cases``: the declared ones they carry (bench/rounds.py), and those of the
     suites that compute their own from several cases (suites absent from ``cases`` give none)."""
-    from embedtext.bench.batch_cost import batch_cost_ratios
     from embedtext.bench.dtype_quality import dtype_ratios
     from embedtext.bench.engine_overhead import engine_overhead_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
@@ -284,7 +264,6 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
         dtype_ratios,
         startup_ratios,
         gpu_ratios,
-        batch_cost_ratios,
         engine_overhead_ratios,
     )
     return {**declared_ratios(cases), **{k: v for ratios in computed for k, v in ratios(cases).items()}}
@@ -332,7 +311,7 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
     HTTP server, in-process ``LLM``) start beside it and stop before latency and scaling run."""
     from embedtext.bench.corpus import BenchCorpus
     from embedtext.bench.servers import embedtext_server
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     tiny = models.tiny()
     spec = load_model_spec(str(tiny))

@@ -1,12 +1,10 @@
 """startup suite: how long a server takes to become ready on a warm machine, and where the time goes.
 
-Five server variants start in turn, in rotating rounds, each after one untimed start that fills
+Four server variants start in turn, in rotating rounds, each after one untimed start that fills
 vLLM's compile cache:
 - the default: on a CPU the engine stepped in the replica's worker process, vLLM imported once
   (server/engine/vllm_stepped.py); ready with one bulk engine, then the queries' engine and, on 2
   cores, a second bulk one started behind it;
-- ``--engine-loop async``: vLLM's AsyncLLM, its engine core and worker in processes of their own,
-  each importing vLLM again;
 - the default with ``--enforce-eager on`` (nothing to compile) and ``off`` (compiled; ``auto``
   picks one of the two by the CPU);
 - the default without the interactive replica (``--interactive-replica off``: what its engine's
@@ -28,7 +26,6 @@ SCAN_TOKENS = 50
 # name -> (server flags, engine environment)
 VARIANTS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
     "default": ((), {}),
-    "async": (("--set", "engine_loop=async"), {}),
     "eager": (("--set", "enforce_eager=on"), {}),
     "compiled": (("--set", "enforce_eager=off"), {}),
     "shared": (("--set", "interactive_replica=off"), {}),
@@ -65,7 +62,7 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
     >>> log = '''2026-11-25 11:11:42,027 INFO embedtext.server.engine.process_backend: starting m/0 for model m in a worker process
     ... 2026-11-25 11:11:58,504 INFO embedtext.server.engine.vllm_stepped[7272]: starting m/0 for model m on cpu, stepped in this process
     ... 2026-11-25 11:12:08,514 INFO embedtext.server.engine.process_backend: m/0 ready (worker pid 7272, engine pids [])
-    ... 2026-11-25 11:12:08,600 INFO embedtext.server.replicas: model m: starting replica 1 (bulk work) after the server is ready
+    ... 2026-11-25 11:12:08,600 INFO embedtext.server.scheduler.replicas: model m: starting replica 1 (bulk work) after the server is ready
     ... 2026-11-25 11:12:26,100 INFO embedtext.server.engine.vllm_stepped[7301]: starting m/1 for model m on cpu, stepped in this process
     ... 2026-11-25 11:12:37,200 INFO embedtext.server.engine.process_backend: m/1 ready (worker pid 7301, engine pids [])
     ... 2026-11-25 11:12:37,210 INFO embedtext.server: every engine is up (2), 28.7 s after ready'''
@@ -108,7 +105,7 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
             ("model_s", "worker", "ready"),
         ]
     marks["launched"] = launched
-    # On a CPU the engines after the first start behind the ready server (server/replicas.py).
+    # On a CPU the engines after the first start behind the ready server (server/scheduler/replicas.py).
     order.append(("every_engine_s", "launched", "every_engine"))
     phases = {
         name: round(marks[end] - marks[start], 1) for name, start, end in order if start in marks and end in marks

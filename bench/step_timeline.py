@@ -22,9 +22,9 @@ from pathlib import Path
 
 import numpy as np
 
-from embedtext.server.latency_window import nearest_rank
+from embedtext.server.scheduler.latency_window import nearest_rank
 
-# What each line says of a batch with interactive rows, in ms or rows (``gc_ms`` since stop 37).
+# What each line says of a batch with interactive rows, in ms or rows (older files lack ``gc_ms``).
 TIMELINE_PARTS = ("waited_ms", "step_ms", "step_rows", "step_bulk_rows", "to_loop_ms", "worker_ms", "gc_ms")
 
 

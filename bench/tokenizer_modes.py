@@ -142,7 +142,7 @@ def english_texts(tokens: int, rows: int) -> list[str]:
 def _stage_cases(
     comparison: Comparison, models: dict[str, Path], corpus: BenchCorpus, work: Sequence[tuple[int, int]], rounds: int
 ) -> list[dict]:
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
     from embedtext.server.tokenization.pool import TokenizerPool
 
     sources = [(model, path, None) for model, path in models.items()]

@@ -309,7 +309,7 @@ def make_model(path: str, layers: int, hidden: int, heads: int, max_tokens: int,
     `--layers 12 --hidden 768 --heads 12 --max-tokens 512 --pooling cls` has the cost of
     snowflake-arctic-embed-m-v1.5.
     """
-    from embedtext.server.synthetic_model import write_synthetic_bert
+    from embedtext.server.models.synthetic import write_synthetic_bert
 
     out = write_synthetic_bert(
         path, layers=layers, hidden=hidden, heads=heads, max_tokens=max_tokens, pooling=pooling, seed=seed

@@ -17,17 +17,17 @@ from grpc_reflection.v1alpha import reflection
 
 from embedtext.protocol import EVERY_ENGINE_UP_LINE, KEEPALIVE_MS, READY_LINE
 from embedtext.protocol import embedding_pb2 as pb
-from embedtext.server.config import ServerConfig
+from embedtext.server.api.loop_lag import LoopLag
+from embedtext.server.api.security import TokenAuthInterceptor, server_credentials
+from embedtext.server.api.servicer import EmbeddingServicer, add_service
+from embedtext.server.config.resolve import DECLINED, ResolvedSettings, resolve
+from embedtext.server.config.settings import ServerConfig
 from embedtext.server.engine.factory import backend_factory
 from embedtext.server.host.tuning import host_tuning
-from embedtext.server.loop_lag import LoopLag
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.models import load_model_spec, parse_model_arg
-from embedtext.server.replicas import stop_side_by_side
-from embedtext.server.resolved import DECLINED, ResolvedSettings, resolve
-from embedtext.server.runtime import ModelRuntime
-from embedtext.server.security import TokenAuthInterceptor, server_credentials
-from embedtext.server.servicer import EmbeddingServicer, add_service
+from embedtext.server.models.source import load_model_spec, parse_model_arg
+from embedtext.server.scheduler.replicas import stop_side_by_side
+from embedtext.server.scheduler.runtime import ModelRuntime
 
 log = logging.getLogger("embedtext.server")
 
@@ -46,11 +46,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
             resolved.engine_loop,
         )
     else:
-        log.info(
-            "%d replica(s) per model; engine clients %s",
-            config.replicas,
-            "each in a process of its own" if resolved.replica_processes else "in the server's process",
-        )
+        log.info("%d replica(s) per model of the null engine: fixed vectors, no model", config.replicas)
     if interactive:
         log.info(
             "one more replica per model runs interactive requests only (%s): the other %d step their engines unpaced",
@@ -115,7 +111,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
                     spec,
                     settings,
                     engine=resolved.backend,
-                    own_process=resolved.replica_processes,
+                    own_process=resolved.engine_processes,
                     interactive_settings=resolved.engine_settings(config, share, interactive=True)
                     if interactive
                     else None,

@@ -11,7 +11,8 @@ from typing import Any
 
 import click
 
-from embedtext.server.config import Flag, ServerConfig, advanced_settings, parse_setting
+from embedtext.server.config.settings import Flag, ServerConfig, advanced_settings, parse_setting
+from embedtext.server.host.quiet import third_party_env
 
 ENV_PREFIX = "EMBEDTEXT_"
 
@@ -30,7 +31,7 @@ def _click_type(annotation: str, flag: Flag):
 
 def config_options(command):
     """One click option per setting a user sets: its name, default, type, bounds and help come from
-    the field (server/config.py); ``EMBEDTEXT_<OPTION>`` gives it from the environment."""
+    the field (server/config/settings.py); ``EMBEDTEXT_<OPTION>`` gives it from the environment."""
     for f in reversed(fields(ServerConfig)):
         flag: Flag = f.metadata["flag"]
         if flag.advanced:
@@ -134,12 +135,13 @@ def serve_command(**kwargs) -> None:
         return
     config = _config(kwargs)
     configure_logging(config.log_level)
-    os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING" if config.log_level.upper() != "DEBUG" else "DEBUG")
+    for name, value in third_party_env(config.log_level).items():
+        os.environ.setdefault(name, value)
     os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
     os.environ.setdefault("VLLM_DO_NOT_TRACK", "1")
     from embedtext.server.engine.base import EngineStartError
     from embedtext.server.host.allocator import AllocatorError
-    from embedtext.server.models import ModelSourceError
+    from embedtext.server.models.source import ModelSourceError
 
     try:
         asyncio.run(serve(config))

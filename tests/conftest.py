@@ -5,13 +5,11 @@ Two servers start side by side (engine start-up dominates the suite's time):
   ``arctic-like`` model (for EMBED_TEXT_768 end to end);
 * ``minilm`` runs the defaults but for the interactive replica: on a CPU, each replica a worker
   process whose engine the server steps itself, each step one packed call of vLLM's model
-  (``--engine-loop packed``, the CPU's default);
+  (``engine_loop=packed``, the CPU's default);
 * ``tiny``: a generated 2-layer BERT (deterministic), two replicas stepped the same way but through
-  vLLM's request per row (``--engine-loop stepped``, the GPU's default), with metrics. vLLM's
-  AsyncLLM loop (``--engine-loop async``) is tested on its own: ``async_loop_server`` (its bulk
-  batch pacing), test_engine_abort.py (the backend), test_oldest_vllm.py (a server on the oldest vLLM).
+  vLLM's request per row (``engine_loop=stepped``, the GPU's default), with metrics.
 
-Both run queries and bulk work on the same engines (``--interactive-replica off``, SHARED_ENGINES):
+Both run queries and bulk work on the same engines (``interactive_replica=off``, SHARED_ENGINES):
 the order of work within one engine and its paced steps are what most tests here check, and an
 interactive replica per model would start three more engines on a 2-core host. The default's
 interactive replica is tested by ``interactive_replica_server``, the ``guarded`` server (the fault
@@ -70,7 +68,7 @@ def embedtext_info():
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    from embedtext.server.synthetic_model import write_synthetic_bert
+    from embedtext.server.models.synthetic import write_synthetic_bert
 
     return write_synthetic_bert(tmp_path_factory.mktemp("models") / "tiny-bert", seed=0)
 
@@ -78,7 +76,7 @@ def tiny_model_dir(tmp_path_factory):
 @pytest.fixture(scope="session")
 def arctic_like_model_dir(tmp_path_factory):
     """768-d, CLS pooling (the output shape of snowflake-arctic-embed-m-v1.5), one layer to stay cheap."""
-    from embedtext.server.synthetic_model import write_synthetic_bert
+    from embedtext.server.models.synthetic import write_synthetic_bert
 
     return write_synthetic_bert(
         tmp_path_factory.mktemp("models") / "arctic-like", layers=1, hidden=768, heads=12, pooling="cls", seed=1
@@ -457,15 +455,4 @@ def interactive_replica_server(tiny_model_dir, tmp_path_factory):
             "bulk_nice=10",
         ],
     ) as running:  # ready with every engine up: the interactive one starts after the bulk one
-        yield running
-
-
-@pytest.fixture(scope="module")
-def async_loop_server(tiny_model_dir, tmp_path_factory):
-    """The tiny model on one engine run by vLLM's AsyncLLM (``--engine-loop async``), shared by
-    queries and bulk work: the server paces the bulk batches it hands over (the stepped loop paces
-    its engine's steps)."""
-    with _tiny_metrics_server(
-        tiny_model_dir, tmp_path_factory.mktemp("logs"), "async-loop", ["--set", "engine_loop=async", *SHARED_ENGINES]
-    ) as running:
         yield running

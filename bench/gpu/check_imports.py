@@ -7,8 +7,8 @@
 Prints one line per check (``ok`` / ``FAIL`` / ``skip``) and exits 1 if any check failed. It checks
 the modules an encoder engine and our code path import (vLLM's v1 engine, worker, BERT, the
 FlashAttention backend and its compiled kernels, the OpenAI server the HTTP baseline starts),
-vLLM's and embedtext's declared requirements against what the venv sees, the vLLM API
-server/engine/vllm_backend.py uses (argument names differ between vLLM releases), the HTTP baseline's command
+vLLM's and embedtext's declared requirements against what the venv sees, the vLLM API the
+stepped engines use (argument names differ between vLLM releases), the HTTP baseline's command
 line, and ``embedtext bench --help``. Without a GPU (the CPU rehearsal, bench/gpu/rehearse.sh)
 the compiled kernels cannot load (no libcuda.so.1) unless a stub is on LD_LIBRARY_PATH; the
 engine steps need a GPU.
@@ -82,7 +82,7 @@ MODULES = [
     "embedtext.server.engine.base",
     "embedtext.server.engine.process_backend",
     "embedtext.server.engine.worker",
-    "embedtext.server.replicas",
+    "embedtext.server.scheduler.replicas",
     "embedtext.connectors.client",
     "embedtext.udf",
     "embedtext.sql",

@@ -3,14 +3,13 @@
 #
 #   bash bench/gpu/host_run.sh install PARTS          # the venv (~/gpu-venv) and the editable install (~1 min)
 #   bash bench/gpu/host_run.sh checks  OUTDIR         # imports, engine smoke, attention backends, priority (~3 min)
-#   bash bench/gpu/host_run.sh batches OUTDIR         # what a batch costs on each engine loop, compiled (~3 min)
 #   bash bench/gpu/host_run.sh mixed   OUTDIR [S]     # the mixed suite, --quick --compiled, cut at S seconds (default 500)
 #   bash bench/gpu/host_run.sh profile OUTDIR [WHEEL] # py-spy on a default server under queries and bulk work (~2 min)
 #   bash bench/gpu/host_run.sh replicas OUTDIR [N] [S] # the GPU suite's bulk rows/s at N replicas (default 4), with
 #                                                     # no target and then paced to the default 20 ms, each cut at S s
 #
 # SERVE_ARGS="--set interactive_replica=off" adds arguments to the profiled server's.
-# MODES=classes,unpaced,fifo picks the mixed suite's servers (default: all four GPU_MODES of
+# MODES=classes,unpaced picks the mixed suite's servers (default: the GPU_MODES of
 # bench/mixed.py; each compiled server takes a minute or more to start, one after another).
 #
 # The mixed step compiles its engines (CUDA graphs, as a server runs by default): a quick run's
@@ -34,11 +33,6 @@ case $step in
     mkdir -p "$1"
     timeout -k 10 400 "$VENV/bin/python" bench/gpu/check_imports.py --model default --engine --priority \
       --attention-backends auto,FLEX_ATTENTION --lean 2>&1 | tee "$1/checks.log" | grep -E "^(FAIL|skip)|^ok +engine|checks passed"
-    ;;
-  batches)
-    mkdir -p "$1"
-    timeout -k 10 "${2:-400}" "$VENV/bin/embedtext" bench --quick --compiled --only batch-cost \
-      --json "$1/batch-cost.json" 2>&1 | tee "$1/batch-cost.log" | grep -E "batch-cost|batch_cost_|Error"
     ;;
   mixed)
     mkdir -p "$1"
@@ -72,7 +66,7 @@ case $step in
     done
     ;;
   *)
-    echo "usage: $0 install PARTS | checks OUTDIR | batches OUTDIR [SECONDS] | mixed OUTDIR [SECONDS] | profile OUTDIR [WHEEL] | replicas OUTDIR [N] [SECONDS]" >&2
+    echo "usage: $0 install PARTS | checks OUTDIR | mixed OUTDIR [SECONDS] | profile OUTDIR [WHEEL] | replicas OUTDIR [N] [SECONDS]" >&2
     exit 2
     ;;
 esac

@@ -46,7 +46,7 @@ from embedtext.bench.mixed import (
 from embedtext.bench.servers import embedtext_server
 from embedtext.bench.step_timeline import read_timeline, timeline_parts
 from embedtext.server.engine.base import WORKER_NAME
-from embedtext.server.models import load_model_spec
+from embedtext.server.models.source import load_model_spec
 
 SAMPLES_A_SECOND = 200
 

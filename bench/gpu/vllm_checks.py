@@ -13,12 +13,12 @@ Check = Callable[..., object]
 
 
 def api(platform: bool, check: Check) -> None:
-    """The vLLM API embedtext.server.engine.base and the bench use (bench/GPU.md, 'vLLM 0.25.1 vs 0.32')."""
+    """The vLLM API embedtext.server.engine.base and the bench use (bench/GPU.md, 'vLLM versions')."""
 
     def engine_args():
-        from vllm import AsyncEngineArgs
+        from vllm import EngineArgs
 
-        fields = set(inspect.signature(AsyncEngineArgs).parameters)
+        fields = set(inspect.signature(EngineArgs).parameters)
         wanted = {
             "model",
             "runner",
@@ -33,7 +33,7 @@ def api(platform: bool, check: Check) -> None:
             "enable_prefix_caching",
         }
         missing = wanted - fields
-        assert not missing, f"AsyncEngineArgs lacks {sorted(missing)}"
+        assert not missing, f"EngineArgs lacks {sorted(missing)}"
         return "runner/convert/... present"
 
     def pooling_params():
@@ -47,20 +47,6 @@ def api(platform: bool, check: Check) -> None:
         from vllm.inputs import tokens_input
 
         return f"{tokens_input([101, 102])!r}"[:80]
-
-    def async_llm():
-        from vllm.v1.engine.async_llm import AsyncLLM
-
-        assert hasattr(AsyncLLM, "from_engine_args")
-        add = inspect.signature(AsyncLLM.add_request)
-        abort = inspect.signature(AsyncLLM.abort)
-        assert list(add.parameters)[1:4] == ["request_id", "prompt", "params"], f"add_request{add}"
-        assert "internal" in abort.parameters, (
-            f"abort{abort} has no 'internal' (server/engine/vllm_backend.py relies on external ids)"
-        )
-        assert "priority" in add.parameters, f"add_request{add} has no 'priority' (latency classes rely on it)"
-        assert hasattr(AsyncLLM, "errored"), "AsyncLLM has no 'errored'"
-        return f"add_request{add}"[:120]
 
     def llm_engine():
         """The stepped loop's engine (server/engine/vllm_stepped.py): in this process, stepped by us."""
@@ -76,23 +62,6 @@ def api(platform: bool, check: Check) -> None:
         assert internal is None or internal.default is False, "abort_request takes vLLM's internal ids by default"
         assert hasattr(envs, "VLLM_ENABLE_V1_MULTIPROCESSING"), "no VLLM_ENABLE_V1_MULTIPROCESSING (in-process core)"
         return f"add_request{add}"[:120]
-
-    def collector():
-        from vllm.v1.engine.output_processor import RequestOutputCollector
-
-        missing = [m for m in ("get", "get_nowait", "close") if not hasattr(RequestOutputCollector, m)]
-        assert not missing, f"RequestOutputCollector lacks {missing}"
-        return "get/get_nowait/close"
-
-    def exceptions():
-        from vllm.v1.engine.exceptions import EngineDeadError, EngineGenerateError  # noqa: F401
-
-        try:
-            from vllm.exceptions import VLLMValidationError  # noqa: F401
-
-            return "VLLMValidationError present"
-        except ImportError:
-            return "no VLLMValidationError (server/engine/vllm_backend.py falls back to ValueError)"
 
     def llm_class():
         from vllm import LLM
@@ -138,13 +107,10 @@ def api(platform: bool, check: Check) -> None:
         return "bench/servers.py's api_server arguments parse"
 
     for name, fn in [
-        ("AsyncEngineArgs fields", engine_args),
+        ("EngineArgs fields", engine_args),
         ("PoolingParams(task='embed', use_activation=False)", pooling_params),
         ("vllm.inputs.tokens_input", tokens_input),
-        ("AsyncLLM API", async_llm),
         ("LLMEngine API (stepped loop)", llm_engine),
-        ("RequestOutputCollector API", collector),
-        ("engine exceptions", exceptions),
         ("vllm.LLM", llm_class),
     ]:
         check(f"api: {name}", fn)
@@ -154,77 +120,37 @@ def api(platform: bool, check: Check) -> None:
 
 def engine_config(model: str, platform: bool, check: Check) -> None:
     def build():
-        from vllm import AsyncEngineArgs
+        from vllm import EngineArgs
 
         from embedtext.server.engine.base import EngineSettings
-        from embedtext.server.engine.vllm_backend import VllmBackend
-        from embedtext.server.models import load_model_spec
+        from embedtext.server.engine.vllm_args import engine_arguments
+        from embedtext.server.models.source import load_model_spec
 
-        backend = VllmBackend(
-            load_model_spec(model),
-            EngineSettings(memory_fraction=0.2, max_batch_tokens=16384, max_num_seqs=1024, device="cuda"),
-        )
-        args = backend._engine_args()
-        assert isinstance(args, AsyncEngineArgs)
-        config = args.create_engine_config()
+        settings = EngineSettings(memory_fraction=0.2, max_batch_tokens=16384, max_num_seqs=1024, device="cuda")
+        config = EngineArgs(**engine_arguments(load_model_spec(model), settings)).create_engine_config()
         mc = config.model_config
         return f"runner={mc.runner} convert={getattr(mc, 'convert', '?')} dtype={mc.dtype} arch={mc.architectures}"
 
-    config = check("engine config (server/engine/vllm_backend.py's AsyncEngineArgs)", build, optional=not platform)
-
-    def front_end():
-        """What AsyncLLM.add_request does in the server's process, up to the EngineCore: vLLM's
-        tokenizer for the model, InputProcessor on our token ids and PoolingParams, OutputProcessor."""
-        from tokenizers import Tokenizer
-        from vllm import AsyncEngineArgs, PoolingParams
-        from vllm.inputs import tokens_input
-        from vllm.renderers import renderer_from_config
-        from vllm.v1.engine.input_processor import InputProcessor
-        from vllm.v1.engine.output_processor import OutputProcessor, RequestOutputCollector
-
-        from embedtext.server.engine.base import EngineSettings
-        from embedtext.server.engine.vllm_backend import VllmBackend
-        from embedtext.server.models import load_model_spec
-
-        spec = load_model_spec(model)
-        ids = Tokenizer.from_file(str(Path(spec.path) / "tokenizer.json")).encode("hello world").ids
-        args = VllmBackend(
-            spec, EngineSettings(memory_fraction=0.2, max_batch_tokens=16384, max_num_seqs=1024, device="cuda")
-        )._engine_args()
-        assert isinstance(args, AsyncEngineArgs)
-        vllm_config = args.create_engine_config()
-        renderer = renderer_from_config(vllm_config)
-        processor = InputProcessor(vllm_config, renderer)
-        request = processor.process_inputs(
-            "check-1", tokens_input(ids), PoolingParams(task="embed", use_activation=False), supported_tasks=("embed",)
-        )
-        processor.assign_request_id(request)
-        outputs = OutputProcessor(renderer.tokenizer, log_stats=False, stream_interval=1, tracing_enabled=False)
-        outputs.add_request(
-            request, None, None, 0, RequestOutputCollector(request.pooling_params.output_kind, request.request_id)
-        )
-        return f"tokenizer {type(renderer.tokenizer).__name__}, request {request.request_id}"
-
-    if config:
-        check("engine front end (tokenizer, InputProcessor, OutputProcessor)", front_end)
+    check("engine config (server/engine/vllm_args.py's EngineArgs)", build, optional=not platform)
 
 
 def _on_engine(model: str, settings, work):
-    """Start one VllmBackend for ``model``, await ``work(backend, tokenizer)`` on it, stop it.
+    """Start one packed engine (the server's, in this process) for ``model``, await ``work(backend,
+    tokenizer)`` on it, stop it.
     Returns (what ``work`` returned, the start's seconds, the model's spec)."""
     import asyncio
 
     from tokenizers import Tokenizer
 
-    from embedtext.server.engine.vllm_backend import VllmBackend
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.engine.packed_backend import PackedVllmBackend
+    from embedtext.server.models.source import load_model_spec
 
     spec = load_model_spec(model)
     tok = Tokenizer.from_file(str(Path(spec.path) / "tokenizer.json"))
     # As the server's tokenizer stage does: a tokenizer.json may pad every row to a fixed length
     # (all-MiniLM-L6-v2's pads to 128), and the engine would pool the [PAD]s too.
     tok.no_padding()
-    backend = VllmBackend(spec, settings)
+    backend = PackedVllmBackend(spec, settings)
 
     async def go():
         t = time.perf_counter()
@@ -239,7 +165,7 @@ def _on_engine(model: str, settings, work):
 
 
 def engine_smoke(model: str, check: Check) -> None:
-    """One AsyncLLM through VllmBackend, 3 rows, against sentence-transformers (float32, CPU)."""
+    """One packed engine, 3 rows, against sentence-transformers (float32, CPU)."""
 
     def run():
         import numpy as np
@@ -257,7 +183,7 @@ def engine_smoke(model: str, check: Check) -> None:
         assert min(cos) > 0.99, detail
         return detail
 
-    check("engine: VllmBackend start + embed 3 rows", run)
+    check("engine: packed engine start + embed 3 rows", run)
 
 
 SMOKE_TEXTS = ["hello world", "a somewhat longer sentence about tables and embeddings", "x " * 40]
@@ -285,7 +211,7 @@ def attention_backends(model: str, backends: list[str], check: Check) -> None:
     import sys
 
     code = (
-        "import json, sys; from vllm import LLM; from embedtext.server.models import load_model_spec\n"
+        "import json, sys; from vllm import LLM; from embedtext.server.models.source import load_model_spec\n"
         "b = sys.argv[1]; kw = {} if b == 'auto' else {'attention_backend': b}\n"
         "llm = LLM(model=str(load_model_spec(sys.argv[2]).path), runner='pooling', convert='embed',\n"
         "          enforce_eager=True, gpu_memory_utilization=0.1, **kw)\n"
@@ -295,7 +221,7 @@ def attention_backends(model: str, backends: list[str], check: Check) -> None:
     for backend in backends:
 
         def run(backend=backend):
-            from embedtext.server.models import load_model_spec
+            from embedtext.server.models.source import load_model_spec
 
             done = subprocess.run(
                 [sys.executable, "-c", code, backend, model, json.dumps(SMOKE_TEXTS)],
@@ -313,9 +239,8 @@ def attention_backends(model: str, backends: list[str], check: Check) -> None:
 
 
 def priority_order(model: str, check: Check, device: str = "cuda", bulk_rows: int = 16384) -> None:
-    """vLLM's priority scheduler on the pooling path: one engine with ``scheduling_policy="priority"``
-    (as a server with latency classes starts it) gets a large bulk call, then a one-row interactive
-    call; the interactive call must come back while the bulk call is still running. Steps are kept
+    """The step plan's order on the device: one packed engine gets a large bulk call, then a one-row
+    interactive call; the interactive call must come back while the bulk call is still running. Steps are kept
     small (2,048 tokens) so the bulk call spans many of them. Order, not timing."""
 
     def run():
@@ -341,14 +266,12 @@ def priority_order(model: str, check: Check, device: str = "cuda", bulk_rows: in
             await bulk_task
             return finished, bulk_done_first
 
-        settings = EngineSettings(
-            memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device=device, priority_scheduling=True
-        )
+        settings = EngineSettings(memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device=device)
         (finished, bulk_done_first), _, _ = _on_engine(model, settings, race)
         assert finished == ["interactive", "bulk"] and not bulk_done_first, f"finish order {finished}"
-        return f"a 1-row priority-0 call finished before a {bulk_rows}-row priority-1 call sent ahead of it"
+        return f"a 1-row interactive call finished before a {bulk_rows}-row bulk call sent ahead of it"
 
-    check("engine: vLLM priority scheduling orders pooling requests", run)
+    check("engine: a query's row overtakes a bulk call in the engine's steps", run)
 
 
 def fake_gpu() -> None:

@@ -1,8 +1,9 @@
 """The inference stage's contract: a ``Backend`` turns rows of token ids into pooled vectors.
 
-Backends: ``vllm_backend`` (vLLM's AsyncLLM in the server's process), ``vllm_stepped`` (vLLM's
-LLMEngine stepped by a thread of ours, in a replica's worker), ``process_backend`` (an engine in a
-worker process of its own), ``null_backend`` (no model; overhead measurements and client tests).
+Backends: ``packed_backend`` (vLLM's model once a step on the step's rows) and ``vllm_stepped``
+(vLLM's request per row), each stepped by a thread of ours in a replica's worker; ``process_backend``
+(the server's side of that worker process), ``null_backend`` (no model; overhead measurements and
+client tests).
 ``factory.backend_factory`` picks one for each replica.
 """
 
@@ -13,7 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
-from embedtext.server.pacing import PaceReport
+from embedtext.server.engine.pacing import PaceReport
 
 # What ps, top and the bench's CPU split show for a replica's worker process (/proc/PID/comm, at
 # most 15 characters): the interactive replica's apart from the engines bulk work runs on.
@@ -75,8 +76,6 @@ class EngineSettings:
     device: str  # "cuda" or "cpu"
     dtype: str = "auto"
     enforce_eager: bool = False
-    # vLLM's priority scheduling: interactive rows are scheduled ahead of bulk rows it holds.
-    priority_scheduling: bool = False
     # A stepped engine sizes its steps so interactive rows wait about this long at most (None: off).
     interactive_slo_s: float | None = None
     # A stepped engine appends the timeline of each batch with interactive rows to this file (None: off).

@@ -1,11 +1,11 @@
-"""Which backend a replica runs: vLLM in this process, an engine in a worker process, or the null engine."""
+"""Which backend a replica runs: a stepped vLLM engine (in its worker process), or the null engine."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
 from embedtext.server.engine.base import INTERACTIVE_WORKER_NAME, WORKER_NAME, Backend, EngineSettings
-from embedtext.server.models import ModelSpec
+from embedtext.server.models.source import ModelSpec
 
 
 def make_backend(
@@ -17,7 +17,7 @@ def make_backend(
     name: str,
     process_name: str = WORKER_NAME,
 ) -> Backend:
-    """A new, not yet started backend (``engine``: "vllm", "vllm-stepped", "vllm-packed" or "null"); in a worker
+    """A new, not yet started backend (``engine``: "vllm-stepped", "vllm-packed" or "null"); in a worker
     process named ``process_name`` where ``own_process``."""
     if own_process:
         from embedtext.server.engine.process_backend import EngineProcessBackend
@@ -35,9 +35,7 @@ def make_backend(
         from embedtext.server.engine.vllm_stepped import SteppedVllmBackend
 
         return SteppedVllmBackend(spec, settings, name=name)
-    from embedtext.server.engine.vllm_backend import VllmBackend
-
-    return VllmBackend(spec, settings, name=name)
+    raise ValueError(f"no engine {engine!r}: vllm-stepped, vllm-packed or null")
 
 
 def backend_factory(

@@ -20,7 +20,7 @@ Worker -> server:
 * ``DEAD``: the engine died under the request; payload = UTF-8 message;
 * ``FAILED``: the engine did not start; payload = UTF-8 message;
 * ``PACE``: a stepped engine's step budget changed; payload = JSON of a ``PaceReport``
-  (server/pacing.py), request id 0.
+  (server/engine/pacing.py), request id 0.
 """
 
 from __future__ import annotations

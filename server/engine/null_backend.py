@@ -14,7 +14,7 @@ import os
 
 import numpy as np
 
-from embedtext.server.models import ModelSpec
+from embedtext.server.models.source import ModelSpec
 
 log = logging.getLogger(__name__)
 

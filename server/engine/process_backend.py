@@ -1,13 +1,11 @@
-"""A replica whose engine client runs in a process of its own (``--replica-processes``).
+"""A replica whose engine runs in a process of its own: the server's side of the worker.
 
-In one server process every replica's vLLM ``AsyncLLM`` shares one event loop and one GIL,
-and vLLM's request path costs Python work per row (``embedtext bench --only replica-processes``
-measures it): one process then caps the rows/s whatever the GPU could do. ``EngineProcessBackend``
-moves that work into a worker process per replica (server/engine/worker.py) and hands it
-whole batches over a socketpair: token ids in, float32 vectors out, a few bytes of header
-per batch (server/engine/frames.py). The server keeps gRPC, tokenizing, batching and routing.
+Each engine's Python (vLLM's, and the step loop's) runs in a worker process per replica
+(server/engine/worker.py), off the server's event loop and GIL. ``EngineProcessBackend`` hands it
+whole batches over a socketpair: token ids in, float32 vectors out, a few bytes of header per
+batch (server/engine/frames.py). The server keeps gRPC, tokenizing, batching and routing.
 
-It is a ``Backend`` like ``VllmBackend``: the supervisor starts, watches and restarts it the
+It is a ``Backend`` like the engines it runs: the supervisor starts, watches and restarts it the
 same way. The replica is dead when its process exits or its socket closes; batches in
 flight then fail with ``ReplicaDeadError`` and are retried on another replica.
 """
@@ -35,8 +33,8 @@ from embedtext.server.engine.base import (
     EngineStartError,
     ReplicaDeadError,
 )
-from embedtext.server.models import ModelSpec, spec_to_json
-from embedtext.server.pacing import PaceReport
+from embedtext.server.engine.pacing import PaceReport
+from embedtext.server.models.source import ModelSpec, spec_to_json
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +51,7 @@ class EngineProcessBackend:
         settings: EngineSettings,
         *,
         name: str = "replica",
-        engine: str = "vllm",
+        engine: str = "vllm-packed",
         process_name: str = WORKER_NAME,
     ) -> None:
         self.spec = spec

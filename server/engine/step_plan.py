@@ -45,7 +45,7 @@ from dataclasses import dataclass, field
 QUERY_STEPS_BUDGETS = 1.25
 # With a query in every step, the pair is two equal steps: a short step computes fewer tokens a
 # second on a busy host, and with queries in every step it would come every other step
-# (bench/RESULTS.md, mixed: "two equal steps").
+# (bench: --only mixed, the probes' engine part).
 EQUAL_STEPS_BUDGETS = 2.0
 # Weight of the latest step in the share of steps that carried queries.
 QUERY_SHARE_SMOOTHING = 0.2

@@ -1,12 +1,12 @@
 """The vLLM engine arguments of a replica: one place for what every vLLM engine here is built with.
 
-Both engine loops (``vllm_backend``: ``AsyncEngineArgs``; ``vllm_stepped``: ``EngineArgs``) and the
-in-process baseline of the benchmarks (bench/inprocess.py: ``LLM``) take these keywords, so a
-comparison between them differs only in what it names.
+The stepped engines (``vllm_stepped``: ``EngineArgs``) and the in-process baseline of the
+benchmarks (bench/inprocess.py: ``LLM``) take these keywords, so a comparison between them differs
+only in what it names.
 
 >>> from pathlib import Path
 >>> from embedtext.server.engine.base import EngineSettings
->>> from embedtext.server.models import ModelSpec
+>>> from embedtext.server.models.source import ModelSpec
 >>> spec = ModelSpec(name="m", path=Path("/models/m"), dim=384, max_tokens=256, pooling="mean", normalize=True)
 >>> settings = EngineSettings(memory_fraction=0.2, max_batch_tokens=128, max_num_seqs=1024, device="cpu")
 >>> args = engine_arguments(spec, settings)
@@ -19,7 +19,7 @@ from __future__ import annotations
 from typing import Any
 
 from embedtext.server.engine.base import EngineSettings
-from embedtext.server.models import ModelSpec
+from embedtext.server.models.source import ModelSpec
 
 
 def max_step_tokens(spec: ModelSpec, settings: EngineSettings) -> int:
@@ -27,9 +27,9 @@ def max_step_tokens(spec: ModelSpec, settings: EngineSettings) -> int:
     return max(settings.max_batch_tokens, spec.max_tokens)
 
 
-def engine_arguments(spec: ModelSpec, settings: EngineSettings, *, priority: bool = False) -> dict[str, Any]:
-    """Keywords for vLLM's ``EngineArgs``, ``AsyncEngineArgs`` or ``LLM``; ``priority``: vLLM's
-    priority scheduling (requests then carry a ``priority``; vLLM refuses one under fcfs)."""
+def engine_arguments(spec: ModelSpec, settings: EngineSettings) -> dict[str, Any]:
+    """Keywords for vLLM's ``EngineArgs`` or ``LLM``. vLLM schedules first come, first served: the
+    step plan (server/engine/step_plan.py) chooses each step's rows, queries first."""
     step_tokens = max_step_tokens(spec, settings)
     return dict(
         model=str(spec.path),
@@ -44,7 +44,8 @@ def engine_arguments(spec: ModelSpec, settings: EngineSettings, *, priority: boo
         enforce_eager=settings.enforce_eager,
         disable_log_stats=True,
         enable_prefix_caching=False,
-        scheduling_policy="priority" if priority else "fcfs",
+        scheduling_policy="fcfs",
+        use_tqdm_on_load=False,  # no progress bar in the server's log (server/host/quiet.py)
     )
 
 

@@ -45,7 +45,7 @@ def build_inprocess_engine(spec, settings):
 
     use_inprocess_engine()
     # fcfs: each step holds only the rows chosen for it, interactive ones first.
-    args = EngineArgs(**engine_arguments(spec, settings, priority=False))
+    args = EngineArgs(**engine_arguments(spec, settings))
     return LLMEngine.from_engine_args(args)
 
 

@@ -27,7 +27,8 @@ from embedtext.server.engine import frames
 from embedtext.server.engine.base import WORKER_NAME, EngineRequestError, EngineSettings, ReplicaDeadError
 from embedtext.server.engine.factory import make_backend
 from embedtext.server.host.naming import PR_SET_PDEATHSIG, name_this_thread, prctl
-from embedtext.server.models import spec_from_json
+from embedtext.server.host.quiet import quiet_python_warnings, third_party_env
+from embedtext.server.models.source import spec_from_json
 
 log = logging.getLogger("embedtext.server.engine.worker")
 
@@ -35,9 +36,7 @@ _WATCH_INTERVAL_S = 0.5
 
 
 def _load_engine_code(kind: str) -> None:
-    if kind == "vllm":
-        import vllm.v1.engine.async_llm  # noqa: F401
-    elif kind in ("vllm-stepped", "vllm-packed"):
+    if kind in ("vllm-stepped", "vllm-packed"):
         from embedtext.server.engine.vllm_stepped import use_inprocess_engine
 
         use_inprocess_engine()
@@ -205,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m embedtext.server.engine.worker")
     parser.add_argument("--fd", type=int, required=True, help="this process's end of the server's socketpair")
     parser.add_argument("--name", required=True)
-    parser.add_argument("--engine", choices=("vllm", "vllm-stepped", "vllm-packed", "null"), default="vllm")
+    parser.add_argument("--engine", choices=("vllm-stepped", "vllm-packed", "null"), default="vllm-packed")
     parser.add_argument("--spec", required=True, help="the ModelSpec as JSON")
     parser.add_argument("--settings", required=True, help="the EngineSettings as JSON")
     parser.add_argument("--log-level", default="INFO")
@@ -220,6 +219,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(
         level=args.log_level.upper(), format=f"%(asctime)s %(levelname)s %(name)s[{os.getpid()}]: %(message)s"
     )
+    for name, value in third_party_env(args.log_level).items():  # before vLLM and torch are imported
+        os.environ.setdefault(name, value)
+    quiet_python_warnings(args.log_level)
     return asyncio.run(_main(args, settings))
 
 

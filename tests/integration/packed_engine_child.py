@@ -22,7 +22,7 @@ def _case(model: str, source: str, dtype: str) -> dict:
 
     from embedtext.server.engine.base import EngineSettings
     from embedtext.server.engine.packed_backend import PackedVllmBackend
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
     from embedtext.server.tokenization.pool import TokenizerPool
 
     spec = load_model_spec(source)

@@ -18,7 +18,7 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 import embedtext
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import UnauthenticatedError, UnavailableError
-from embedtext.server.config import ServerConfig
+from embedtext.server.config.settings import ServerConfig
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 TEXTS = ["a cat sat on the mat", "the bank of the river", "ünïcödé and emoji 🙂"]
@@ -196,7 +196,7 @@ def test_no_pickle_in_the_wire_path():
             if isinstance(node, ast.keyword) and node.arg == "allow_pickle":
                 raise AssertionError(f"{path.name} uses allow_pickle")
 
-    from embedtext.server import servicer
+    from embedtext.server.api import servicer
 
     class Recorder:
         def add_generic_rpc_handlers(self, handlers):

@@ -14,8 +14,8 @@ import pytest
 import embedtext
 from embedtext.protocol import EVERY_ENGINE_UP_LINE, READY_LINE
 from embedtext.protocol.errors import UnavailableError
-from embedtext.server.config import ServerConfig
-from embedtext.server.resolved import resolve
+from embedtext.server.config.resolve import resolve
+from embedtext.server.config.settings import ServerConfig
 
 
 @pytest.fixture(scope="module")

@@ -19,7 +19,7 @@ SENTENCES = [
 def reference():
     from sentence_transformers import SentenceTransformer
 
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     model = SentenceTransformer(str(load_model_spec("default").path), device="cpu")
     return model.encode(SENTENCES, convert_to_numpy=True, normalize_embeddings=False)
@@ -39,7 +39,7 @@ def test_server_log_names_the_tokenizing_path(servers):
     if servers.minilm.pid is None or not getattr(servers.minilm, "log_path", None):
         pytest.skip("external test servers: their log is theirs")
     log = Path(servers.minilm.log_path).read_text(errors="replace")
-    # A CPU engine: --word-cache auto turns the cache on (server/resolved.py).
+    # A CPU engine: --word-cache auto turns the cache on (server/config/resolve.py).
     assert "each word's ids from a cache (word_cache)" in log
 
 

@@ -25,10 +25,9 @@ TEXTS = ["which table holds the invoices", "The customer paid the second invoice
     not PYTHON,
     reason="no oldest-vLLM environment: scripts/oldest_vllm_env.sh, then EMBEDTEXT_OLDEST_VLLM_PYTHON=<its python>",
 )
-# packed: this vLLM runs its model in a process of its own, so the packed backend falls back to its
-# request per row, the stepped loop's path: one server tests both.
-@pytest.mark.parametrize("loop", ["packed", "async"])
-def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, loop, tmp_path):
+def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, tmp_path):
+    """This vLLM runs its model in a process of its own, so the packed backend (the CPU's default)
+    falls back to its request per row, the stepped loop's path: one server tests both."""
     from embedtext.connectors.local_server import LocalServer
 
     version = subprocess.run(
@@ -42,15 +41,14 @@ def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, loop, 
         ["default"],
         python=PYTHON,
         log_path=tmp_path / "server.log",
-        args=["--set", f"engine_loop={loop}", "--dtype", "float32", "--set", "enforce_eager=on"],
+        args=["--dtype", "float32", "--set", "enforce_eager=on"],
     )
     with server:  # started and ready
         with embedtext.Client(server.target) as client:
             old = client.embed(TEXTS)
             bulk = client.embed(TEXTS * 300, latency_class="bulk")  # several steps or batches
     new = minilm_client.embed(TEXTS)
-    if loop == "packed":  # this vLLM runs its model in a process of its own: its requests serve instead
-        assert "packed steps off, vLLM's request per row instead" in server.log_path.read_text()
+    assert "packed steps off, vLLM's request per row instead" in server.log_path.read_text()
     # The engine's own config, as this vLLM names it, says it built the model eagerly.
     assert "all-MiniLM-L6-v2/0: the model runs eagerly (vLLM compilation mode" in server.log_path.read_text()
     assert old.shape == new.shape == (len(TEXTS), 384)

@@ -9,49 +9,14 @@ import pytest
 
 import embedtext
 from embedtext.protocol.errors import DeadlineExceededError
-from embedtext.server.config import ServerConfig
+from embedtext.server.config.resolve import resolve
+from embedtext.server.config.settings import ServerConfig
 from embedtext.server.engine.step_loop import STEPS_SHARE_OF_SLO
 from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS
-from embedtext.server.latency_window import RECENT_INTERACTIVE_REQUESTS
-from embedtext.server.pacing import BULK_SHARE_OF_SLO
-from embedtext.server.resolved import resolve
+from embedtext.server.scheduler.latency_window import RECENT_INTERACTIVE_REQUESTS
 
 CPU_SLO_S = 0.25
 MAX_BATCH_TOKENS = 16384
-BATCHES_PER_REPLICA = 2
-
-
-def test_bulk_batches_are_sized_from_the_measured_engine_speed(async_loop_server, embedtext_info):
-    """The async loop: the server sizes the bulk batches it hands to vLLM's AsyncLLM."""
-    target = async_loop_server.target
-    texts = [f"row {i} of a bulk scan: " + "some words about the orders of a customer " * 8 for i in range(2000)]
-    with embedtext.Client(target) as client:
-        max_tokens = client.info(refresh=True).model("tiny").max_tokens
-        for _ in range(30):  # until the engines have been busy for a measuring window
-            client.embed(texts, latency_class="bulk")
-            metrics = async_loop_server.metrics()
-            speed = metrics['embedtext_engine_tokens_per_second{model="tiny"}']
-            if speed > 0:
-                break
-    budget = metrics['embedtext_bulk_batch_tokens{model="tiny"}']
-    assert speed > 0
-    wanted = int(speed * CPU_SLO_S * BULK_SHARE_OF_SLO / BATCHES_PER_REPLICA)
-    assert budget == max(max_tokens, min(MAX_BATCH_TOKENS, wanted))
-    # Info and `embedtext info` say the same (nothing has run since the metrics were read).
-    with embedtext.Client(target) as client:
-        model = client.info(refresh=True).model("tiny")
-    assert (model.interactive_slo_ms, model.bulk_batch_tokens) == (CPU_SLO_S * 1000, budget)
-    assert model.bulk_turn_ms == ServerConfig().bulk_batch_ms
-    assert model.engine_tokens_per_second == pytest.approx(speed, rel=1e-6)
-    # AsyncLLM's own config says how it built the model (the tests' tiny engines are eager).
-    log = async_loop_server.server.log_path.read_text()
-    assert "tiny/0: the model runs eagerly (vLLM compilation mode NONE)" in log
-    out = embedtext_info(target)
-    assert (
-        f"bulk batches: {int(budget):,} tokens (bulk callers' turns: about {model.bulk_turn_ms:.0f} ms of engine "
-        "time), "
-        "paced for interactive requests within 250 ms"
-    ) in out
 
 
 def test_a_request_the_engines_cannot_finish_in_time_is_refused_at_once(servers):

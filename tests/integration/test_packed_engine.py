@@ -44,7 +44,7 @@ def _run_cases(python: str, sources: dict[str, str], cases) -> dict:
 
 @pytest.fixture(scope="module")
 def packed_results(tmp_path_factory):
-    from embedtext.server.synthetic_model import write_synthetic_bert
+    from embedtext.server.models.synthetic import write_synthetic_bert
 
     base = write_synthetic_bert(
         tmp_path_factory.mktemp("models") / "bert-base-shape", layers=12, hidden=768, heads=12, pooling="cls", seed=2

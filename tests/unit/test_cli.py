@@ -25,12 +25,12 @@ def test_the_bench_command_loads_when_asked_for():
     assert out.startswith("0 ") and "--only" in out
 
 
-def test_mixed_modes_without_fifo_are_refused_before_anything_runs():
+def test_mixed_modes_without_the_baseline_are_refused_before_anything_runs():
     out = _run(
-        "r = CliRunner().invoke(main, ['bench', '--only', 'mixed', '--mixed-modes', 'classes,paced']); "
+        "r = CliRunner().invoke(main, ['bench', '--only', 'mixed', '--mixed-modes', 'classes,short_switch']); "
         "print(r.exit_code, r.output)"
     )
-    assert out.startswith("2 ") and "--mixed-modes" in out and "need fifo" in out
+    assert out.startswith("2 ") and "--mixed-modes" in out and "need unpaced" in out
 
 
 def test_an_unknown_mixed_phase_is_refused_before_anything_runs():

@@ -22,7 +22,7 @@ def peers(tmp_path_factory):
         export_onnx,
         fastembed_model_dir,
     )
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     spec = load_model_spec("default")
     onnx_path = export_onnx(spec.path, tmp_path_factory.mktemp("onnx") / "model.onnx")

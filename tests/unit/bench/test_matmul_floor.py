@@ -8,7 +8,7 @@ from embedtext.bench.matmul_floor import STEP_TOKENS, EncoderShape, MatmulFloor
 
 
 def test_the_shape_is_read_from_the_model():
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     assert EncoderShape.of(load_model_spec("default").path) == EncoderShape(layers=6, hidden=384, intermediate=1536)
 

@@ -76,9 +76,9 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
     assert set(mixed_ratios(cases)) == defaults_keys | classes_keys
 
 
-def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
+def test_a_paced_server_is_read_against_the_baseline_apart_from_the_defaults():
     """With GPU_MODES the defaults keep the target keys and each paced server gets its own, each
-    over FIFO's same phase."""
+    over the baseline's (unpaced) same phase."""
     from embedtext.bench.mixed import GPU_MODES
 
     def case(mode, kind, rows_per_s, p99_ms=None, **extra):
@@ -92,7 +92,7 @@ def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
             **extra,
         }
 
-    speeds = {"classes": 900.0, "unpaced": 200.0, "interactive_replica": 500.0, "fifo": 1000.0}
+    speeds = {"classes": 900.0, "interactive_replica": 500.0, "unpaced": 1000.0}
     assert set(speeds) == set(GPU_MODES)
     cases = []
     for mode, speed in speeds.items():
@@ -100,18 +100,17 @@ def test_a_paced_server_is_read_against_fifo_apart_from_the_defaults():
             case(mode, "scan", speed, p99_ms=speed / 50),
             case(mode, "bulk4", speed, p99_ms=speed / 50),
             case(mode, "bulk4_alone", speed),
-            case(mode, "scan_alone", 2 * speed if mode == "fifo" else speed),
+            case(mode, "scan_alone", 2 * speed if mode == "unpaced" else speed),
             case(mode, "two_scans", speed, scan_ratio=1.1),
         ]
     ratios = mixed_ratios(cases)
-    assert ratios["mixed_bulk_rows_per_s"] == 0.9 and ratios["mixed_unpaced_bulk_rows_per_s"] == 0.2
-    assert ratios["mixed_scan_rows_per_s"] == 0.9 and ratios["mixed_unpaced_scan_rows_per_s"] == 0.2
+    assert ratios["mixed_bulk_rows_per_s"] == 0.9 and ratios["mixed_scan_rows_per_s"] == 0.9
     # The scan alone has its own key: it is not the bulk clients' alone.
     assert ratios["mixed_scan_rows_per_s_alone"] == 0.45 and ratios["mixed_bulk_rows_per_s_alone"] == 0.9
-    assert ratios["mixed_interactive_p99_vs_slo_scan"] == 0.9 and ratios["mixed_unpaced_interactive_p99_scan"] == 0.2
+    assert ratios["mixed_interactive_p99_vs_slo_scan"] == 0.9 and ratios["mixed_interactive_p99_scan"] == 0.9
     assert ratios["mixed_interactive_replica_bulk_rows_per_s"] == 0.5
     assert ratios["mixed_interactive_replica_interactive_p99_bulk4"] == 0.5
-    assert not any(key.startswith("mixed_fifo") for key in ratios)
+    assert not any(key.startswith("mixed_unpaced") for key in ratios)
 
 
 def test_the_probes_come_from_a_process_of_their_own_so_a_busy_bench_loop_does_not_hold_them(tiny_model_dir):
@@ -185,17 +184,17 @@ def test_the_p99_is_judged_against_the_target_the_classes_server_held():
     def case(mode, p99_ms, slo_ms):
         return {"suite": "mixed", "mode": mode, "kind": "scan", "p99_ms": p99_ms, "rows_per_s": 100.0, "slo_ms": slo_ms}
 
-    on_gpu = mixed_ratios([case("classes", 30.0, 20.0), case("fifo", 900.0, 20.0)])
+    on_gpu = mixed_ratios([case("classes", 30.0, 20.0), case("unpaced", 900.0, 20.0)])
     assert on_gpu["mixed_interactive_p99_vs_slo_scan"] == 1.5  # over a 20 ms target
     assert on_gpu["mixed_interactive_p99_ms_scan"] == 30.0
-    on_cpu = mixed_ratios([case("classes", 200.0, 250.0), case("fifo", 900.0, 250.0)])
+    on_cpu = mixed_ratios([case("classes", 200.0, 250.0), case("unpaced", 900.0, 250.0)])
     assert on_cpu["mixed_interactive_p99_vs_slo_scan"] == 0.8
 
 
-def test_a_run_without_fifo_or_with_an_unknown_mode_is_refused_before_any_server_starts():
+def test_a_run_without_the_baseline_or_with_an_unknown_mode_is_refused_before_any_server_starts():
     import pytest
 
-    for modes, why in ((("classes", "paced"), "need fifo"), (("fifo", "turbo"), "unknown mixed modes")):
+    for modes, why in ((("classes", "short_switch"), "need unpaced"), (("unpaced", "turbo"), "unknown mixed modes")):
         with pytest.raises(ValueError, match=why):
             run_mixed(["no-such-model"], ["x"], ["q"], modes=modes, progress=lambda _line: None)
 
@@ -212,23 +211,23 @@ def test_a_run_of_some_phases_runs_those_only(tiny_model_dir):
         flood_clients=2,
         flood_seconds=0.3,
         args=["--set", "engine=null"],
-        modes=("classes", "fifo"),
+        modes=("classes", "unpaced"),
         phases=("flood", "scan_alone"),
         settle_s=0,
         progress=lambda _line: None,
         on_phase=so_far.append,
     )
     by = {(c["mode"], c["kind"]): c for c in cases}
-    assert set(by) == {(m, k) for m in ("classes", "fifo") for k in ("scan_alone", "flood2")}
-    assert by[("fifo", "scan_alone")]["rows"] == 2 * 100  # every round; the flood in the last only
-    assert set(by[("fifo", "flood2")]["first_errors"]) == set(by[("fifo", "flood2")]["errors"])
-    # Rounds alternate the order: classes, fifo; then fifo (scan, flood), classes (scan, flood).
+    assert set(by) == {(m, k) for m in ("classes", "unpaced") for k in ("scan_alone", "flood2")}
+    assert by[("unpaced", "scan_alone")]["rows"] == 2 * 100  # every round; the flood in the last only
+    assert set(by[("unpaced", "flood2")]["first_errors"]) == set(by[("unpaced", "flood2")]["errors"])
+    # Rounds alternate the order: classes, unpaced; then unpaced (scan, flood), classes (scan, flood).
     assert len(so_far) == 2 + 2 * 2
     assert [(c["mode"], c["kind"], c["rows"]) for c in so_far[0]] == [("classes", "scan_alone", 100)]
     assert [(c["mode"], c["kind"]) for c in so_far[3]] == [
         ("classes", "scan_alone"),
-        ("fifo", "flood2"),
-        ("fifo", "scan_alone"),
+        ("unpaced", "flood2"),
+        ("unpaced", "scan_alone"),
     ]
     assert so_far[-1] == cases
 
@@ -300,7 +299,7 @@ def test_the_servers_that_step_their_engines_keep_a_step_timeline_and_the_others
     from embedtext.bench.mixed import MODE_ARGS, server_args, steps_its_engines
 
     stepped = {mode: steps_its_engines(server_args(mode, 20.0)) for mode in MODE_ARGS}
-    assert [mode for mode, steps in stepped.items() if not steps] == ["paced", "fifo"]
+    assert all(stepped.values())
     # The null engine (the bookkeeping test's servers) has no steps: it is given no timeline.
     assert not any(steps_its_engines(["--set", "engine=null", *server_args(mode, None)]) for mode in MODE_ARGS)
 
@@ -312,7 +311,7 @@ def test_on_a_gpu_the_targets_are_read_on_the_interactive_replica():
     def case(mode, kind, rows_per_s):
         return {"suite": "mixed", "mode": mode, "kind": kind, "rows_per_s": rows_per_s, "p99_ms": rows_per_s / 50}
 
-    speeds = {"interactive_replica": 1500.0, "classes": 800.0, "fifo": 1000.0}
+    speeds = {"interactive_replica": 1500.0, "classes": 800.0, "unpaced": 1000.0}
     cases = [
         {**case(mode, kind, speed), "slo_ms": 20.0, "defaults": mode == "interactive_replica"}
         for mode, speed in speeds.items()
@@ -359,11 +358,11 @@ def test_a_mode_with_a_target_suffix_holds_that_target_and_the_others_the_runs()
 
     from embedtext.bench.mixed import check_modes, server_args
 
-    check_modes(["classes_slo500", "classes", "fifo"])
+    check_modes(["classes_slo500", "classes", "unpaced"])
     assert server_args("classes_slo500", 250.0) == (*server_args("classes"), "--interactive-slo-ms", "500")
     assert server_args("classes", 250.0) == (*server_args("classes"), "--interactive-slo-ms", "250")
-    assert server_args("fifo", 250.0) == server_args("fifo")  # FIFO holds no target
+    assert server_args("unpaced", 250.0) == server_args("unpaced")  # the baseline holds no target
     with pytest.raises(ValueError, match="unknown mixed modes"):
-        check_modes(["nonsense_slo500", "fifo"])
+        check_modes(["nonsense_slo500", "unpaced"])
     with pytest.raises(ValueError, match="needs a paced mode"):
-        check_modes(["fifo_slo500", "fifo"])
+        check_modes(["unpaced_slo500", "unpaced"])

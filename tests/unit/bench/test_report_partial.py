@@ -15,7 +15,7 @@ def _case(mode: str, rows: int) -> dict:
 def test_a_report_cut_short_names_its_suite_and_keeps_its_cases(tmp_path, capsys):
     plan = make_plan(True, workdir=str(tmp_path))
     common = dict(plan=plan, suites=["mixed"], command="embedtext bench --only mixed", started=0.0)
-    partial = make_report([_case("fifo", 100)], unfinished="mixed", **common)
+    partial = make_report([_case("unpaced", 100)], unfinished="mixed", **common)
     path = tmp_path / "run.json"
     write_json(str(path), partial)
     written = json.loads(path.read_text())
@@ -24,7 +24,7 @@ def test_a_report_cut_short_names_its_suite_and_keeps_its_cases(tmp_path, capsys
     assert "UNFINISHED: cut short in the mixed suite" in capsys.readouterr().out
     assert merge_reports([str(path)])["unfinished"] == "mixed"
 
-    whole = make_report([_case("fifo", 100), _case("classes", 90)], **common)
+    whole = make_report([_case("unpaced", 100), _case("classes", 90)], **common)
     write_json(str(path), whole)
     assert "unfinished" not in json.loads(path.read_text())
     assert "unfinished" not in merge_reports([str(path)])

@@ -6,8 +6,8 @@ import os
 
 from embedtext.bench.evidence import pacing
 from embedtext.bench.mixed import GPU_MODES, MODES, server_args
-from embedtext.server.config import ServerConfig
-from embedtext.server.resolved import GPU_INTERACTIVE_SLO_MS, resolve
+from embedtext.server.config.resolve import GPU_INTERACTIVE_SLO_MS, resolve
+from embedtext.server.config.settings import ServerConfig
 
 
 def _server(flags, monkeypatch, device="cpu"):
@@ -19,10 +19,10 @@ def _server(flags, monkeypatch, device="cpu"):
     return config, resolve(config, device, flags=frozenset())
 
 
-def test_the_pacing_suite_compares_paced_unheld_unpaced_and_fifo(monkeypatch):
+def test_the_pacing_suite_compares_paced_unheld_and_unpaced(monkeypatch):
     comparison = pacing()
     servers = {v.name: _server((*comparison.flags, *v.flags), monkeypatch) for v in comparison.variants}
-    assert set(servers) == {"paced", "unheld", "unpaced", "fifo"}
+    assert set(servers) == {"paced", "unheld", "unpaced"}
     # Every server runs queries and bulk work on the same engines: the pacing is theirs.
     assert not any(resolved.interactive_replica for _, resolved in servers.values())
 
@@ -34,18 +34,13 @@ def test_the_pacing_suite_compares_paced_unheld_unpaced_and_fifo(monkeypatch):
     assert unheld.stepped and unheld.interactive_slo_s == 0.25 and not config.hold_bulk_tokenizing
 
     config, unpaced = servers["unpaced"]
-    assert config.scheduling == "classes" and unpaced.stepped and unpaced.interactive_slo_s is None
-
-    config, fifo = servers["fifo"]
-    assert config.scheduling == "fifo" and fifo.engine_loop == "async" and fifo.interactive_slo_s is None
+    assert unpaced.stepped and unpaced.interactive_slo_s is None
 
     names = {v.name for v in comparison.variants}
     assert {(r.numerator, r.denominator) for r in comparison.ratios} == {
         ("paced", "unpaced"),
         ("paced", "unheld"),
         ("unheld", "unpaced"),
-        ("paced", "fifo"),
-        ("unpaced", "fifo"),
     }
     assert all(r.numerator in names and r.denominator in names for r in comparison.ratios)
 
@@ -53,12 +48,11 @@ def test_the_pacing_suite_compares_paced_unheld_unpaced_and_fifo(monkeypatch):
 def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     """On a CPU the paced servers keep their default target. On a GPU the classes server (shared
     stepped engines) and the interactive replica's hold 20 ms, and the unpaced one is the classes
-    server without a target. The FIFO server holds no target either way."""
-    assert MODES == ("interactive_replica", "classes", "fifo")
-    assert GPU_MODES == ("interactive_replica", "classes", "unpaced", "fifo")
+    server without a target, the baseline on either device."""
+    assert MODES == GPU_MODES == ("interactive_replica", "classes", "unpaced")
     on_cpu = {mode: _server(server_args(mode), monkeypatch)[1] for mode in MODES}
     assert on_cpu["classes"].interactive_slo_s == 0.25 and on_cpu["classes"].stepped
-    assert on_cpu["fifo"].interactive_slo_s is None and on_cpu["fifo"].engine_loop == "async"
+    assert on_cpu["unpaced"].interactive_slo_s is None and on_cpu["unpaced"].stepped
     # The CPU's defaults are the interactive replica's server.
     defaults = _server((), monkeypatch)[1]
     as_told = dataclasses.replace(defaults, interactive_replica_reason="interactive_replica=on")
@@ -68,7 +62,6 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     assert on_gpu["classes"].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000 and on_gpu["classes"].stepped
     assert on_gpu["interactive_replica"].interactive_replica and on_gpu["interactive_replica"].stepped
     assert on_gpu["unpaced"].interactive_slo_s is None and on_gpu["unpaced"].stepped
-    assert on_gpu["fifo"].interactive_slo_s is None and on_gpu["fifo"].engine_loop == "async"
     # Every mode but interactive_replica runs queries and bulk work on the same engines, on either device.
     assert [m for m, r in on_gpu.items() if r.interactive_replica] == ["interactive_replica"]
     assert [m for m, r in on_cpu.items() if r.interactive_replica] == ["interactive_replica"]
@@ -100,7 +93,7 @@ def test_the_mixed_suite_can_run_the_defaults_with_one_change_each(monkeypatch):
 def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_target(monkeypatch):
     """Its servers hold no target by default (bulk work alone: the throughput a bulk-only server
     gets); --gpu-paced keeps the GPU's default target and held-back tokenizing, as a server shared
-    with queries runs; --gpu-replica-processes on|off runs the async loop with that setting."""
+    with queries runs."""
     from embedtext.bench.gpu_suite import gpu_server_args
 
     def on_gpu(**options):
@@ -113,8 +106,6 @@ def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_targ
     assert not bulk.interactive_replica  # every engine runs the bulk work
     tag, config, paced = on_gpu(paced=True)
     assert tag == "r8_p2_paced" and paced.stepped and paced.interactive_slo_s == 0.02 and config.hold_bulk_tokenizing
-    tag, config, rp = on_gpu(replica_processes="off")
-    assert tag == "r8_p2_rp-off" and rp.engine_loop == "async" and not rp.replica_processes
     # The GPU's default (stepped) and packed steps, side by side in a headline run.
     assert on_gpu()[2].engine_loop == "stepped"
     tag, config, packed = on_gpu(engine_loop="packed")

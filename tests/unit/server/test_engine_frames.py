@@ -78,7 +78,7 @@ def _replica_reading(*sent: bytes):
 
     from embedtext.server.engine.base import EngineSettings
     from embedtext.server.engine.process_backend import EngineProcessBackend
-    from embedtext.server.models import ModelSpec
+    from embedtext.server.models.source import ModelSpec
 
     async def go():
         spec = ModelSpec(name="m", path=Path("m"), dim=4, max_tokens=16, pooling="mean", normalize=True)
@@ -93,7 +93,7 @@ def _replica_reading(*sent: bytes):
 
 
 def test_a_stepped_workers_pace_report_reaches_its_replica():
-    from embedtext.server.pacing import PaceReport
+    from embedtext.server.engine.pacing import PaceReport
 
     first, last = PaceReport(1024, 0.0, True), PaceReport(873, 9980.5, True)
     backend = _replica_reading(

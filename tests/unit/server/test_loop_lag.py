@@ -1,4 +1,4 @@
-"""The event loop's lateness (server/loop_lag.py) on a real asyncio loop: a hold on the loop shows
+"""The event loop's lateness (server/api/loop_lag.py) on a real asyncio loop: a hold on the loop shows
 as a late tick, in the window and in the Prometheus histogram."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from embedtext.server.loop_lag import LoopLag
+from embedtext.server.api.loop_lag import LoopLag
 from embedtext.server.metrics import ServerMetrics
 
 HOLD_S = 0.15

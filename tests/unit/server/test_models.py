@@ -1,6 +1,6 @@
 import pytest
 
-from embedtext.server.models import ModelSourceError, load_model_spec
+from embedtext.server.models.source import ModelSourceError, load_model_spec
 
 
 def test_default_model_spec_follows_sentence_transformers_config():
@@ -16,7 +16,7 @@ def test_default_model_spec_follows_sentence_transformers_config():
 
 
 def test_synthetic_model_is_deterministic(tmp_path):
-    from embedtext.server.synthetic_model import write_synthetic_bert
+    from embedtext.server.models.synthetic import write_synthetic_bert
 
     a = write_synthetic_bert(tmp_path / "a", seed=3, pooling="cls")
     b = write_synthetic_bert(tmp_path / "b", seed=3, pooling="cls")
@@ -27,7 +27,7 @@ def test_synthetic_model_is_deterministic(tmp_path):
 
 
 def test_head_dim_16_is_refused(tmp_path):
-    from embedtext.server.synthetic_model import write_synthetic_bert
+    from embedtext.server.models.synthetic import write_synthetic_bert
 
     with pytest.raises(ValueError, match="head_dim"):
         write_synthetic_bert(tmp_path, hidden=64, heads=4)
@@ -44,8 +44,8 @@ def test_unresolvable_sources_say_what_to_do(tmp_path, monkeypatch):
 
 
 def test_a_spec_survives_the_worker_command_line(tmp_path):
-    """--replica-processes hands each worker its ModelSpec as JSON (server/models.py)."""
-    from embedtext.server.models import ModelSpec, spec_from_json, spec_to_json
+    """--replica-processes hands each worker its ModelSpec as JSON (server/models/source.py)."""
+    from embedtext.server.models.source import ModelSpec, spec_from_json, spec_to_json
 
     spec = ModelSpec(
         name="m",

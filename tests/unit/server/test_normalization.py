@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server.models import load_model_spec
+from embedtext.server.models.source import load_model_spec
 from embedtext.server.tokenization.ascii_normalizer import AsciiBertNormalizer
 from embedtext.server.tokenization.pool import TokenizerPool
 

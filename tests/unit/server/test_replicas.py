@@ -4,7 +4,7 @@ first bulk one start behind a ready server.
 The engines are STAND-INS (the null engine with a stop that waits to be released,
 ``SlowStopBackend``, or a start that waits or fails, ``GatedStartBackend``), so the tests see
 which stops have begun while none has finished, and what is routed where while an engine starts;
-the real workers' stop is in tests/integration/test_replica_processes.py, the late starts of a
+the real workers' stop is in tests/integration/test_engine_process.py, the late starts of a
 real server's engines in test_interactive_replica.py and test_duckdb_udf.py (the co-deployed default).
 """
 
@@ -12,9 +12,9 @@ import asyncio
 
 from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.models import load_model_spec
-from embedtext.server.replicas import ReplicaSupervisor
-from embedtext.server.routing import LeastInFlightTokensPolicy
+from embedtext.server.models.source import load_model_spec
+from embedtext.server.scheduler.replicas import ReplicaSupervisor
+from embedtext.server.scheduler.routing import LeastInFlightTokensPolicy
 
 
 class SlowStopBackend(NullBackend):

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from embedtext.server.routing import LeastInFlightTokensPolicy, Replica
+from embedtext.server.scheduler.routing import LeastInFlightTokensPolicy, Replica
 
 
 def _policy(n=2, per=2):

@@ -10,13 +10,13 @@ import asyncio
 import pytest
 
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server.config import ServerConfig
+from embedtext.server.config.settings import ServerConfig
 from embedtext.server.engine.base import EngineRequestError
 from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.models import load_model_spec
-from embedtext.server.options import EmbedOptions
-from embedtext.server.runtime import INTERACTIVE_EXTRA_SLOTS, ModelRuntime
+from embedtext.server.models.source import load_model_spec
+from embedtext.server.scheduler.options import EmbedOptions
+from embedtext.server.scheduler.runtime import INTERACTIVE_EXTRA_SLOTS, ModelRuntime
 
 DELAY_MS = 60_000.0  # far longer than any wait below: "waited for the delay" cannot pass
 

@@ -3,7 +3,7 @@ import asyncio
 import pytest
 
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server.models import load_model_spec
+from embedtext.server.models.source import load_model_spec
 from embedtext.server.tokenization.pool import TokenizerPool
 
 
@@ -56,7 +56,7 @@ def test_fast_encoding_gives_the_same_ids_as_encode_batch(pool):
 
 
 def test_busy_while_a_request_is_being_tokenized(pool):
-    """Idle dispatch waits while rows are on their way through the tokenizer (server/runtime.py)."""
+    """Idle dispatch waits while rows are on their way through the tokenizer (server/scheduler/runtime.py)."""
 
     async def run():
         assert not pool.busy

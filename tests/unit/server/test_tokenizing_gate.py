@@ -8,8 +8,8 @@ import time
 import pytest
 
 from embedtext.protocol.errors import DeadlineExceededError, OverloadedError
-from embedtext.server.batching import BatchQueue, EmbedJob
-from embedtext.server.tokenizing_gate import TokenizingGate
+from embedtext.server.scheduler.batching import BatchQueue, EmbedJob
+from embedtext.server.scheduler.tokenizing_gate import TokenizingGate
 
 ROWS = 8  # per request; 2 tokens a row
 

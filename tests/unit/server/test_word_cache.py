@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server.config import ServerConfig
-from embedtext.server.models import load_model_spec
+from embedtext.server.config.settings import ServerConfig
+from embedtext.server.models.source import load_model_spec
 from embedtext.server.tokenization import word_cache
 from embedtext.server.tokenization.pool import TokenizerPool
 from embedtext.server.tokenization.word_cache import WordCacheEncoder
@@ -191,7 +191,7 @@ def test_not_used_without_bert_pre_tokenizer_wordpiece_or_the_normalizer(model, 
     ],
 )
 def test_word_cache_auto_means_engines_off_the_gpu(setting, device, wanted):
-    from embedtext.server.resolved import resolve
+    from embedtext.server.config.resolve import resolve
 
     assert resolve(ServerConfig(word_cache=setting, engine="null"), device).word_cache is wanted
 

@@ -14,11 +14,11 @@ from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import EmbedTextError, InternalError, ModelNotFoundError, to_status
 from embedtext.protocol.reply_wire import OutgoingReply
-from embedtext.server.config import ServerConfig
-from embedtext.server.decoding import MalformedRequest, decode_inputs, decode_options, tolerant
-from embedtext.server.loop_lag import LoopLag
+from embedtext.server.api.decoding import MalformedRequest, decode_inputs, decode_options, tolerant
+from embedtext.server.api.loop_lag import LoopLag
+from embedtext.server.config.settings import ServerConfig
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.runtime import EmbedResult, ModelRuntime
+from embedtext.server.scheduler.runtime import EmbedResult, ModelRuntime
 
 log = logging.getLogger(__name__)
 

@@ -25,7 +25,7 @@ import asyncio
 import time
 from collections import deque
 
-from embedtext.server.latency_window import nearest_rank
+from embedtext.server.scheduler.latency_window import nearest_rank
 
 TICK_S = 0.02  # often enough to see a hold of a few ms; 50 wake-ups a second cost next to nothing
 WINDOW_S = 10.0  # Info's figures cover this much of the recent past

@@ -6,16 +6,15 @@ parts that fit the token budget and closes a batch when it holds ``max_batch_tok
 first, or at once while the caller says an engine is idle (waiting would only add latency: the
 rows that pile up while the engines are busy make the next batch anyway). A batch may mix rows
 of several jobs; each job gets its own slice of the raw pooled vectors back (the runtime then
-applies each request's options: server/vectors.py).
+applies each request's options: server/scheduler/vectors.py).
 
-With latency classes on (the default), interactive rows are taken first and never wait for a
+Interactive rows are taken first and never wait for a
 fuller batch, unless ``interactive_gather_s`` is set: then, while bulk work runs, the oldest waits
 up to that long for others to share its engine step (``--interactive-gather-ms``); bulk rows are
 shared fairly among callers: start-time fair queuing on tokens, so a
 caller's share does not depend on how many rows it queued or when. A batch holds one class, and
 each class's rows go as soon as they may: bulk batches keep going to their engines while queries
-gather or wait for room on theirs (an interactive replica's). With ``classes=False`` the
-queue is one FIFO (what it was before the classes; ``--scheduling fifo``).
+gather or wait for room on theirs (an interactive replica's).
 
 The queue is bounded in rows: a job that does not fit is refused with
 :class:`~embedtext.protocol.errors.OverloadedError` (RESOURCE_EXHAUSTED) instead of waiting.
@@ -145,7 +144,6 @@ class BatchQueue:
         max_batch_rows: int,
         max_batch_delay_s: float,
         max_queued_rows: int,
-        classes: bool = True,
     ) -> None:
         if max_batch_tokens <= 0 or max_batch_rows <= 0 or max_queued_rows <= 0:
             raise ValueError("batch and queue bounds must be positive")
@@ -153,9 +151,8 @@ class BatchQueue:
         self.max_batch_rows = max_batch_rows
         self.max_batch_delay_s = max_batch_delay_s
         self.max_queued_rows = max_queued_rows
-        self.classes = classes
         # Token budget of a bulk batch; the runtime lowers it to hold an interactive target
-        # (server/pacing.py). Parts larger than it are split by rows when a batch is taken.
+        # (server/engine/pacing.py). Parts larger than it are split by rows when a batch is taken.
         self.bulk_batch_tokens = max_batch_tokens
         # While bulk work runs, how long the oldest interactive row may wait for others to share
         # its engine step: each step carries the model's fixed work (--interactive-gather-ms).
@@ -199,13 +196,11 @@ class BatchQueue:
 
     def tokens_before_done(self, tokens: int, caller: str = "", *, interactive: bool = False) -> int:
         """Tokens the engines take from this queue until a new job of ``tokens`` is done, if
-        nothing else arrives: an interactive job's own; in one FIFO queue, every queued token too;
-        a bulk job's, its caller's queued ones, and each other bulk caller's queued tokens up to
-        as many (fair shares serve callers equal tokens in turn), after the interactive ones."""
-        if interactive and self.classes:
+        nothing else arrives: an interactive job's own; a bulk job's, its caller's queued ones, and
+        each other bulk caller's queued tokens up to as many (fair shares serve callers equal tokens
+        in turn), after the interactive ones."""
+        if interactive:
             return tokens
-        if not self.classes:
-            return self._queued_tokens + tokens
         queued = {c: sum(p.tokens for p in q) for c, q in self._bulk.items()}
         own = queued.pop(caller, 0) + tokens
         return self._queued_interactive_tokens + own + sum(min(q, own) for q in queued.values())
@@ -223,8 +218,6 @@ class BatchQueue:
         """Queue a job's rows, cut into parts that each fit one batch."""
         n = len(job.rows)
         self.check_room(n)
-        if not self.classes:
-            job.interactive, job.caller = False, ""
         start, tokens = 0, 0
         parts: list[_Part] = []
         for i, ids in enumerate(job.rows):

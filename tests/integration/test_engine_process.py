@@ -1,9 +1,9 @@
-"""``--replica-processes``: a replica's engine client in a worker process of its own.
+"""A replica's engine in a worker process of its own (server/engine/process_backend.py, worker.py).
 
 Here with the null engine (no model: fixed vectors), so the worker process, the socketpair and
-the frames are real and quick to start; the vLLM path in worker processes is the session's
-``tiny`` server (two replicas, ``--replica-processes``), which the service, fault and DuckDB
-tests use, including killing an engine under load (test_embedding_service).
+the frames are real and quick to start; the vLLM engines in worker processes are the session's
+servers, which the service, fault and DuckDB tests use, including killing an engine under load
+(test_embedding_service).
 """
 
 import asyncio
@@ -17,7 +17,7 @@ import pytest
 from embedtext.server.engine.base import WORKER_NAME, EngineSettings, EngineStartError, ReplicaDeadError
 from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.engine.process_backend import EngineProcessBackend
-from embedtext.server.models import load_model_spec
+from embedtext.server.models.source import load_model_spec
 
 SETTINGS = EngineSettings(memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu")
 ROWS = [[101, 7, 102], [101, 102], list(range(1, 129)), [5]]

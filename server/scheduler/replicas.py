@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Iterable
 
 from embedtext.server.engine.base import Backend
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.routing import LeastInFlightTokensPolicy, Replica
+from embedtext.server.scheduler.routing import LeastInFlightTokensPolicy, Replica
 
 log = logging.getLogger(__name__)
 

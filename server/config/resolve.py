@@ -11,12 +11,12 @@ from dataclasses import dataclass
 from functools import cache, partial
 from pathlib import Path
 
-from embedtext.server.config import STEPPED_LOOPS, ServerConfig
+from embedtext.server.config.settings import STEPPED_LOOPS, ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
 from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
 from embedtext.server.host.cpu_threads import SMALL_MACHINE_CORES, usable_cores
 from embedtext.server.host.memory import CPU_ENGINE_BYTES, available_memory_bytes
-from embedtext.server.models import ModelSpec, load_model_spec, parse_model_arg
+from embedtext.server.models.source import ModelSpec, load_model_spec, parse_model_arg
 
 CPU_INTERACTIVE_SLO_MS = 250.0
 GPU_INTERACTIVE_SLO_MS = 20.0
@@ -43,10 +43,9 @@ def default_interactive_slo_ms(device: str) -> float:
 @dataclass(frozen=True)
 class ResolvedSettings:
     device: str  # "cuda" or "cpu" ("auto" for the null engine, which runs nowhere)
-    engine_loop: str  # "stepped", "packed", "async", or "" (the null engine)
-    replica_processes: bool  # each replica's engine client in a worker process of its own
+    engine_loop: str  # "stepped", "packed", or "" (the null engine)
     word_cache: bool
-    interactive_slo_s: float | None  # None: no latency target (fifo, 0, or the null engine)
+    interactive_slo_s: float | None  # None: no latency target (0, or the null engine)
     memory_fraction: float  # of the device, for all engines together
     dtype: EngineDtype
     enforce_eager: bool = False  # no torch.compile, no CUDA graphs
@@ -76,8 +75,13 @@ class ResolvedSettings:
 
     @property
     def backend(self) -> str:
-        """The engine the factory builds: ``vllm-stepped`` or ``vllm-packed`` for those loops, else ``--engine``."""
-        return f"vllm-{self.engine_loop}" if self.stepped else ("vllm" if self.engine_loop else "null")
+        """The engine the factory builds: ``vllm-stepped``, ``vllm-packed``, or ``null``."""
+        return f"vllm-{self.engine_loop}" if self.stepped else "null"
+
+    @property
+    def engine_processes(self) -> bool:
+        """Each vLLM engine runs in a worker process of its own; the null engine in the server's."""
+        return self.stepped
 
     def engine_settings(
         self, config: ServerConfig, memory_fraction: float, interactive: bool = False
@@ -93,7 +97,6 @@ class ResolvedSettings:
             device=self.device,
             dtype=self.dtype.dtype,
             enforce_eager=self.enforce_eager,
-            priority_scheduling=config.scheduling == "classes",
             interactive_slo_s=self.interactive_slo_s if paced else None,
             step_timeline=str(Path(config.step_timeline).absolute()) if self.stepped and config.step_timeline else None,
             switch_interval_s=config.switch_interval_ms / 1000.0 if config.switch_interval_ms else None,
@@ -111,19 +114,15 @@ def resolve(
 ) -> ResolvedSettings:
     """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one).
 
-    - ``--engine-loop auto``: packed on a CPU, stepped on a GPU. A stepped engine's batches cost
-      less than AsyncLLM's at every size, and pacing its steps keeps most of its rate under a 20 ms
-      target (bench/results/gpu-batch-cost-h100.json); packed steps (vLLM's model on each step's rows
-      at once) cut the engine's own work a row and give the same vectors (bench: --only
-      engine-overhead); a GPU keeps vLLM's requests until a GPU run has measured packed steps there.
-    - ``--replica-processes auto``: on for several replicas on a GPU, where one event loop adding
-      every row to vLLM would cap it; on a small CPU the extra process takes cores from the model
-      (bench: --only replica-processes). A stepped engine always lives in its replica's worker.
+    - ``engine_loop=auto``: packed on a CPU, stepped on a GPU. Packed steps (vLLM's model on each
+      step's rows at once) cut the engine's own work a row and give the same vectors (bench: --only
+      engine-overhead); a GPU keeps vLLM's request per row until a GPU run has measured packed steps
+      there. Either way the server steps each engine in a worker process of its own.
     - ``--word-cache auto``: on unless the engines run on a GPU: it saves tokenizer CPU, which a CPU
       engine competes for, but holds the GIL, where the tokenizer's Rust spreads over a GPU
       machine's spare cores (bench: --only word-cache).
     - ``--interactive-slo-ms`` unset: 250 ms on a CPU, whose engine steps at --max-batch-tokens take
-      seconds; 20 ms on a GPU. Off with ``--scheduling fifo``.
+      seconds; 20 ms on a GPU.
     - ``--memory-fraction`` unset: 0.9 of a GPU, 0.2 of a CPU's memory.
     - ``--interactive-replica auto``: on with latency classes, on either device. A query on an engine
       of its own waits for no bulk step, and the bulk engines step unpaced: both faster than the
@@ -139,25 +138,25 @@ def resolve(
     - ``--interactive-threads``: on a CPU, the interactive replica's stepped engine computes on that
       many threads; unset (0), on torch's own count, every core. Fewer did not help on 2 cores: the
       bulk engine's threads wait at each step for a core the queries' engine holds, and one
-      thread's steps hold it longer (bench/RESULTS.md, the mixed suite's ``one_thread``).
+      thread's steps hold it longer (bench: --only mixed --mixed-modes one_thread,...).
     - ``--replicas`` unset: on a CPU of at most ``SMALL_MACHINE_CORES`` cores beside a stepped
       interactive replica (and ``--bulk-threads`` unset), one bulk engine per core, each on one
       thread and at nice ``SPLIT_BULK_NICE``; elsewhere one engine. One engine's threads meet at
       each of the model's operations, so while a query's step held one core the other waited; and
       without the lower priority engines that never idle starved the host's other processes (a
       query's own client among them). On 2 cores the split ran more bulk rows/s beside queries,
-      and answered them sooner (bench/RESULTS.md, mixed, stop 51). Larger CPUs keep one engine:
+      and answered them sooner (bench/results/cpu-mixed-quick-split-bulk.json). Larger CPUs keep one engine:
       not measured. So does a host whose available memory (``memory_bytes``, by default the
       kernel's MemAvailable within the cgroup's limit) is less than the split's engines take, at
       ``CPU_ENGINE_BYTES`` and the model's weights each.
     - ``--bulk-nice`` unset: ``SPLIT_BULK_NICE`` for the split engines above, else 0: one engine of
-      several threads lost bulk rows/s at nice 10 on 2 cores (stop 50). It applies beside
+      several threads lost bulk rows/s at nice 10 on 2 cores (cpu-mixed-quick-bulk-nice.json). It applies beside
       an interactive replica with engines in worker processes (elsewhere an engine runs queries too).
     - ``--dtype auto`` and ``--enforce-eager auto``: server/host/cpu_features.py, from the CPU's
       ``flags`` (by default /proc/cpuinfo's).
 
     >>> r = resolve(ServerConfig(engine="null"), "cpu")
-    >>> (r.engine_loop, r.backend, r.replica_processes, r.interactive_slo_s)
+    >>> (r.engine_loop, r.backend, r.engine_processes, r.interactive_slo_s)
     ('', 'null', False, None)
     >>> r = resolve(ServerConfig(), "cuda")
     >>> (r.engine_loop, r.backend, r.word_cache, r.interactive_slo_s, r.memory_fraction, r.interactive_replica)
@@ -188,10 +187,6 @@ def resolve(
         loop = config.engine_loop
     else:
         loop = "packed" if device == "cpu" else "stepped"
-    if config.replica_processes != "auto":
-        own_processes = config.replica_processes == "on"
-    else:
-        own_processes = device == "cuda" and (config.replicas or 1) > 1
     word_cache = config.word_cache == "on" if config.word_cache != "auto" else device != "cuda"
     slo_ms = config.interactive_slo_ms
     if slo_ms is None:
@@ -205,7 +200,7 @@ def resolve(
         memory_bytes = available_memory_bytes()
     specs = cache(partial(_model_specs, config))  # read from disk once, and only where a choice needs them
     interactive_replica, interactive_replica_reason = _interactive_replica(config, device, memory_bytes, specs)
-    slo_s = slo_ms / 1000.0 if slo_ms and config.scheduling == "classes" else None
+    slo_s = slo_ms / 1000.0 if slo_ms else None
     gather_ms = config.interactive_gather_ms
     if gather_ms is None:
         gather_ms = GATHER_SHARE_OF_SLO * slo_ms if slo_s and interactive_replica and device == "cpu" else 0.0
@@ -218,13 +213,11 @@ def resolve(
     split = split and not split_declined
     replicas = config.replicas or (cores if split else 1)
     bulk_threads = 1 if split else (config.bulk_threads or 0) if device == "cpu" and loop in STEPPED_LOOPS else 0
-    own_processes = own_processes or loop in STEPPED_LOOPS
     nice = config.bulk_nice if config.bulk_nice is not None else SPLIT_BULK_NICE if split else 0
-    bulk_nice = nice if interactive_replica and own_processes else 0
+    bulk_nice = nice if interactive_replica and loop in STEPPED_LOOPS else 0
     return ResolvedSettings(
         device=device,
         engine_loop=loop,
-        replica_processes=own_processes,
         word_cache=word_cache,
         interactive_slo_s=slo_s,
         memory_fraction=memory,
@@ -233,7 +226,7 @@ def resolve(
         eager_reason=eager_reason,
         interactive_replica=interactive_replica,
         interactive_replica_reason=interactive_replica_reason,
-        interactive_gather_s=gather_ms / 1000.0 if config.scheduling == "classes" else 0.0,
+        interactive_gather_s=gather_ms / 1000.0,
         interactive_threads=threads,
         replicas=replicas,
         split_reason=f"auto: a CPU of {cores} cores beside an interactive replica" if split else "",
@@ -252,8 +245,6 @@ def _interactive_replica(
         return config.interactive_replica == "on", f"interactive_replica={config.interactive_replica}"
     if config.engine != "vllm":
         return False, "auto: off for the null engine"
-    if config.scheduling != "classes":
-        return False, "auto: off without latency classes"
     for spec in specs():
         if spec.weight_bytes > INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES:
             return False, (

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import grpc
 
-from embedtext.server.config import ServerConfig
+from embedtext.server.config.settings import ServerConfig
 from embedtext.server.metrics import ServerMetrics
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server.options import EmbedOptions
+from embedtext.server.scheduler.options import EmbedOptions
 
 _OUTPUT_DTYPES = frozenset(
     (pb.OUTPUT_DTYPE_UNSPECIFIED, pb.OUTPUT_DTYPE_FLOAT32, pb.OUTPUT_DTYPE_FLOAT16, pb.OUTPUT_DTYPE_FLOAT32_REPEATED)

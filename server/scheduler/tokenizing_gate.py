@@ -6,14 +6,14 @@ that the server's event loop needs too. Bulk calls that arrive together (16 clie
 burst. With an interactive target, a bulk request now waits here, ahead of the tokenizer, while
 the queue already holds ``ahead_rows`` bulk rows (tokenized or being tokenized): enough to keep
 the engines busy. Waiting requests go in the queue's fair order, the caller served fewest tokens
-first (server/batching.py), so a caller that comes second is not held behind the whole of the
+first (server/scheduler/batching.py), so a caller that comes second is not held behind the whole of the
 first. A request goes alone when nothing else is queued, however large. Interactive requests
 never wait here. Waiting rows count against the queue bound (``held_rows``). With
 ``out_of_reach`` set, waiting requests are looked at again (at most every ``recheck_s``) and
 one that can no longer finish before its deadline is refused then, not when the deadline passes.
 
 >>> import asyncio
->>> from embedtext.server.batching import BatchQueue
+>>> from embedtext.server.scheduler.batching import BatchQueue
 >>> async def burst():
 ...     queue = BatchQueue(max_batch_tokens=64, max_batch_rows=8, max_batch_delay_s=0, max_queued_rows=100)
 ...     gate = TokenizingGate(queue, ahead_rows=4)
@@ -37,7 +37,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from embedtext.protocol.errors import DeadlineExceededError
-from embedtext.server.batching import BatchQueue
+from embedtext.server.scheduler.batching import BatchQueue
 
 
 @dataclass(eq=False)

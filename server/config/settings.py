@@ -1,7 +1,7 @@
 """Server settings: one frozen dataclass. Each field is declared once, with its default, its
 bounds and its help. ``embedtext serve`` makes an option of each setting a user sets and takes the
 advanced ones as ``--set NAME=VALUE`` (server/cli.py); every setting can also come from an
-``EMBEDTEXT_<NAME>`` variable. What ``auto`` means is decided in one place, server/resolved.py."""
+``EMBEDTEXT_<NAME>`` variable. What ``auto`` means is decided in one place, server/config/resolve.py."""
 
 from __future__ import annotations
 
@@ -114,11 +114,6 @@ class ServerConfig:
     bulk_batch_ms: float = advanced(
         250.0, "A bulk caller's turn: about this much engine time a batch (0: max_batch_tokens).", min=0
     )
-    scheduling: str = advanced(
-        "classes",
-        choices=("classes", "fifo"),
-        help="classes: interactive requests first, bulk callers share the rest fairly; fifo: arrival order.",
-    )
     interactive_gather_ms: float | None = advanced(
         None,
         min=0,
@@ -171,12 +166,9 @@ class ServerConfig:
     word_cache: str = advanced(
         "auto", "Cache each ASCII word's ids; auto: on unless the engines run on a GPU.", choices=AUTO_ON_OFF
     )
-    replica_processes: str = advanced(
-        "auto", "Each async-loop replica's engine client in a process of its own.", choices=AUTO_ON_OFF
-    )
     engine_loop: str = advanced(
         "auto",
-        choices=("auto", "async", "stepped", "packed"),
+        choices=("auto", "stepped", "packed"),
         help="packed: one call of vLLM's model a step; stepped: vLLM's request per row; auto: packed on a CPU.",
     )
     switch_interval_ms: float | None = advanced(
@@ -197,23 +189,12 @@ class ServerConfig:
             raise ValueError("tls_client_ca (mutual TLS) needs --tls-cert and --tls-key")
         if self.token is not None and (not self.token.strip() or any(c in self.token for c in "\r\n")):
             raise ValueError("the token is empty or holds a line break")
-        if self.interactive_replica == "on" and self.scheduling != "classes":
-            raise ValueError("interactive_replica=on serves the interactive class: it needs scheduling=classes")
-        if self.step_timeline and (self.engine_loop == "async" or self.engine != "vllm"):
+        if self.step_timeline and self.engine != "vllm":
+            raise ValueError("step_timeline records a vLLM engine's steps: the null engine has none")
+        if self.interactive_threads and self.interactive_replica == "off":
             raise ValueError(
-                "step_timeline records a stepped engine's steps: it needs a vLLM engine and engine_loop stepped, "
-                "packed or auto"
-            )
-        if self.interactive_threads and (self.interactive_replica == "off" or self.engine_loop == "async"):
-            raise ValueError(
-                "interactive_threads sets the threads of the interactive replica's stepped engine: it needs "
-                "interactive_replica auto or on, and engine_loop stepped, packed or auto (async: vLLM binds its "
-                "threads)"
-            )
-        if self.bulk_threads and self.engine_loop == "async":
-            raise ValueError(
-                "bulk_threads sets the threads of the bulk replicas' stepped engines: it needs engine_loop "
-                "stepped, packed or auto (async: vLLM binds its threads)"
+                "interactive_threads sets the threads of the interactive replica's engine: it needs "
+                "interactive_replica auto or on"
             )
         if self.bulk_nice and self.interactive_replica == "off":
             raise ValueError(

@@ -12,12 +12,12 @@ import time
 from collections.abc import Callable
 
 from embedtext.protocol.errors import DeadlineExceededError, InvalidInputError, OverloadedError, UnavailableError
-from embedtext.server.batching import BatchQueue
-from embedtext.server.config import ServerConfig
+from embedtext.server.config.settings import ServerConfig
+from embedtext.server.engine.pacing import EngineSpeed
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.models import ModelSpec
-from embedtext.server.options import EmbedOptions
-from embedtext.server.pacing import EngineSpeed
+from embedtext.server.models.source import ModelSpec
+from embedtext.server.scheduler.batching import BatchQueue
+from embedtext.server.scheduler.options import EmbedOptions
 
 # A refused caller is told to come back after this long at least, at most, and while the
 # engines' speed is not measured yet.
@@ -93,7 +93,7 @@ class Admission:
         self, rows: int, held_ahead_rows: int, caller: str, deadline: float | None, *, waited: bool = False
     ) -> None:
         """The same for a bulk request not tokenized yet, which may wait before its tokenizer
-        (server/tokenizing_gate.py) behind ``held_ahead_rows``: its tokens, and theirs, estimated
+        (server/scheduler/tokenizing_gate.py) behind ``held_ahead_rows``: its tokens, and theirs, estimated
         from the queued rows' tokens a row; ``waited``: it has been waiting there."""
         if deadline is None:
             return

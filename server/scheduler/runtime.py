@@ -25,20 +25,20 @@ from embedtext.protocol.errors import (
     InvalidInputError,
     UnavailableError,
 )
-from embedtext.server.admission import Admission
-from embedtext.server.batching import Batch, BatchQueue, EmbedJob
-from embedtext.server.config import STEPPED_LOOPS, ServerConfig
+from embedtext.server.config.settings import STEPPED_LOOPS, ServerConfig
 from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
-from embedtext.server.latency_window import LatencyWindow
+from embedtext.server.engine.pacing import EngineSpeed, PaceReport, bulk_turn_tokens
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.models import ModelSpec
-from embedtext.server.options import EmbedOptions
-from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport, bulk_turn_tokens
-from embedtext.server.replicas import ReplicaSupervisor
-from embedtext.server.routing import LeastInFlightTokensPolicy
+from embedtext.server.models.source import ModelSpec
+from embedtext.server.scheduler.admission import Admission
+from embedtext.server.scheduler.batching import Batch, BatchQueue, EmbedJob
+from embedtext.server.scheduler.latency_window import LatencyWindow
+from embedtext.server.scheduler.options import EmbedOptions
+from embedtext.server.scheduler.replicas import ReplicaSupervisor
+from embedtext.server.scheduler.routing import LeastInFlightTokensPolicy
+from embedtext.server.scheduler.tokenizing_gate import TokenizingGate
+from embedtext.server.scheduler.vectors import shape_vectors
 from embedtext.server.tokenization.pool import TokenizerPool
-from embedtext.server.tokenizing_gate import TokenizingGate
-from embedtext.server.vectors import shape_vectors
 
 log = logging.getLogger(__name__)
 
@@ -104,25 +104,13 @@ class ModelRuntime:
             max_batch_rows=config.max_batch_rows,
             max_batch_delay_s=config.max_batch_delay_ms / 1000.0,
             max_queued_rows=config.max_queued_rows,
-            classes=config.scheduling == "classes",
         )
-        self.queue.interactive_gather_s = interactive_gather_s if self.queue.classes else 0.0
+        self.queue.interactive_gather_s = interactive_gather_s
         self.speed = EngineSpeed()
-        # Bulk batches sized to an interactive latency target (server/pacing.py); None: at
-        # --max-batch-tokens, as without classes.
-        self.pacer = None
-        self.interactive_slo_s = interactive_slo_s if self.queue.classes else None
+        self.interactive_slo_s = interactive_slo_s
         self.interactive_latency = LatencyWindow()  # the last interactive requests, for Info
-        # With an interactive replica, queries never run behind bulk batches: those need no pacing.
-        if interactive_slo_s and self.queue.classes and engine_loop not in STEPPED_LOOPS and not interactive_replica:
-            self.pacer = bulk_batch_pacer(spec, config, interactive_slo_s)
-            log.info(
-                "model %s: bulk batches paced for interactive requests within %.0f ms",
-                spec.name,
-                interactive_slo_s * 1000,
-            )
-        # Bulk callers take turns on the engines of about this long each (server/pacing.py); 0: off.
-        self.bulk_turn_s = config.bulk_batch_ms / 1000.0 if self.queue.classes else 0.0
+        # Bulk callers take turns on the engines of about this long each (server/engine/pacing.py); 0: off.
+        self.bulk_turn_s = config.bulk_batch_ms / 1000.0
         self._pace()
         metrics.bulk_batch_tokens.labels(spec.name).set_function(lambda: self.queue.bulk_batch_tokens)
         metrics.engine_tokens_per_s.labels(spec.name).set_function(lambda: self.engine_tokens_per_s)
@@ -144,7 +132,7 @@ class ModelRuntime:
         queued.labels(spec.name, "interactive").set_function(lambda: self.queue.queued_interactive_rows)
         queued.labels(spec.name, "bulk").set_function(lambda: self.queue.queued_bulk_rows)
         # With an interactive target, bulk requests are tokenized as the engines drain the queue
-        # (server/tokenizing_gate.py): enough queued for every engine's batches in flight.
+        # (server/scheduler/tokenizing_gate.py): enough queued for every engine's batches in flight.
         self.tokenizing_gate = None
         if self.interactive_slo_s and config.hold_bulk_tokenizing:
             ahead = config.max_batch_rows * config.max_batches_per_replica * config.replicas
@@ -208,8 +196,6 @@ class ModelRuntime:
     @property
     def interactive_slo_missed(self) -> bool:
         """The engines are too slow to hold the interactive target even with batches or steps of one row."""
-        if self.pacer is not None:
-            return not self.pacer.holds_target
         return any(not pace.holds_target for pace in self.engine_paces())
 
     @property
@@ -251,8 +237,6 @@ class ModelRuntime:
 
     def _interactive(self, rows: int, options: EmbedOptions) -> bool:
         """The request's latency class: as it says, or by size (at most INTERACTIVE_MAX_ROWS rows)."""
-        if not self.queue.classes:
-            return False
         return rows <= INTERACTIVE_MAX_ROWS if options.interactive is None else options.interactive
 
     def _submit(
@@ -385,29 +369,17 @@ class ModelRuntime:
                 ) from None
 
     def _pace(self) -> None:
-        """Size the next bulk batches from the engines' measured speed: the target's budget (the
-        async loop's pacer), and each bulk caller's turn, whichever is smaller."""
-        speed = self.speed.tokens_per_s
+        """Size the next bulk batches from the engines' measured speed: each bulk caller's turn (the
+        engines size their own steps to the interactive target)."""
         budget = self.config.max_batch_tokens
         if self.bulk_turn_s:
             budget = bulk_turn_tokens(
-                speed, turn_s=self.bulk_turn_s, max_batch_tokens=budget, min_batch_tokens=self.spec.max_tokens
-            )
-        if self.pacer is None:
-            self.queue.bulk_batch_tokens = budget
-            return
-        self.queue.bulk_batch_tokens = min(budget, self.pacer.update(speed))
-        if self.pacer.just_lost_target:
-            log.warning(
-                "model %s: the interactive target of %.0f ms cannot be held: at %.0f tokens/s per engine, bulk "
-                "batches of the smallest size (%d tokens, the longest row) take %.0f ms per engine; they stay "
-                "at that size (raise --interactive-slo-ms, or lower max_batches_per_replica)",
-                self.spec.name,
-                self.pacer.slo_s * 1000,
                 self.speed.tokens_per_s,
-                self.pacer.batch_tokens,
-                1000 * self.pacer.step_s(self.speed.tokens_per_s),
+                turn_s=self.bulk_turn_s,
+                max_batch_tokens=budget,
+                min_batch_tokens=self.spec.max_tokens,
             )
+        self.queue.bulk_batch_tokens = budget
 
     async def _run_on(self, replica, batch: Batch) -> None:
         now = time.monotonic()
@@ -456,16 +428,6 @@ class ModelRuntime:
         for part in batch.parts:
             part.job.inference_s += elapsed
         batch.deliver(pooled)
-
-
-def bulk_batch_pacer(spec: ModelSpec, config: ServerConfig, slo_s: float) -> BulkPacer:
-    """The async loop's pacer: an interactive row may wait behind every batch a replica holds."""
-    return BulkPacer(
-        slo_s=slo_s,
-        max_batch_tokens=config.max_batch_tokens,
-        budgets_waited=config.max_batches_per_replica,
-        min_batch_tokens=spec.max_tokens,
-    )
 
 
 def _reported_pace(replica) -> PaceReport | None:
