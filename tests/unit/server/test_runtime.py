@@ -13,6 +13,7 @@ from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.config.settings import ServerConfig
 from embedtext.server.engine.base import EngineRequestError
 from embedtext.server.engine.null_backend import NullBackend
+from embedtext.server.engine.pacing import bulk_turn_tokens
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import load_model_spec
 from embedtext.server.scheduler.options import EmbedOptions
@@ -162,7 +163,13 @@ def test_only_batches_with_bulk_rows_measure_the_engines_speed(tiny_spec):
             for i in range(8):  # 0.8 s of engine time, over the speed's window
                 await runtime.embed_token_ids([[101, 7 + i, 102]], INTERACTIVE, None)
             assert runtime.speed.tokens_per_s is None
-            assert runtime.queue.bulk_batch_tokens == runtime.pacer.batch_tokens  # still the first, cautious budget
+            first = bulk_turn_tokens(
+                None,
+                turn_s=runtime.bulk_turn_s,
+                max_batch_tokens=config.max_batch_tokens,
+                min_batch_tokens=tiny_spec.max_tokens,
+            )
+            assert runtime.queue.bulk_batch_tokens == first  # still the first, cautious budget
             for i in range(8):
                 await runtime.embed_token_ids([[101, 7 + i, 102]] * 4, BULK, None)
             assert runtime.speed.tokens_per_s is not None and runtime.speed.tokens_per_s > 0
