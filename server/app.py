@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import logging
 import os
 import signal
@@ -34,8 +33,8 @@ log = logging.getLogger("embedtext.server")
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Embedding"].full_name
 
 
-def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: ServerMetrics) -> list[ModelRuntime]:
-    config = dataclasses.replace(config, replicas=resolved.replicas)  # --replicas as resolved
+def build_runtimes(resolved: ResolvedSettings, metrics: ServerMetrics) -> list[ModelRuntime]:
+    config = resolved.config
     interactive = 1 if resolved.interactive_replica else 0
     share = resolved.memory_fraction / (len(config.models) * (config.replicas + interactive))
     if resolved.stepped:
@@ -105,7 +104,7 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
         runtimes.append(
             ModelRuntime(
                 spec,
-                config,
+                resolved,
                 metrics,
                 backend_factory(
                     spec,
@@ -117,15 +116,6 @@ def build_runtimes(config: ServerConfig, resolved: ResolvedSettings, metrics: Se
                     else None,
                     interactive_from=config.replicas,
                 ),
-                word_cache=resolved.word_cache,
-                interactive_slo_s=resolved.interactive_slo_s,
-                dtype=resolved.dtype.dtype,
-                engine_loop=resolved.engine_loop,
-                eager=resolved.enforce_eager,
-                interactive_replica=resolved.interactive_replica,
-                interactive_gather_s=resolved.interactive_gather_s,
-                rest_after_ready=resolved.rest_after_ready,
-                interactive_threads=resolved.interactive_threads,
             )
         )
     return runtimes
@@ -138,7 +128,7 @@ class EmbeddingServer:
         self.config = config
         self.resolved = resolved or resolve(config)
         self.metrics = ServerMetrics()
-        self.runtimes = build_runtimes(config, self.resolved, self.metrics)
+        self.runtimes = build_runtimes(self.resolved, self.metrics)
         self.loop_lag = LoopLag(self.metrics.event_loop_lag)
         self.servicer = EmbeddingServicer(self.runtimes, config, self.metrics, self.loop_lag)
         self.health = health.aio.HealthServicer() if hasattr(health, "aio") else health.HealthServicer()

@@ -7,7 +7,7 @@ start-up log report what was chosen.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache, partial
 from pathlib import Path
 
@@ -42,6 +42,10 @@ def default_interactive_slo_ms(device: str) -> float:
 
 @dataclass(frozen=True)
 class ResolvedSettings:
+    """What the server runs with: the settings as given (``config``, its replicas as resolved) and
+    every ``auto`` of them decided. The runtime reads this alone."""
+
+    config: ServerConfig
     device: str  # "cuda" or "cpu" ("auto" for the null engine, which runs nowhere)
     engine_loop: str  # "stepped", "packed", or "" (the null engine)
     word_cache: bool
@@ -216,6 +220,7 @@ def resolve(
     nice = config.bulk_nice if config.bulk_nice is not None else SPLIT_BULK_NICE if split else 0
     bulk_nice = nice if interactive_replica and loop in STEPPED_LOOPS else 0
     return ResolvedSettings(
+        config=replace(config, replicas=replicas),
         device=device,
         engine_loop=loop,
         word_cache=word_cache,

@@ -25,7 +25,8 @@ from embedtext.protocol.errors import (
     InvalidInputError,
     UnavailableError,
 )
-from embedtext.server.config.settings import STEPPED_LOOPS, ServerConfig
+from embedtext.server.config.resolve import ResolvedSettings
+from embedtext.server.config.settings import STEPPED_LOOPS
 from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
 from embedtext.server.engine.pacing import EngineSpeed, PaceReport, bulk_turn_tokens
 from embedtext.server.metrics import ServerMetrics
@@ -69,26 +70,18 @@ class ModelRuntime:
     def __init__(
         self,
         spec: ModelSpec,
-        config: ServerConfig,
+        settings: ResolvedSettings,
         metrics: ServerMetrics,
         backend_factory: Callable[[int], Backend],
-        *,
-        word_cache: bool = False,
-        interactive_slo_s: float | None = None,
-        dtype: str = "",
-        engine_loop: str = "",
-        eager: bool = False,
-        interactive_replica: bool = False,
-        interactive_gather_s: float = 0.0,
-        rest_after_ready: bool = False,
-        interactive_threads: int = 0,
     ) -> None:
+        config = settings.config
         self.spec = spec
-        self.dtype = dtype  # what the engines compute in (server/host/cpu_features.py)
-        self.eager = eager  # the engines run the model without torch.compile
+        self.settings = settings
+        self.dtype = settings.dtype.dtype  # what the engines compute in (server/host/cpu_features.py)
+        self.eager = settings.enforce_eager  # the engines run the model without torch.compile
         # "stepped", "packed": the engines pace their own steps to the target (server/engine/step_loop.py).
-        self.engine_loop = engine_loop
-        self.interactive_threads = interactive_threads  # the interactive replica's engine's (0: torch's own)
+        self.engine_loop = settings.engine_loop
+        self.interactive_threads = settings.interactive_threads  # the interactive replica's engine's (0: torch's own)
         self.config = config
         self.metrics = metrics
         self.tokenizers = TokenizerPool(
@@ -96,7 +89,7 @@ class ModelRuntime:
             spec.max_tokens,
             threads=config.tokenizer_threads,
             ascii_normalizer=config.ascii_normalizer,
-            word_cache=word_cache,
+            word_cache=settings.word_cache,
         )
         log.info("model %s: %s", spec.name, self._tokenizing_path())
         self.queue = BatchQueue(
@@ -105,9 +98,9 @@ class ModelRuntime:
             max_batch_delay_s=config.max_batch_delay_ms / 1000.0,
             max_queued_rows=config.max_queued_rows,
         )
-        self.queue.interactive_gather_s = interactive_gather_s
+        self.queue.interactive_gather_s = settings.interactive_gather_s
         self.speed = EngineSpeed()
-        self.interactive_slo_s = interactive_slo_s
+        self.interactive_slo_s = settings.interactive_slo_s
         self.interactive_latency = LatencyWindow()  # the last interactive requests, for Info
         # Bulk callers take turns on the engines of about this long each (server/engine/pacing.py); 0: off.
         self.bulk_turn_s = config.bulk_batch_ms / 1000.0
@@ -117,10 +110,10 @@ class ModelRuntime:
         self.router = LeastInFlightTokensPolicy.of_count(
             config.replicas,
             max_batches_per_replica=config.max_batches_per_replica,
-            interactive_replicas=1 if interactive_replica else 0,
+            interactive_replicas=1 if settings.interactive_replica else 0,
         )
         self.supervisor = ReplicaSupervisor(
-            spec.name, self.router, backend_factory, metrics=metrics, rest_after_ready=rest_after_ready
+            spec.name, self.router, backend_factory, metrics=metrics, rest_after_ready=settings.rest_after_ready
         )
         for replica in self.supervisor.replicas:
             metrics.engine_step_tokens.labels(spec.name, str(replica.index)).set_function(

@@ -55,7 +55,11 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     assert on_cpu["unpaced"].interactive_slo_s is None and on_cpu["unpaced"].stepped
     # The CPU's defaults are the interactive replica's server.
     defaults = _server((), monkeypatch)[1]
-    as_told = dataclasses.replace(defaults, interactive_replica_reason="interactive_replica=on")
+    as_told = dataclasses.replace(
+        defaults,
+        config=dataclasses.replace(defaults.config, interactive_replica="on"),
+        interactive_replica_reason="interactive_replica=on",
+    )
     assert on_cpu["interactive_replica"] == as_told
 
     on_gpu = {mode: _server(server_args(mode, GPU_INTERACTIVE_SLO_MS), monkeypatch, "cuda")[1] for mode in GPU_MODES}

@@ -56,7 +56,7 @@ def test_a_stepped_engine_paces_its_steps():
     from embedtext.server.metrics import ServerMetrics
 
     config = ServerConfig(engine_loop="stepped", interactive_replica="off")
-    (stepped,) = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
+    (stepped,) = app.build_runtimes(resolve(config, "cpu"), ServerMetrics())
     assert stepped.interactive_slo_s == 0.25 and stepped.engine_loop == "stepped"
     backend = stepped.supervisor._factory(0)
     assert backend.engine == "vllm-stepped" and backend.settings.interactive_slo_s == 0.25
@@ -69,7 +69,7 @@ def test_beside_an_interactive_replica_the_bulk_engines_run_unpaced(loop):
     from embedtext.server.metrics import ServerMetrics
 
     config = ServerConfig(engine_loop=loop, replicas=2, interactive_replica="on")
-    (runtime,) = app.build_runtimes(config, resolve(config, "cpu"), ServerMetrics())
+    (runtime,) = app.build_runtimes(resolve(config, "cpu"), ServerMetrics())
     replicas = runtime.supervisor.replicas
     assert [r.interactive_only for r in replicas] == [False, False, True]
     engines = [runtime.supervisor._factory(r.index) for r in replicas]
@@ -94,7 +94,7 @@ def test_interactive_replica_auto_starts_one_on_either_device(setting, device, s
     resolved = resolve(config, device, cores=8)  # one bulk engine: a small CPU's split is tested below
     assert resolved.interactive_replica is started
     assert resolved.interactive_replica_reason.startswith("auto" if setting == "auto" else "interactive_replica=")
-    (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
+    (runtime,) = app.build_runtimes(resolved, ServerMetrics())
     assert [r.interactive_only for r in runtime.supervisor.replicas] == [False] + [True] * started
     runtime.tokenizers.close()
 
@@ -139,7 +139,7 @@ def test_interactive_gather_auto_waits_for_queries_on_a_cpu_beside_an_interactiv
     config = ServerConfig(**settings)
     resolved = resolve(config, device)
     assert resolved.interactive_gather_s == pytest.approx(gather_ms / 1000)
-    (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
+    (runtime,) = app.build_runtimes(resolved, ServerMetrics())
     assert runtime.queue.interactive_gather_s == pytest.approx(gather_ms / 1000)  # the queue holds it
     runtime.tokenizers.close()
 
@@ -164,7 +164,7 @@ def test_interactive_threads_reach_the_interactive_engine_alone(settings, device
     assert resolved.engine_settings(config, 0.2, interactive=True).compute_threads == (threads or None)
     assert resolved.engine_settings(config, 0.2).compute_threads is None
     if device == "cpu":
-        (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
+        (runtime,) = app.build_runtimes(resolved, ServerMetrics())
         assert runtime.interactive_threads == threads  # what Info reports
         runtime.tokenizers.close()
 
@@ -221,7 +221,7 @@ def test_a_small_cpu_runs_bulk_work_on_one_engine_per_core_at_a_lower_priority(s
         assert bulk.compute_threads == (settings.get("bulk_threads") if device == "cpu" else None)
         assert bulk.nice == 0
     if device == "cpu":
-        (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
+        (runtime,) = app.build_runtimes(resolved, ServerMetrics())
         bulk_replicas = [r for r in runtime.supervisor.replicas if not r.interactive_only]
         assert len(bulk_replicas) == resolved.replicas
         runtime.tokenizers.close()
@@ -249,7 +249,7 @@ def test_a_cpu_server_is_ready_with_one_engine_and_starts_the_rest_behind_it(set
     resolved = resolve(config, device, cores=cores, memory_bytes=ROOMY)
     assert resolved.rest_after_ready == later
     if device == "cpu":
-        (runtime,) = app.build_runtimes(config, resolved, ServerMetrics())
+        (runtime,) = app.build_runtimes(resolved, ServerMetrics())
         assert runtime.supervisor._rest_after_ready == later
         runtime.tokenizers.close()
 
@@ -274,7 +274,7 @@ def test_a_small_cpu_keeps_one_bulk_engine_where_the_split_would_not_fit_in_memo
     assert resolve(two_models, "cpu", cores=2, memory_bytes=need).replicas == 1  # each model has its engines
     assert resolve(ServerConfig(models=config.models, replicas=2), "cpu", cores=2, memory_bytes=1).replicas == 2
     with caplog.at_level(logging.WARNING, logger="embedtext.server"):
-        (runtime,) = app.build_runtimes(config, short, ServerMetrics())
+        (runtime,) = app.build_runtimes(short, ServerMetrics())
     runtime.tokenizers.close()
     assert [r.interactive_only for r in runtime.supervisor.replicas] == [False, True]
     assert any(short.split_declined in record.getMessage() for record in caplog.records)
@@ -302,7 +302,7 @@ def test_a_cpu_without_memory_for_a_second_engine_runs_queries_on_the_bulk_engin
     assert resolve(ServerConfig(models=models, interactive_replica="on"), "cpu", memory_bytes=1).interactive_replica
     assert resolve(config, "cuda", memory_bytes=1).interactive_replica  # a GPU's engines hold device memory
     with caplog.at_level(logging.WARNING, logger="embedtext.server"):
-        (runtime,) = app.build_runtimes(config, short, ServerMetrics())
+        (runtime,) = app.build_runtimes(short, ServerMetrics())
     runtime.tokenizers.close()
     assert [r.interactive_only for r in runtime.supervisor.replicas] == [False]
     assert any(short.interactive_replica_reason in record.getMessage() for record in caplog.records)
@@ -328,7 +328,7 @@ def test_a_cpu_without_memory_for_its_engines_warns_at_start(tiny_model_dir, cap
     assert told.memory_short.startswith("3 engines would take about")
     assert not resolve(ServerConfig(models=models, replicas=2), "cuda", memory_bytes=1).memory_short
     with caplog.at_level(logging.WARNING, logger="embedtext.server"):
-        (runtime,) = app.build_runtimes(ServerConfig(models=models), short, ServerMetrics())
+        (runtime,) = app.build_runtimes(short, ServerMetrics())
     runtime.tokenizers.close()
     assert any(short.memory_short in record.getMessage() for record in caplog.records)
 

@@ -6,10 +6,12 @@ and what is tested is the server's dispatch, which is the same code for every en
 """
 
 import asyncio
+import dataclasses
 
 import pytest
 
 from embedtext.protocol.errors import InvalidInputError
+from embedtext.server.config.resolve import ResolvedSettings, resolve
 from embedtext.server.config.settings import ServerConfig
 from embedtext.server.engine.base import EngineRequestError
 from embedtext.server.engine.null_backend import NullBackend
@@ -57,6 +59,12 @@ class HoldsEveryBatchBackend(NullBackend):
 
 
 @pytest.fixture(scope="module")
+def _settings(config: ServerConfig, **decided) -> ResolvedSettings:
+    """``config`` resolved for the stand-in engines here (the null engine's: no steps of their own),
+    with ``decided`` in place of what resolve chose."""
+    return dataclasses.replace(resolve(dataclasses.replace(config, engine="null"), "cpu"), **decided)
+
+
 def tiny_spec(tiny_model_dir):
     return load_model_spec(str(tiny_model_dir), name="tiny")
 
@@ -73,7 +81,7 @@ def test_a_failed_batch_frees_its_replica_for_the_rows_waiting_behind_it(tiny_sp
             backends.append(RefusesFirstBatchBackend(tiny_spec))
             return backends[-1]
 
-        runtime = ModelRuntime(tiny_spec, config, ServerMetrics(), factory)
+        runtime = ModelRuntime(tiny_spec, _settings(config), ServerMetrics(), factory)
         await runtime.start()
         try:
             first = asyncio.ensure_future(runtime.embed_token_ids([[101, 7, 102]], BULK, None))
@@ -113,7 +121,7 @@ def test_queries_reach_a_busy_engine_without_waiting_for_the_queries_before_them
                 while len(backends[0].held) < count:
                     await asyncio.sleep(0.01)
 
-        runtime = ModelRuntime(tiny_spec, config, ServerMetrics(), factory)
+        runtime = ModelRuntime(tiny_spec, _settings(config), ServerMetrics(), factory)
         await runtime.start()
         try:
             calls = []
@@ -156,7 +164,10 @@ def test_only_batches_with_bulk_rows_measure_the_engines_speed(tiny_spec):
     async def run():
         config = ServerConfig(replicas=1, max_batches_per_replica=2, max_batch_delay_ms=1.0)
         runtime = ModelRuntime(
-            tiny_spec, config, ServerMetrics(), lambda _index: TakesATenthBackend(tiny_spec), interactive_slo_s=0.25
+            tiny_spec,
+            _settings(config, interactive_slo_s=0.25),
+            ServerMetrics(),
+            lambda _index: TakesATenthBackend(tiny_spec),
         )
         await runtime.start()
         try:
@@ -208,7 +219,7 @@ def test_bulk_callers_take_turns_of_about_the_bulk_batch_time(tiny_spec, bulk_ba
     async def run():
         config = ServerConfig(replicas=1, max_batches_per_replica=2, bulk_batch_ms=bulk_batch_ms)
         backend = TokensAtARateBackend(tiny_spec)
-        runtime = ModelRuntime(tiny_spec, config, ServerMetrics(), lambda _index: backend)
+        runtime = ModelRuntime(tiny_spec, _settings(config), ServerMetrics(), lambda _index: backend)
         await runtime.start()
         try:
             warm_up = [[101, 5] + [7] * 8 + [102]] * 250  # 2,750 tokens: over the speed's window
