@@ -26,112 +26,13 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
 
-import numpy as np
-
-from embedtext.protocol.errors import EmbedTextError, OverloadedError
+from embedtext.protocol.errors import OverloadedError
+from embedtext.server.scheduler.jobs import Batch, EmbedJob, Part
 
 # Without room on any replica, the queue looks again this often even if nothing wakes it
 # (a replica that comes back after a restart does not).
 _NO_ROOM_RECHECK_S = 0.25
-
-
-@dataclass(eq=False)
-class EmbedJob:
-    """One request's rows for one model, and the future its caller awaits."""
-
-    rows: list[list[int]]
-    future: asyncio.Future
-    interactive: bool = False
-    caller: str = ""  # bulk jobs of one caller share one fair share
-    deadline: float | None = None  # time.monotonic() seconds
-    enqueued_at: float = field(default_factory=time.monotonic)
-    started_at: float | None = None  # when its first batch reached an engine
-    inference_s: float = 0.0  # engine time of the batches that carried its rows
-    _pending_parts: int = 0
-    _out: np.ndarray | None = None
-
-    @property
-    def done(self) -> bool:
-        return self.future.done()
-
-    def accept(self, start: int, pooled: np.ndarray) -> None:
-        """Store the pooled vectors of rows ``start:start+len(pooled)``; resolve when all are in."""
-        if self.future.done():
-            return
-        if self._out is None:
-            self._out = np.empty((len(self.rows), pooled.shape[1]), dtype=np.float32)
-        self._out[start : start + len(pooled)] = pooled
-        self._pending_parts -= 1
-        if self._pending_parts == 0:
-            self.future.set_result(self._out)
-
-    def fail(self, error: BaseException) -> None:
-        if not self.future.done():
-            self.future.set_exception(error)
-
-
-@dataclass(frozen=True)
-class _Part:
-    job: EmbedJob
-    start: int
-    stop: int
-    tokens: int
-
-
-@dataclass
-class Batch:
-    """Rows for one engine call, and where each slice of the result goes."""
-
-    parts: list[_Part]
-    tokens: int
-    created_at: float = field(default_factory=time.monotonic)
-
-    @property
-    def interactive_rows(self) -> int:
-        """Rows of interactive jobs; they come first in ``rows`` (the engine schedules them first)."""
-        return sum(p.stop - p.start for p in self.parts if p.job.interactive)
-
-    @property
-    def rows(self) -> list[list[int]]:
-        out: list[list[int]] = []
-        for part in self.parts:
-            out.extend(part.job.rows[part.start : part.stop])
-        return out
-
-    @property
-    def row_count(self) -> int:
-        return sum(p.stop - p.start for p in self.parts)
-
-    @property
-    def live(self) -> bool:
-        """False once every job in the batch is finished or cancelled."""
-        return any(not p.job.done for p in self.parts)
-
-    @property
-    def deadline(self) -> float | None:
-        """The latest deadline of its live jobs (None if any has none): the batch is worth
-        running until then."""
-        deadlines = [p.job.deadline for p in self.parts if not p.job.done]
-        if not deadlines or any(d is None for d in deadlines):
-            return None
-        return max(deadlines)
-
-    @property
-    def oldest_enqueued_at(self) -> float:
-        return min(p.job.enqueued_at for p in self.parts)
-
-    def deliver(self, pooled: np.ndarray) -> None:
-        offset = 0
-        for part in self.parts:
-            n = part.stop - part.start
-            part.job.accept(part.start, pooled[offset : offset + n])
-            offset += n
-
-    def fail(self, error: EmbedTextError | BaseException) -> None:
-        for part in self.parts:
-            part.job.fail(error)
 
 
 class BatchQueue:
@@ -157,8 +58,8 @@ class BatchQueue:
         # While bulk work runs, how long the oldest interactive row may wait for others to share
         # its engine step: each step carries the model's fixed work (--interactive-gather-ms).
         self.interactive_gather_s = 0.0
-        self._interactive: deque[_Part] = deque()
-        self._bulk: dict[str, deque[_Part]] = {}  # caller -> its parts, in arrival order
+        self._interactive: deque[Part] = deque()
+        self._bulk: dict[str, deque[Part]] = {}  # caller -> its parts, in arrival order
         self._served: dict[str, float] = {}  # caller -> tokens taken (start-time fair queuing)
         self._clock = 0.0  # the served count of the caller taken last: where a new caller starts
         self._queued_rows = 0
@@ -219,15 +120,15 @@ class BatchQueue:
         n = len(job.rows)
         self.check_room(n)
         start, tokens = 0, 0
-        parts: list[_Part] = []
+        parts: list[Part] = []
         for i, ids in enumerate(job.rows):
             t = max(len(ids), 1)
             if i > start and (tokens + t > self.max_batch_tokens or i - start >= self.max_batch_rows):
-                parts.append(_Part(job, start, i, tokens))
+                parts.append(Part(job, start, i, tokens))
                 start, tokens = i, 0
             tokens += t
         if n:
-            parts.append(_Part(job, start, n, tokens))
+            parts.append(Part(job, start, n, tokens))
         job._pending_parts = len(parts)
         job_tokens = sum(p.tokens for p in parts)
         if job.interactive:
@@ -247,7 +148,7 @@ class BatchQueue:
         """Make a waiting ``next_batch`` check its closing conditions again (an engine went idle)."""
         self._arrived.set()
 
-    def _next_queue(self, interactive: bool | None = None) -> deque[_Part] | None:
+    def _next_queue(self, interactive: bool | None = None) -> deque[Part] | None:
         """Where the next part of a batch of this class comes from (None: either class, interactive
         first): the interactive rows, or the bulk caller served least."""
         if self._interactive and interactive is not False:
@@ -257,7 +158,7 @@ class BatchQueue:
         caller = min(self._bulk, key=self._served.__getitem__)
         return self._bulk[caller]
 
-    def _pop(self, queue: deque[_Part], token_room: int | None = None, row_room: int | None = None) -> _Part | None:
+    def _pop(self, queue: deque[Part], token_room: int | None = None, row_room: int | None = None) -> Part | None:
         """Take the head part, or only its first rows that fit ``token_room`` and ``row_room``
         (None if not even one does)."""
         head = queue[0]
@@ -274,11 +175,11 @@ class BatchQueue:
             stop += 1
         if stop == head.start:
             return None
-        queue[0] = _Part(head.job, stop, head.stop, head.tokens - tokens)
+        queue[0] = Part(head.job, stop, head.stop, head.tokens - tokens)
         head.job._pending_parts += 1
-        return self._account(queue, _Part(head.job, head.start, stop, tokens))
+        return self._account(queue, Part(head.job, head.start, stop, tokens))
 
-    def _account(self, queue: deque[_Part], part: _Part) -> _Part:
+    def _account(self, queue: deque[Part], part: Part) -> Part:
         n = part.stop - part.start
         self._queued_rows -= n
         self._queued_tokens -= part.tokens
@@ -385,7 +286,7 @@ class BatchQueue:
     def _take(self, interactive: bool) -> Batch:
         """A batch of one class: no bulk rows in an interactive batch, whose caller would wait for
         all of them."""
-        parts: list[_Part] = []
+        parts: list[Part] = []
         tokens = rows = 0
         budget = self.max_batch_tokens if interactive else min(self.max_batch_tokens, self.bulk_batch_tokens)
         while (queue := self._next_queue(interactive)) is not None:

@@ -17,6 +17,7 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from embedtext.server.engine.base import Backend
+from embedtext.server.engine.pacing import PaceReport
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.scheduler.routing import LeastInFlightTokensPolicy, Replica
 
@@ -187,3 +188,9 @@ async def stop_side_by_side(stops: Iterable[Awaitable[None]]) -> None:
     results = await asyncio.gather(*stops, return_exceptions=True)
     for failed in (r for r in results if isinstance(r, BaseException)):
         raise failed
+
+
+def reported_pace(replica: Replica) -> PaceReport | None:
+    """The step budget a serving replica's engine reported (None: it reports none, or is not serving)."""
+    backend = replica.backend
+    return backend.pace if replica.healthy and backend is not None else None

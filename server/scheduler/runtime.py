@@ -32,10 +32,12 @@ from embedtext.server.engine.pacing import EngineSpeed, PaceReport, bulk_turn_to
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import ModelSpec
 from embedtext.server.scheduler.admission import Admission
-from embedtext.server.scheduler.batching import Batch, BatchQueue, EmbedJob
+from embedtext.server.scheduler.batching import BatchQueue
+from embedtext.server.scheduler.gauges import watch_runtime
+from embedtext.server.scheduler.jobs import Batch, EmbedJob
 from embedtext.server.scheduler.latency_window import LatencyWindow
 from embedtext.server.scheduler.options import EmbedOptions
-from embedtext.server.scheduler.replicas import ReplicaSupervisor
+from embedtext.server.scheduler.replicas import ReplicaSupervisor, reported_pace
 from embedtext.server.scheduler.routing import LeastInFlightTokensPolicy
 from embedtext.server.scheduler.tokenizing_gate import TokenizingGate
 from embedtext.server.scheduler.vectors import shape_vectors
@@ -105,8 +107,6 @@ class ModelRuntime:
         # Bulk callers take turns on the engines of about this long each (server/engine/pacing.py); 0: off.
         self.bulk_turn_s = config.bulk_batch_ms / 1000.0
         self._pace()
-        metrics.bulk_batch_tokens.labels(spec.name).set_function(lambda: self.queue.bulk_batch_tokens)
-        metrics.engine_tokens_per_s.labels(spec.name).set_function(lambda: self.engine_tokens_per_s)
         self.router = LeastInFlightTokensPolicy.of_count(
             config.replicas,
             max_batches_per_replica=config.max_batches_per_replica,
@@ -115,15 +115,6 @@ class ModelRuntime:
         self.supervisor = ReplicaSupervisor(
             spec.name, self.router, backend_factory, metrics=metrics, rest_after_ready=settings.rest_after_ready
         )
-        for replica in self.supervisor.replicas:
-            metrics.engine_step_tokens.labels(spec.name, str(replica.index)).set_function(
-                lambda r=replica: pace.budget_tokens if (pace := _reported_pace(r)) else 0
-            )
-        metrics.interactive_slo_missed.labels(spec.name).set_function(lambda: float(self.interactive_slo_missed))
-        metrics.queued_rows.labels(spec.name).set_function(lambda: self.queue.queued_rows)
-        queued = metrics.queued_class_rows
-        queued.labels(spec.name, "interactive").set_function(lambda: self.queue.queued_interactive_rows)
-        queued.labels(spec.name, "bulk").set_function(lambda: self.queue.queued_bulk_rows)
         # With an interactive target, bulk requests are tokenized as the engines drain the queue
         # (server/scheduler/tokenizing_gate.py): enough queued for every engine's batches in flight.
         self.tokenizing_gate = None
@@ -131,7 +122,6 @@ class ModelRuntime:
             ahead = config.max_batch_rows * config.max_batches_per_replica * config.replicas
             self.tokenizing_gate = TokenizingGate(self.queue, ahead_rows=ahead)
             self.queue.on_rows_left = self.tokenizing_gate.release
-            metrics.bulk_rows_held.labels(spec.name).set_function(lambda: self.tokenizing_gate.waiting_rows)
         self.started = False
         # Deadlines are estimated on the engines bulk rows run on (an interactive replica adds none).
         self.admission = Admission(spec, config, self.queue, self.speed, metrics, healthy=self.router.healthy_serving)
@@ -141,6 +131,7 @@ class ModelRuntime:
             )
         self._tasks: set[asyncio.Task] = set()
         self._dispatcher: asyncio.Task | None = None
+        watch_runtime(self, metrics)
 
     def _tokenizing_path(self) -> str:
         if self.tokenizers.ascii_normalizer is None:
@@ -176,7 +167,7 @@ class ModelRuntime:
 
     def engine_paces(self) -> list[PaceReport]:
         """The step budgets the healthy replicas' engines reported (stepped engines pace themselves)."""
-        return [pace for replica in self.supervisor.replicas if (pace := _reported_pace(replica))]
+        return [pace for replica in self.supervisor.replicas if (pace := reported_pace(replica))]
 
     @property
     def engine_tokens_per_s(self) -> float:
@@ -421,8 +412,3 @@ class ModelRuntime:
         for part in batch.parts:
             part.job.inference_s += elapsed
         batch.deliver(pooled)
-
-
-def _reported_pace(replica) -> PaceReport | None:
-    backend = replica.backend
-    return backend.pace if replica.healthy and backend is not None else None

@@ -75,8 +75,15 @@ def test_calls_beyond_max_concurrent_rpcs_are_refused(bounded_null_server):
                 request_serializer=pb.EmbedRequest.SerializeToString,
                 response_deserializer=pb.EmbedResponse.FromString,
             )
-            await asyncio.sleep(0.5)
-            reply = await embed(pb.EmbedRequest(texts=pb.TextList(texts=["b"])), timeout=30)
+            # The server frees a call's slot as it sees the cancellation: wait for that, not for a time.
+            deadline = loop.time() + 30
+            while True:
+                try:
+                    reply = await embed(pb.EmbedRequest(texts=pb.TextList(texts=["b"])), timeout=30)
+                    break
+                except grpc.aio.AioRpcError as exc:
+                    assert exc.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and loop.time() < deadline, exc
+                    await asyncio.sleep(0.01)
             return refused, replies, reply.count
 
     refused, replies, count = asyncio.run(run())

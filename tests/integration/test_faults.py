@@ -17,8 +17,21 @@ import embedtext
 from embedtext.protocol.errors import DeadlineExceededError
 
 
+def _summed(metrics: dict[str, float], name: str) -> float:
+    return sum(v for k, v in metrics.items() if k.startswith(name))
+
+
 def _batches_started(metrics: dict[str, float]) -> float:
-    return sum(v for k, v in metrics.items() if k.startswith("embedtext_replica_batches_total"))
+    return _summed(metrics, "embedtext_replica_batches_total")
+
+
+def _wait_for(metrics, done, what: str, timeout_s: float = 120) -> dict[str, float]:
+    """Poll a server's metrics until ``done(metrics)``; the metrics then."""
+    deadline = time.monotonic() + timeout_s
+    while not done(now := metrics()):
+        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
+        time.sleep(0.05)
+    return now
 
 
 def test_deadline_shorter_than_the_work_is_exceeded_and_the_work_stops(servers):
@@ -31,13 +44,17 @@ def test_deadline_shorter_than_the_work_is_exceeded_and_the_work_stops(servers):
     with embedtext.Client(servers.tiny.target, max_batch_rows=4000, timeout=0.5) as client:
         with pytest.raises(DeadlineExceededError):
             client.embed(texts)
-    time.sleep(1.0)  # let batches already on an engine finish or be aborted
-    settled = _batches_started(servers.tiny_metrics())
-    time.sleep(3.0)
-    after = _batches_started(servers.tiny_metrics())
+    # Its rows leave the queue (nobody waits for them) and the engines go idle: no batch of it can start after.
+    settled = _wait_for(
+        servers.tiny_metrics,
+        lambda m: (
+            m.get('embedtext_queued_rows{model="tiny"}') == 0 and _summed(m, "embedtext_replica_inflight_batches") == 0
+        ),
+        "the abandoned call's rows left the queue and the engines",
+    )
     total = 4000 / 64  # the tiny server closes batches at 64 rows
-    assert after == settled, "batches kept starting after the caller gave up"
-    assert after - before < total / 2, f"{after - before:.0f} of {total:.0f} batches ran for a call nobody waited for"
+    started = _batches_started(settled) - before
+    assert started < total / 2, f"{started:.0f} of {total:.0f} batches ran for a call nobody waited for"
     with embedtext.Client(servers.tiny.target) as client:  # and it serves the next caller at once
         assert client.embed(["next"]).shape == (1, 128)
 
@@ -59,10 +76,11 @@ def test_server_restarted_during_a_duckdb_query(guarded, tiny_client):
         except Exception as exc:  # noqa: BLE001 - the test inspects it
             outcome["error"] = exc
 
+    before = _summed(guarded.metrics(), "embedtext_rows_total")
     worker = threading.Thread(target=query)
     worker.start()
-    time.sleep(3)
-    assert worker.is_alive(), outcome
+    _wait_for(guarded.metrics, lambda m: _summed(m, "embedtext_rows_total") >= before + 2048, "the query's first rows")
+    assert worker.is_alive(), outcome  # 300,000 rows: far from done
     stopped = time.monotonic()
     guarded.server.stop()  # SIGTERM, then wait for it to exit
     worker.join(120)

@@ -14,7 +14,8 @@ from embedtext.server.engine.pacing import EngineSpeed
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import ModelSpec
 from embedtext.server.scheduler.admission import Admission
-from embedtext.server.scheduler.batching import BatchQueue, EmbedJob
+from embedtext.server.scheduler.batching import BatchQueue
+from embedtext.server.scheduler.jobs import EmbedJob
 from embedtext.server.scheduler.tokenizing_gate import TokenizingGate
 
 SPEED = 1000.0  # tokens/s, as if the engines had been measured

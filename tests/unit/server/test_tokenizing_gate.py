@@ -8,7 +8,8 @@ import time
 import pytest
 
 from embedtext.protocol.errors import DeadlineExceededError, OverloadedError
-from embedtext.server.scheduler.batching import BatchQueue, EmbedJob
+from embedtext.server.scheduler.batching import BatchQueue
+from embedtext.server.scheduler.jobs import EmbedJob
 from embedtext.server.scheduler.tokenizing_gate import TokenizingGate
 
 ROWS = 8  # per request; 2 tokens a row

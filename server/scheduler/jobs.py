@@ -1,0 +1,113 @@
+"""A request's rows as a job, the parts a queue cuts it into, and the batches that carry them.
+
+A batch may mix parts of several jobs; each job gets its own slice of the raw pooled vectors back
+and resolves its caller's future once every part is in (server/scheduler/batching.py builds the
+batches).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from embedtext.protocol.errors import EmbedTextError
+
+
+@dataclass(eq=False)
+class EmbedJob:
+    """One request's rows for one model, and the future its caller awaits."""
+
+    rows: list[list[int]]
+    future: asyncio.Future
+    interactive: bool = False
+    caller: str = ""  # bulk jobs of one caller share one fair share
+    deadline: float | None = None  # time.monotonic() seconds
+    enqueued_at: float = field(default_factory=time.monotonic)
+    started_at: float | None = None  # when its first batch reached an engine
+    inference_s: float = 0.0  # engine time of the batches that carried its rows
+    _pending_parts: int = 0
+    _out: np.ndarray | None = None
+
+    @property
+    def done(self) -> bool:
+        return self.future.done()
+
+    def accept(self, start: int, pooled: np.ndarray) -> None:
+        """Store the pooled vectors of rows ``start:start+len(pooled)``; resolve when all are in."""
+        if self.future.done():
+            return
+        if self._out is None:
+            self._out = np.empty((len(self.rows), pooled.shape[1]), dtype=np.float32)
+        self._out[start : start + len(pooled)] = pooled
+        self._pending_parts -= 1
+        if self._pending_parts == 0:
+            self.future.set_result(self._out)
+
+    def fail(self, error: BaseException) -> None:
+        if not self.future.done():
+            self.future.set_exception(error)
+
+
+@dataclass(frozen=True)
+class Part:
+    job: EmbedJob
+    start: int
+    stop: int
+    tokens: int
+
+
+@dataclass
+class Batch:
+    """Rows for one engine call, and where each slice of the result goes."""
+
+    parts: list[Part]
+    tokens: int
+    created_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def interactive_rows(self) -> int:
+        """Rows of interactive jobs; they come first in ``rows`` (the engine schedules them first)."""
+        return sum(p.stop - p.start for p in self.parts if p.job.interactive)
+
+    @property
+    def rows(self) -> list[list[int]]:
+        out: list[list[int]] = []
+        for part in self.parts:
+            out.extend(part.job.rows[part.start : part.stop])
+        return out
+
+    @property
+    def row_count(self) -> int:
+        return sum(p.stop - p.start for p in self.parts)
+
+    @property
+    def live(self) -> bool:
+        """False once every job in the batch is finished or cancelled."""
+        return any(not p.job.done for p in self.parts)
+
+    @property
+    def deadline(self) -> float | None:
+        """The latest deadline of its live jobs (None if any has none): the batch is worth
+        running until then."""
+        deadlines = [p.job.deadline for p in self.parts if not p.job.done]
+        if not deadlines or any(d is None for d in deadlines):
+            return None
+        return max(deadlines)
+
+    @property
+    def oldest_enqueued_at(self) -> float:
+        return min(p.job.enqueued_at for p in self.parts)
+
+    def deliver(self, pooled: np.ndarray) -> None:
+        offset = 0
+        for part in self.parts:
+            n = part.stop - part.start
+            part.job.accept(part.start, pooled[offset : offset + n])
+            offset += n
+
+    def fail(self, error: EmbedTextError | BaseException) -> None:
+        for part in self.parts:
+            part.job.fail(error)
