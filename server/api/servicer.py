@@ -18,7 +18,8 @@ from embedtext.server.api.decoding import MalformedRequest, decode_inputs, decod
 from embedtext.server.api.loop_lag import LoopLag
 from embedtext.server.config.settings import ServerConfig
 from embedtext.server.metrics import ServerMetrics
-from embedtext.server.scheduler.runtime import EmbedResult, ModelRuntime
+from embedtext.server.scheduler.jobs import EmbedResult
+from embedtext.server.scheduler.runtime import ModelRuntime
 
 log = logging.getLogger(__name__)
 

@@ -111,3 +111,15 @@ class Batch:
     def fail(self, error: EmbedTextError | BaseException) -> None:
         for part in self.parts:
             part.job.fail(error)
+
+
+@dataclass
+class EmbedResult:
+    """What a request's caller gets back: its vectors, as the request's options shaped them, and its timings."""
+
+    model: str
+    embeddings: np.ndarray  # (count, dim) float32
+    token_counts: np.ndarray  # (count,) int32
+    queue_s: float
+    inference_s: float
+    tokenize_s: float = 0.0  # tokenizing its texts (not the wait before it while bulk work is held)

@@ -13,7 +13,6 @@ import functools
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -34,7 +33,7 @@ from embedtext.server.models.source import ModelSpec
 from embedtext.server.scheduler.admission import Admission
 from embedtext.server.scheduler.batching import BatchQueue
 from embedtext.server.scheduler.gauges import watch_runtime
-from embedtext.server.scheduler.jobs import Batch, EmbedJob
+from embedtext.server.scheduler.jobs import Batch, EmbedJob, EmbedResult
 from embedtext.server.scheduler.latency_window import LatencyWindow
 from embedtext.server.scheduler.options import EmbedOptions
 from embedtext.server.scheduler.replicas import ReplicaSupervisor, reported_pace
@@ -56,16 +55,6 @@ INTERACTIVE_EXTRA_SLOTS = 8
 
 def _class_name(interactive: bool) -> str:
     return "interactive" if interactive else "bulk"
-
-
-@dataclass
-class EmbedResult:
-    model: str
-    embeddings: np.ndarray  # (count, dim) float32
-    token_counts: np.ndarray  # (count,) int32
-    queue_s: float
-    inference_s: float
-    tokenize_s: float = 0.0  # tokenizing its texts (not the wait before it while bulk work is held)
 
 
 class ModelRuntime:
@@ -93,7 +82,7 @@ class ModelRuntime:
             ascii_normalizer=config.ascii_normalizer,
             word_cache=settings.word_cache,
         )
-        log.info("model %s: %s", spec.name, self._tokenizing_path())
+        log.info("model %s: %s", spec.name, self.tokenizers.path)
         self.queue = BatchQueue(
             max_batch_tokens=config.max_batch_tokens,
             max_batch_rows=config.max_batch_rows,
@@ -132,14 +121,6 @@ class ModelRuntime:
         self._tasks: set[asyncio.Task] = set()
         self._dispatcher: asyncio.Task | None = None
         watch_runtime(self, metrics)
-
-    def _tokenizing_path(self) -> str:
-        if self.tokenizers.ascii_normalizer is None:
-            return "the tokenizer normalizes every text itself"
-        path = "ASCII texts normalized ahead of the tokenizer (BertNormalizer)"
-        if self.tokenizers.word_cache is not None:
-            return path + ", split into words here, each word's ids from a cache (word_cache)"
-        return path
 
     # --- lifecycle ---------------------------------------------------------------------
 

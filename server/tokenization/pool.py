@@ -70,6 +70,16 @@ class TokenizerPool:
             max_workers=1, thread_name_prefix="embedtext-tokenizer-interactive"
         )
 
+    @property
+    def path(self) -> str:
+        """How a text becomes ids here, for the start-up log."""
+        if self.ascii_normalizer is None:
+            return "the tokenizer normalizes every text itself"
+        path = "ASCII texts normalized ahead of the tokenizer (BertNormalizer)"
+        if self.word_cache is not None:
+            return path + ", split into words here, each word's ids from a cache (word_cache)"
+        return path
+
     @staticmethod
     def _load(tokenizer_file: str) -> Tokenizer:
         tokenizer = Tokenizer.from_file(str(tokenizer_file))
