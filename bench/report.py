@@ -37,6 +37,7 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     "engine_overhead_rows_per_s_default_packed_vs_stepped_256": (">=", 1.0),
     "gpu_tokens_per_s_50tok": (">=", 2.3e6),
     "gpu_tokens_per_s_512tok": (">=", 2.1e6),
+    "gpu_udf_vs_http_json_50tok": (">=", 20.0),  # DuckDB embed_text against vLLM's HTTP/JSON server
 }
 
 # Width of the case and ratio name column: the longest ratio keys (cpu-peers' floor shares) fit.

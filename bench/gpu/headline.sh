@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# The GPU headline, unattended, on an offline GPU host (bench/GPU.md): tokens/s of a BERT-base-shaped
+# model at 50 and 512 tokens, through DuckDB and through the client alone, against vLLM's HTTP/JSON
+# server. From the checkout's root, with the kit's parts in PARTS:
+#
+#   bash bench/gpu/headline.sh PARTS OUT [BUDGET_S]     # the whole run within BUDGET_S (default 540)
+#
+# 1. the kit's venv and the editable install, unless the venv already imports embedtext;
+# 2. the device's bf16 matmul TFLOP/s (the ceiling's scale) and what the host is;
+# 3. replicas 8 (no HTTP baseline), then replicas 1 with vLLM's HTTP/JSON server, then replicas 4
+#    while time is left; each cut where the budget ends, its JSON written when it finishes;
+# 4. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s.
+# Everything lands under OUT as it goes: a run cut short keeps what it finished.
+#
+# ENGINE_LOOP=packed|stepped runs the servers on that engine path (cases _packed / _stepped).
+# BIG and MID replace the replica counts 8 and 4. On a CPU, rehearse the code path:
+#   VENV=.venv GPU_MODEL=tiny ROWS=200 BIG=2 MID=1 bash bench/gpu/headline.sh - OUT 900
+set -uo pipefail
+PARTS=$1
+OUT=$2
+BUDGET=${3:-540}
+VENV=${VENV:-$HOME/gpu-venv}
+export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1 VLLM_NO_USAGE_STATS=1 VLLM_DO_NOT_TRACK=1
+mkdir -p "$OUT"
+start=$SECONDS
+left() { echo $((BUDGET - (SECONDS - start))); }
+note() { echo "[$((SECONDS - start))s] $*" | tee -a "$OUT/headline.log"; }
+
+if ! "$VENV/bin/python" -c "import embedtext.server" 2>/dev/null; then
+  note "install from $PARTS"
+  python3 bench/gpu/install_wheels.py --parts "$PARTS" --venv "$VENV" >"$OUT/install.log" 2>&1 \
+    && "$VENV/bin/pip" install -q --no-deps --no-index --no-build-isolation -e . >>"$OUT/install.log" 2>&1 \
+    || { tail -5 "$OUT/install.log"; exit 1; }
+fi
+note "installed"
+
+samplers=()
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi -L >"$OUT/device.txt" 2>&1
+  nvidia-smi --query-gpu=timestamp,utilization.gpu,utilization.memory,memory.used,power.draw --format=csv -l 2 \
+    >"$OUT/gpu-util.csv" 2>&1 &
+  samplers+=($!)
+fi
+"$VENV/bin/python" bench/gpu/sample_cpu.py --every 2 >"$OUT/host-cpu.jsonl" 2>&1 &
+samplers+=($!)
+trap 'kill "${samplers[@]}" 2>/dev/null' EXIT
+
+# The ceiling scales with the device's dense bf16 matmul rate: measure it (a few seconds).
+timeout 60 "$VENV/bin/python" - >"$OUT/matmul.json" 2>>"$OUT/headline.log" <<'PY'
+import json, time, torch
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+n = 8192 if dev == "cuda" else 1024
+a, b = (torch.randn(n, n, device=dev, dtype=torch.bfloat16) for _ in range(2))
+for _ in range(3):
+    a @ b
+runs = 50 if dev == "cuda" else 3
+torch.cuda.synchronize() if dev == "cuda" else None
+t = time.perf_counter()
+for _ in range(runs):
+    a @ b
+torch.cuda.synchronize() if dev == "cuda" else None
+s = time.perf_counter() - t
+name = torch.cuda.get_device_name() if dev == "cuda" else "cpu"
+print(json.dumps({"device": name, "bf16_matmul_tflops": round(2 * n**3 * runs / s / 1e12, 1), "n": n}))
+PY
+note "matmul: $(cat "$OUT/matmul.json")"
+
+run() {  # NAME ARGS...: one gpu-suite run, cut where the budget ends
+  local name=$1 t
+  shift
+  t=$(left)
+  if ((t < 60)); then
+    note "$name: skipped, ${t}s left"
+    return
+  fi
+  note "$name: $* (at most ${t}s)"
+  timeout -k 10 "$t" "$VENV/bin/embedtext" bench --compiled --only gpu --gpu-model "${GPU_MODEL:-base}" \
+    ${ROWS:+--rows "$ROWS"} ${ENGINE_LOOP:+--gpu-engine-loop "$ENGINE_LOOP"} "$@" --json "$OUT/$name.json" \
+    >"$OUT/$name.log" 2>&1
+  note "$name: exit $?"
+  grep -E "^gpu_|Error|error:" "$OUT/$name.log" | tee -a "$OUT/headline.log"
+}
+
+run "gpu-headline-r${BIG:-8}" --replicas "${BIG:-8}" --no-gpu-http
+run gpu-headline-r1-http --replicas 1
+run "gpu-headline-r${MID:-4}" --replicas "${MID:-4}" --no-gpu-http
+note "done: $(ls "$OUT")"

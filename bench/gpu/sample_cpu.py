@@ -1,0 +1,59 @@
+"""Each process's host CPU, every few seconds, as JSON lines: which process the host work of a GPU run sits in.
+
+    python bench/gpu/sample_cpu.py --every 2 > host-cpu.jsonl    # until killed
+
+A line: {"t": seconds since start, "cores": {"<name> <pid>": cores used since the last line}}, for
+the processes of this run (embedtext, vLLM, DuckDB's bench) that used any, and the host's idle.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+
+import psutil
+
+OURS = ("embedtext", "vllm", "VLLM", "replica-worker", "query-worker", "python")
+
+
+def _ours(proc: psutil.Process) -> bool:
+    try:
+        return any(word in " ".join(proc.cmdline()[:4]) or word in proc.name() for word in OURS)
+    except psutil.Error:
+        return False
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--every", type=float, default=2.0)
+    args = parser.parse_args()
+    started = last = time.monotonic()
+    seen: dict[int, tuple[str, float]] = {}
+    idle_before = psutil.cpu_times().idle
+    while True:
+        time.sleep(args.every)
+        now = time.monotonic()
+        cores: dict[str, float] = {}
+        for proc in psutil.process_iter():
+            if not _ours(proc):
+                continue
+            try:
+                times = proc.cpu_times()
+                total = times.user + times.system
+                name = f"{proc.name()} {proc.pid}"
+            except psutil.Error:
+                continue
+            before = seen.get(proc.pid, (name, total))[1]
+            seen[proc.pid] = (name, total)
+            if total > before:
+                cores[name] = round((total - before) / (now - last), 2)
+        idle = psutil.cpu_times().idle
+        cores["host idle"] = round((idle - idle_before) / (now - last), 2)
+        idle_before, last = idle, now
+        print(json.dumps({"t": round(now - started, 1), "cores": cores}), flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
