@@ -64,13 +64,13 @@ class HoldsEveryBatchBackend(NullBackend):
         return await super().embed(rows, interactive_rows)
 
 
-@pytest.fixture(scope="module")
 def _settings(config: ServerConfig, **decided) -> ResolvedSettings:
     """``config`` resolved for the stand-in engines here (the null engine's: no steps of their own),
     with ``decided`` in place of what resolve chose."""
     return dataclasses.replace(resolve(dataclasses.replace(config, engine="null"), "cpu"), **decided)
 
 
+@pytest.fixture(scope="module")
 def tiny_spec(tiny_model_dir):
     return load_model_spec(str(tiny_model_dir), name="tiny")
 
