@@ -12,7 +12,7 @@ from embedtext.bench.plan import BenchPlan, GeneratedModels
 
 LATENCY_TOKENS = 50
 # The suites that share one embedtext server on the tiny model.
-TINY_SERVER_SUITES = ("cpu", "latency", "scaling", "index-vs-udf", "sql-rewrites")
+TINY_SERVER_SUITES = ("cpu", "latency", "scaling", "sql-rewrites")
 
 
 # Suites whose variants set the compile setting themselves: the plan's is not theirs.
@@ -126,28 +126,6 @@ def run_bench(
             plan.cpu_peer_work,
             rounds=plan.cpu_rounds,
             workdir=plan.workdir,
-            progress=progress,
-        )
-    for suite in ("idle-dispatch", "allocator", "compile", "pacing"):
-        if suite in suites:
-            from embedtext.bench.evidence import run_evidence
-
-            cases += run_evidence(suite, plan, models.tiny(), progress=progress)
-    for suite in ("ascii-normalizer", "word-cache"):
-        if suite not in suites:
-            continue
-        from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.tokenizer_modes import COMPARISONS, run_tokenizer_modes
-        from embedtext.server.models.source import load_model_spec
-
-        tiny = models.tiny()
-        cases += run_tokenizer_modes(
-            COMPARISONS[suite],
-            {"tiny": tiny, "minilm": load_model_spec("default").path},
-            BenchCorpus(tiny),
-            plan.cpu_work,
-            rounds=3 if plan.quick else 5,
-            args=plan.engine_flags,
             progress=progress,
         )
     if "engine-overhead" in suites:
@@ -358,10 +336,6 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
             progress(f"scaling: {plan.scaling_rows} rows x {plan.scaling_tokens} tokens")
             cases += run_scaling(server, corpus, plan.scaling_rows, plan.scaling_tokens, plan.workdir)
         rounds = 2 if plan.quick else 3
-        if "index-vs-udf" in suites:
-            from embedtext.bench.index_vs_udf import run_index_vs_udf
-
-            cases += run_index_vs_udf(server.target, plan.index_rows, plan.workdir, rounds=rounds, progress=progress)
         if "sql-rewrites" in suites:
             from embedtext.bench.sql_rewrites import run_sql_rewrites
 

@@ -2,7 +2,7 @@
 variant a path of the comparison runner (bench/rounds.py), all up at once.
 
 A suite that compares server settings is data: a ``VariantComparison`` (its variants and declared
-ratios) and its workloads (bench/evidence.py). How a variant runs each kind of workload:
+ratios) and its workloads (bench/engine_overhead.py). How a variant runs each kind of workload:
 
   scan         DuckDB ``SELECT sum(embed_text(body)[1]) FROM docs`` over ``rows`` texts of
                ``tokens`` tokens: rows/s, and the server's CPU per row, all of its threads

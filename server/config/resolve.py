@@ -122,9 +122,9 @@ def resolve(
       step's rows at once) cut the engine's own work a row and give the same vectors (bench: --only
       engine-overhead); a GPU keeps vLLM's request per row until a GPU run has measured packed steps
       there. Either way the server steps each engine in a worker process of its own.
-    - ``--word-cache auto``: on unless the engines run on a GPU: it saves tokenizer CPU, which a CPU
+    - ``word_cache=auto``: on unless the engines run on a GPU: it saves tokenizer CPU, which a CPU
       engine competes for, but holds the GIL, where the tokenizer's Rust spreads over a GPU
-      machine's spare cores (bench: --only word-cache).
+      machine's spare cores (bench/results/full-word-cache.json).
     - ``--interactive-slo-ms`` unset: 250 ms on a CPU, whose engine steps at --max-batch-tokens take
       seconds; 20 ms on a GPU.
     - ``--memory-fraction`` unset: 0.9 of a GPU, 0.2 of a CPU's memory.

@@ -2,9 +2,8 @@
 
 Hugging Face's ``BertNormalizer`` (the normalizer of BERT-family embedding models: all-MiniLM,
 arctic-embed, bge, e5) tracks an alignment for every character and decomposes to NFD for accent
-stripping: a large share of the tokenizer's CPU per row (``embedtext bench --only
-ascii-normalizer``). On ASCII text it reduces to two byte
-operations: drop control characters except tab, newline and carriage return, which become spaces
+stripping: a large share of the tokenizer's CPU per row (bench/results/full-ascii-normalizer.json).
+On ASCII text it reduces to two byte operations: drop control characters except tab, newline and carriage return, which become spaces
 (``clean_text``), and lowercase (``lowercase``); accent stripping and CJK spacing change nothing
 there. Texts normalized here go to a copy of the tokenizer without its normalizer; the ids are
 the same (tests/unit/server/test_normalization.py compares them with the plain tokenizer's).

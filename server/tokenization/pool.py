@@ -8,9 +8,9 @@ Only the ids are used, so ``encode_batch_fast`` (no character offsets) is prefer
 installed tokenizers has it: less CPU per row, CPU the engines share on a small machine.
 Pure-ASCII texts for BERT-family tokenizers are normalized ahead, in a few byte operations, and
 go to a copy of the tokenizer without its normalizer (server/tokenization/ascii_normalizer.py):
-same ids, less tokenizer CPU again (``embedtext bench --only ascii-normalizer``). With
+same ids, less tokenizer CPU again (bench/results/full-ascii-normalizer.json). With
 ``word_cache``, those texts are split into words in Python and each word's ids come from a cache
-(server/tokenization/word_cache.py): less CPU again (``--only word-cache``), but under the GIL,
+(server/tokenization/word_cache.py): less CPU again (bench/results/full-word-cache.json), but under the GIL,
 so the server turns it on only where the engines compute on the CPU.
 """
 

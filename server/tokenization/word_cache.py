@@ -4,14 +4,14 @@ Once a text is normalized (server/tokenization/ascii_normalizer.py), the rest of
 word by word: ``BertPreTokenizer`` splits at whitespace (dropped) and around every punctuation
 character (kept alone), WordPiece turns each word into ids without looking at its neighbours,
 and the template adds [CLS] ... [SEP]. Text repeats its words, so the ids of a word seen before
-come from a dict, at a fraction of the tokenizer's CPU a row once the cache is warm (``embedtext
-bench --only word-cache``). A word not in the cache goes to
+come from a dict, at a fraction of the tokenizer's CPU a row once the cache is warm
+(bench/results/full-word-cache.json). A word not in the cache goes to
 the tokenizer's own WordPiece (a copy without normalizer and pre-tokenizer), so the ids are the
 tokenizer's (tests/unit/server/test_word_cache.py compares them).
 
 The price: this runs in Python and holds the GIL, where the tokenizer's Rust releases it and
 spreads a batch over every core. It pays where cores are few and shared with the model (a CPU
-engine); on a GPU machine the spare cores tokenize in parallel anyway (``--word-cache auto``).
+engine); on a GPU machine the spare cores tokenize in parallel anyway (``word_cache=auto``).
 """
 
 from __future__ import annotations

@@ -4,7 +4,6 @@ serve` parses them and resolved for the device, give the settings the suite's na
 import dataclasses
 import os
 
-from embedtext.bench.evidence import pacing
 from embedtext.bench.mixed import GPU_MODES, MODES, server_args
 from embedtext.server.config.resolve import GPU_INTERACTIVE_SLO_MS, resolve
 from embedtext.server.config.settings import ServerConfig
@@ -17,32 +16,6 @@ def _server(flags, monkeypatch, device="cpu"):
         monkeypatch.delenv(name)
     config = config_from_args(["--model", "default", *flags])
     return config, resolve(config, device, flags=frozenset())
-
-
-def test_the_pacing_suite_compares_paced_unheld_and_unpaced(monkeypatch):
-    comparison = pacing()
-    servers = {v.name: _server((*comparison.flags, *v.flags), monkeypatch) for v in comparison.variants}
-    assert set(servers) == {"paced", "unheld", "unpaced"}
-    # Every server runs queries and bulk work on the same engines: the pacing is theirs.
-    assert not any(resolved.interactive_replica for _, resolved in servers.values())
-
-    config, paced = servers["paced"]
-    assert config == ServerConfig(models=("default",), interactive_replica="off")  # the shared engines' defaults
-    assert paced.stepped and paced.interactive_slo_s == 0.25 and config.hold_bulk_tokenizing
-
-    config, unheld = servers["unheld"]
-    assert unheld.stepped and unheld.interactive_slo_s == 0.25 and not config.hold_bulk_tokenizing
-
-    config, unpaced = servers["unpaced"]
-    assert unpaced.stepped and unpaced.interactive_slo_s is None
-
-    names = {v.name for v in comparison.variants}
-    assert {(r.numerator, r.denominator) for r in comparison.ratios} == {
-        ("paced", "unpaced"),
-        ("paced", "unheld"),
-        ("unheld", "unpaced"),
-    }
-    assert all(r.numerator in names and r.denominator in names for r in comparison.ratios)
 
 
 def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
