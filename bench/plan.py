@@ -19,6 +19,8 @@ SUITES = (
     "dtype",
     "startup",
     "sql-rewrites",
+    "allocator",
+    "compile",
     "gpu",
 )
 # cpu-peers: the cpu suite's peers alone. The others from mixed on run only when named.
@@ -44,6 +46,7 @@ class BenchPlan:
     latency_chunk_requests: int  # 2048-row requests per load step
     scaling_rows: tuple[int, ...]
     scaling_tokens: int
+    allocator_rows: tuple[int, ...]  # the allocator suite's sizes (16-token rows, like scaling)
     # Quick runs start engines eagerly (no torch.compile: a shorter start for each engine); full runs
     # as a server starts them by default (enforce_eager=auto: by the device and CPU). Every engine
     # of a run, vLLM's own paths in the cpu suite too, gets the same setting: ratios stay like for like.
@@ -82,6 +85,7 @@ QUICK = BenchPlan(
     latency_chunk_requests=2,
     scaling_rows=(2_000, 5_000, 10_000),
     scaling_tokens=16,
+    allocator_rows=(2_000, 10_000, 20_000),
     eager=True,
     eager_reason="enforce_eager=on",
     cpu_rounds=2,
@@ -96,6 +100,7 @@ FULL = replace(
     latency_single_s=10.0,
     latency_chunk_requests=8,
     scaling_rows=(10_000, 100_000, 1_000_000),
+    allocator_rows=(10_000, 100_000, 400_000),
     cpu_rounds=5,
     cpu_peer_work=((50, 4096), (512, 512)),
     compile_work=((50, 4096), (512, 512)),

@@ -128,6 +128,11 @@ def run_bench(
             workdir=plan.workdir,
             progress=progress,
         )
+    for suite in ("allocator", "compile"):
+        if suite in suites:
+            from embedtext.bench.evidence import run_evidence
+
+            cases += run_evidence(suite, plan, models.tiny(), progress=progress)
     if "engine-overhead" in suites:
         from embedtext.bench.engine_overhead import OVERHEAD_MODEL, overhead_models, run_engine_overhead
         from embedtext.server.models.source import load_model_spec

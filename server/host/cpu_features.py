@@ -12,9 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-# On a CPU with AMX vLLM's compiled model ran slower than eager in both dtypes (the compile suite, in git history).
+# On a CPU with AMX vLLM's compiled model ran slower than eager in both dtypes (bench: --only compile).
 EAGER_FLAGS = ("amx_bf16",)
-# On an x86 CPU with AVX2 and no AVX-512 it ran as fast as eager and started later (cpu-compile-avx2.json).
+# On an x86 CPU with AVX2 and no AVX-512 it ran as fast as eager and started later (bench: --only compile).
 AVX2_ONLY = ("avx2", "avx512f")
 
 
