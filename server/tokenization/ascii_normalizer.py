@@ -3,10 +3,11 @@
 Hugging Face's ``BertNormalizer`` (the normalizer of BERT-family embedding models: all-MiniLM,
 arctic-embed, bge, e5) tracks an alignment for every character and decomposes to NFD for accent
 stripping: a large share of the tokenizer's CPU per row (bench/results/full-ascii-normalizer.json).
-On ASCII text it reduces to two byte operations: drop control characters except tab, newline and carriage return, which become spaces
-(``clean_text``), and lowercase (``lowercase``); accent stripping and CJK spacing change nothing
-there. Texts normalized here go to a copy of the tokenizer without its normalizer; the ids are
-the same (tests/unit/server/test_normalization.py compares them with the plain tokenizer's).
+On ASCII text it reduces to two byte operations: drop control characters except tab, newline and
+carriage return, which become spaces (``clean_text``), and lowercase (``lowercase``); accent
+stripping and CJK spacing change nothing there. Texts normalized here go to a copy of the tokenizer
+without its normalizer; the ids are the same (tests/unit/server/test_normalization.py compares them
+with the plain tokenizer's).
 
 A text is left to the full tokenizer when it is not pure ASCII, or when it may hold an added
 token (``[CLS]``, ``[MASK]``, ...): the tokenizer matches those before normalizing, so
