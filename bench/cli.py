@@ -154,7 +154,8 @@ def bench_command(
     uneven = uneven_replica_counts(_ints(replicas), gpu_processes)
     if uneven:
         raise click.UsageError(f"replica counts {uneven} do not split evenly over --gpu-processes {gpu_processes}")
-    from embedtext.bench.mixed import check_modes, check_phases
+    from embedtext.bench.mixed import check_phases
+    from embedtext.bench.mixed_modes import check_modes
 
     modes = _checked_names(mixed_modes, check_modes, "--mixed-modes")
     phases = _checked_names(mixed_phases, check_phases, "--mixed-phases")

@@ -150,15 +150,17 @@ def run_bench(
             progress=progress,
         )
     if "mixed" in suites:
+        from embedtext.bench.bulk_loads import BULK_ROWS
         from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.mixed import BULK_ROWS, GPU_MODES, MODES, PHASES, run_mixed
+        from embedtext.bench.mixed import PHASES, run_mixed
+        from embedtext.bench.mixed_modes import GPU_MODES, MODES
         from embedtext.server.config.resolve import GPU_INTERACTIVE_SLO_MS, GPU_MEMORY_FRACTION
         from embedtext.server.engine.base import detect_device
         from embedtext.server.models.source import load_model_spec
 
         corpus = BenchCorpus(load_model_spec("default").path)  # the default model, as a new user runs it
         # A GPU embeds 6,000 rows in well under a second: its scans are longer, and one more server
-        # tells what the defaults' parts give there (bench/mixed.py, GPU_MODES).
+        # tells what the defaults' parts give there (bench/mixed_modes.py, GPU_MODES).
         gpu = detect_device() == "cuda"
         modes = tuple(mixed_modes) or (GPU_MODES if gpu else MODES)
         # Its servers share one GPU: each takes its part of what a server takes alone (vLLM refuses

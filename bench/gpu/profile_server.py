@@ -30,19 +30,11 @@ import sys
 import time
 from pathlib import Path
 
+from embedtext.bench.bulk_loads import BULK_ROWS, probed_load, warm_up
 from embedtext.bench.corpus import BenchCorpus
 from embedtext.bench.measure import percentiles_ms, process_names
-from embedtext.bench.mixed import (
-    BULK_ROWS,
-    PROBE_PARTS,
-    Prober,
-    loop_late,
-    loop_late_text,
-    probe_figures,
-    probe_parts_ms,
-    probed_load,
-    warm_up,
-)
+from embedtext.bench.phase_report import loop_late, loop_late_text
+from embedtext.bench.probes import PROBE_PARTS, Prober, probe_figures, probe_parts_ms
 from embedtext.bench.servers import embedtext_server
 from embedtext.bench.step_timeline import read_timeline, timeline_parts
 from embedtext.server.engine.base import WORKER_NAME

@@ -4,7 +4,10 @@ phase runs on both modes in each round and the ratios pair them; the figures mea
 import asyncio
 import time
 
-from embedtext.bench.mixed import BULK_ROWS, MODES, PROBE_PARTS, mixed_ratios, probed_load, run_mixed
+from embedtext.bench.bulk_loads import BULK_ROWS, probed_load
+from embedtext.bench.mixed import mixed_ratios, run_mixed
+from embedtext.bench.mixed_modes import MODES
+from embedtext.bench.probes import PROBE_PARTS
 
 
 def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir):
@@ -79,7 +82,7 @@ def test_every_phase_runs_on_both_modes_and_the_ratios_pair_them(tiny_model_dir)
 def test_a_paced_server_is_read_against_the_baseline_apart_from_the_defaults():
     """With GPU_MODES the defaults keep the target keys and each paced server gets its own, each
     over the baseline's (unpaced) same phase."""
-    from embedtext.bench.mixed import GPU_MODES
+    from embedtext.bench.mixed_modes import GPU_MODES
 
     def case(mode, kind, rows_per_s, p99_ms=None, **extra):
         return {
@@ -120,7 +123,7 @@ def test_the_probes_come_from_a_process_of_their_own_so_a_busy_bench_loop_does_n
     import asyncio
     import time
 
-    from embedtext.bench.mixed import MIN_PROBES, PROBE_GAP_S, Prober
+    from embedtext.bench.probes import MIN_PROBES, PROBE_GAP_S, Prober
     from embedtext.bench.servers import embedtext_server
 
     blocked_s = 40 * PROBE_GAP_S
@@ -144,7 +147,7 @@ def test_probes_keep_their_schedule_while_earlier_ones_wait_open_loop():
     answered, and each latency counts from its scheduled start (no waits left uncounted)."""
     import asyncio
 
-    from embedtext.bench.mixed import MIN_PROBES, PROBE_GAP_S, _probes
+    from embedtext.bench.probes import MIN_PROBES, PROBE_GAP_S, send_probes
 
     phase = MIN_PROBES + 2  # probes sent before the phase ends; none is answered until then
     events: list[tuple[str, str]] = []
@@ -165,7 +168,7 @@ def test_probes_keep_their_schedule_while_earlier_ones_wait_open_loop():
                 phase_over.set()
             return phase_over.is_set()
 
-        return await _probes(slow_server, [f"q{i}" for i in range(3)], done)
+        return await send_probes(slow_server, [f"q{i}" for i in range(3)], done)
 
     times = asyncio.run(main())
     latencies = [t.total_s for t in times]
@@ -242,7 +245,7 @@ def test_an_unknown_phase_is_refused_before_any_server_starts():
 def test_a_probe_s_time_splits_into_the_server_s_parts_from_its_reply():
     """The reply's queue and engine times are the server's; the rest is everything around them,
     split by the reply's tokenizing and handler times into the server's handling and outside it."""
-    from embedtext.bench.mixed import ProbeTime, probe_figures, probe_parts_ms
+    from embedtext.bench.probes import ProbeTime, probe_figures, probe_parts_ms
     from embedtext.protocol import embedding_pb2 as pb
 
     reply = pb.EmbedResponse(
@@ -270,7 +273,7 @@ def test_a_probe_s_time_splits_into_the_server_s_parts_from_its_reply():
 def test_outside_the_server_splits_at_the_handler_s_start_into_the_way_in_and_the_way_back():
     """The reply's handler start (the server's wall clock) against the prober's wall clock at the
     call: the way in is between them, the way back what is left of outside."""
-    from embedtext.bench.mixed import ProbeTime, probe_figures, probe_parts_ms
+    from embedtext.bench.probes import ProbeTime, probe_figures, probe_parts_ms
     from embedtext.protocol import embedding_pb2 as pb
 
     sent = 1_800_000_000_000_000_000
@@ -296,7 +299,7 @@ def test_outside_the_server_splits_at_the_handler_s_start_into_the_way_in_and_th
 
 
 def test_the_servers_that_step_their_engines_keep_a_step_timeline_and_the_others_do_not():
-    from embedtext.bench.mixed import MODE_ARGS, server_args, steps_its_engines
+    from embedtext.bench.mixed_modes import MODE_ARGS, server_args, steps_its_engines
 
     stepped = {mode: steps_its_engines(server_args(mode, 20.0)) for mode in MODE_ARGS}
     assert all(stepped.values())
@@ -356,7 +359,7 @@ def test_a_mode_with_a_target_suffix_holds_that_target_and_the_others_the_runs()
     """``classes_slo500`` beside ``classes``: the same engines' settings, each server its own target."""
     import pytest
 
-    from embedtext.bench.mixed import check_modes, server_args
+    from embedtext.bench.mixed_modes import check_modes, server_args
 
     check_modes(["classes_slo500", "classes", "unpaced"])
     assert server_args("classes_slo500", 250.0) == (*server_args("classes"), "--interactive-slo-ms", "500")

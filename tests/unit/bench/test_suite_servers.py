@@ -4,7 +4,7 @@ serve` parses them and resolved for the device, give the settings the suite's na
 import dataclasses
 import os
 
-from embedtext.bench.mixed import GPU_MODES, MODES, server_args
+from embedtext.bench.mixed_modes import GPU_MODES, MODES, server_args
 from embedtext.server.config.resolve import GPU_INTERACTIVE_SLO_MS, resolve
 from embedtext.server.config.settings import ServerConfig
 

@@ -1,0 +1,123 @@
+"""The bulk work of the mixed suite's phases: bulk callers in a loop, DuckDB scans, a flood of callers."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+
+from embedtext.bench.probes import Prober, ProbeTime
+from embedtext.connectors.client import AsyncClient
+from embedtext.protocol.errors import EmbedTextError
+
+BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
+
+
+SCAN_SQL = "CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs"
+
+
+async def probed_load(
+    target: str,
+    bulk_texts: Sequence[str],
+    probe_texts: Sequence[str],
+    clients: int,
+    seconds: float,
+    prober: Prober,
+) -> tuple[list[ProbeTime], int, float]:
+    """``clients`` bulk loops (none if 0) that start calls for ``seconds`` and, if
+    ``probe_texts``, the probes (from ``prober``'s process) until the last bulk call ends (or for
+    ``seconds`` without bulk loops); returns the probes' times, bulk rows served and the bulk
+    loops' elapsed seconds. The calls in flight at ``seconds`` still run to their end: on a
+    2-core CPU one round of 2048-row calls takes far longer than the phase's ``seconds``, and
+    probes that stopped there left most of the bulk work "with queries" without them."""
+    stop_at = time.monotonic() + seconds
+    bulk_rows = 0
+
+    async def bulk(i: int) -> None:
+        nonlocal bulk_rows
+        chunk = list(bulk_texts[i % len(bulk_texts) :]) + list(bulk_texts[: i % len(bulk_texts)])
+        async with AsyncClient(target, timeout=600, max_batch_rows=BULK_ROWS) as client:
+            while time.monotonic() < stop_at:
+                served = len(await client.embed(chunk[:BULK_ROWS], latency_class="bulk"))
+                bulk_rows += served  # after the await: += around it would lose other clients' rows
+
+    async def loads() -> float:
+        began = time.monotonic()
+        await asyncio.gather(*(bulk(i) for i in range(clients)))
+        return time.monotonic() - began
+
+    loading = asyncio.ensure_future(loads())
+
+    def done() -> bool:
+        return loading.done() if clients else time.monotonic() >= stop_at
+
+    probing = asyncio.create_task(prober.probe(target, probe_texts, done)) if probe_texts else None
+    elapsed = await loading
+    times = await probing if probing else []
+    return times, bulk_rows, elapsed
+
+
+def scan_seconds(target: str, texts: Sequence[str]) -> float:
+    """One DuckDB scan of ``texts`` through ``embed_text``, as a user writes it; its seconds."""
+    import duckdb
+    import pyarrow as pa
+
+    import embedtext
+
+    con = duckdb.connect()
+    try:
+        docs = pa.table({"id": pa.array(range(len(texts)), pa.int64()), "body": pa.array(list(texts))})
+        con.register("docs_arrow", docs)
+        con.execute("CREATE TABLE docs AS SELECT * FROM docs_arrow")
+        embedtext.register(con, target)
+        started = time.perf_counter()
+        con.execute(SCAN_SQL).fetchall()
+        seconds = time.perf_counter() - started
+        assert con.execute("SELECT count(*) FROM v WHERE v IS NOT NULL").fetchone()[0] == len(texts)
+        return seconds
+    finally:
+        con.close()
+
+
+async def warm_up(target: str, bulk_texts: Sequence[str]) -> float:
+    """One untimed bulk call, so that first-use costs stay out of the timed phases: a paced engine
+    sizes its steps from a cautious start until it has measured its speed on bulk work (the H100's
+    first scan on a stepped server ran at half the rate of its second, cause not known)."""
+    began = time.monotonic()
+    async with AsyncClient(target, timeout=600, max_batch_rows=BULK_ROWS) as client:
+        await client.embed(list(bulk_texts), latency_class="bulk")
+    return time.monotonic() - began
+
+
+async def flood_calls(target: str, texts: Sequence[str], clients: int, seconds: float) -> dict:
+    """``clients`` loops of embed(2048 rows) for ``seconds`` (each call ends, however long it
+    takes); the callers' view: calls served, calls failed, rows lost, by error type."""
+    stop_at = time.monotonic() + seconds
+    served = failed = lost = 0
+    errors: dict[str, int] = {}
+    first_errors: dict[str, str] = {}  # each type's first message: where the calls failed
+
+    async def caller() -> None:
+        nonlocal served, failed, lost
+        async with AsyncClient(target, max_batch_rows=BULK_ROWS) as client:  # the default deadline
+            while time.monotonic() < stop_at:
+                try:
+                    await client.embed(texts[:BULK_ROWS])
+                    served += 1
+                except EmbedTextError as exc:
+                    failed += 1
+                    lost += BULK_ROWS
+                    errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+                    first_errors.setdefault(type(exc).__name__, exc.message)  # without the socket path
+
+    began = time.monotonic()
+    await asyncio.gather(*(caller() for _ in range(clients)))
+    return {
+        "served_calls": served,
+        "failed_calls": failed,
+        "rows_lost": lost,
+        "errors": errors,
+        "first_errors": first_errors,
+        "rows": served * BULK_ROWS,
+        "elapsed": time.monotonic() - began,
+    }
