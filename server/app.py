@@ -28,6 +28,8 @@ from embedtext.server.models.source import load_model_spec, parse_model_arg
 from embedtext.server.scheduler.replicas import stop_side_by_side
 from embedtext.server.scheduler.runtime import ModelRuntime
 
+# At a stop, the calls still in flight are answered this long before gRPC cancels them.
+ANSWER_BEFORE_GRACE_ENDS_S = 1.0
 log = logging.getLogger("embedtext.server")
 
 SERVICE_NAME = pb.DESCRIPTOR.services_by_name["Embedding"].full_name
@@ -224,8 +226,12 @@ class EmbeddingServer:
             if task is not None:
                 task.cancel()
         await self._set_health(False)
-        await self.server.stop(grace)
+        # New calls are refused at once and those in flight get ``grace`` to finish. What is left is
+        # answered UNAVAILABLE ("shutting down": a client retries elsewhere) before gRPC would cancel it.
+        stopping = asyncio.ensure_future(self.server.stop(grace))
+        await asyncio.wait({stopping}, timeout=max(0.0, grace - ANSWER_BEFORE_GRACE_ENDS_S))
         await stop_side_by_side(runtime.stop() for runtime in self.runtimes)  # each model's replicas too
+        await stopping
         if self.config.uds:
             _remove_socket(self.config.uds)
 
