@@ -58,12 +58,16 @@ class ResolvedSettings:
     interactive_replica_reason: str = ""  # for the start-up log
     interactive_gather_s: float = 0.0  # while bulk work runs, how long a query waits for others
     interactive_threads: int = 0  # threads the interactive replica's engine computes on (0: torch's own)
-    replicas: int = 1  # engines per model that run bulk work
     split_reason: str = ""  # for the start-up log: why the bulk work runs on one engine per core
     split_declined: str = ""  # for the start-up log: why a small CPU's bulk work stays on one engine
     memory_short: str = ""  # for the start-up log: a CPU's engines as chosen need more memory than there is
     bulk_threads: int = 0  # threads each bulk replica's stepped engine computes on (0: torch's own)
     bulk_nice: int = 0  # the bulk engines' worker processes' nice value beside an interactive replica
+
+    @property
+    def replicas(self) -> int:
+        """Engines per model that run bulk work (the config's, as resolved)."""
+        return self.config.replicas
 
     @property
     def stepped(self) -> bool:
@@ -233,7 +237,6 @@ def resolve(
         interactive_replica_reason=interactive_replica_reason,
         interactive_gather_s=gather_ms / 1000.0,
         interactive_threads=threads,
-        replicas=replicas,
         split_reason=f"auto: a CPU of {cores} cores beside an interactive replica" if split else "",
         split_declined=split_declined,
         memory_short=_memory_short(replicas + interactive_replica, memory_bytes, specs) if cpu_engines else "",

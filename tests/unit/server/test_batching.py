@@ -4,17 +4,12 @@ import asyncio
 
 import numpy as np
 import pytest
+from event_loop import settle
 
 from embedtext.protocol.errors import OverloadedError
 from embedtext.server.scheduler.batching import BatchQueue
 from embedtext.server.scheduler.jobs import EmbedJob
 from embedtext.server.scheduler.vectors import shape_vectors
-
-
-async def _settle() -> None:
-    """Let every task that can run, run: what is still waiting then waits on an event or a timer, not on its turn."""
-    for _ in range(50):
-        await asyncio.sleep(0)
 
 
 def _job(rows):
@@ -141,7 +136,7 @@ def test_an_engine_going_idle_releases_the_waiting_rows():
         q.submit(_job([[1]]))
         q.submit(_job([[2]]))
         waiter = asyncio.ensure_future(q.next_batch(engine_idle=lambda: idle))
-        await _settle()
+        await settle()
         assert not waiter.done()
         idle = True
         q.wake()
@@ -283,7 +278,7 @@ def test_while_bulk_work_runs_queries_gather_to_share_one_step():
         q.interactive_gather_s = 60.0
         q.submit(_classed([[7, 7]], interactive=True))
         waiter = asyncio.ensure_future(q.next_batch(bulk_running=lambda: True))
-        await _settle()
+        await settle()
         assert not waiter.done()  # gathering
         q.submit(_classed([[8]], interactive=True))
         return await asyncio.wait_for(waiter, 5)

@@ -2,13 +2,9 @@
 
 import asyncio
 
+from event_loop import settle
+
 from embedtext.server.scheduler.routing import LeastInFlightTokensPolicy, Replica
-
-
-async def _settle() -> None:
-    """Let every task that can run, run: what is still waiting then waits on an event or a timer, not on its turn."""
-    for _ in range(50):
-        await asyncio.sleep(0)
 
 
 def _policy(n=2, per=2):
@@ -64,7 +60,7 @@ def test_unhealthy_replicas_are_skipped_and_waiters_wake():
             assert r is b
         b.healthy = False
         waiter = asyncio.ensure_future(policy.lease(1).__aenter__())
-        await _settle()
+        await settle()
         assert not waiter.done()
         a.healthy = True
         policy.changed()

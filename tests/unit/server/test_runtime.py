@@ -9,6 +9,7 @@ import asyncio
 import dataclasses
 
 import pytest
+from event_loop import settle
 
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.config.resolve import ResolvedSettings, resolve
@@ -22,12 +23,6 @@ from embedtext.server.scheduler.options import EmbedOptions
 from embedtext.server.scheduler.runtime import INTERACTIVE_EXTRA_SLOTS, ModelRuntime
 
 DELAY_MS = 60_000.0  # far longer than any wait below: "waited for the delay" cannot pass
-
-
-async def _settle() -> None:
-    """Let every task that can run, run: what is still waiting then waits on an event or a timer, not on its turn."""
-    for _ in range(50):
-        await asyncio.sleep(0)
 
 
 class RefusesFirstBatchBackend(NullBackend):
@@ -94,7 +89,7 @@ def test_a_failed_batch_frees_its_replica_for_the_rows_waiting_behind_it(tiny_sp
             while backends[0].calls < 1:  # the idle replica took the first row at once
                 await asyncio.sleep(0.01)
             second = asyncio.ensure_future(runtime.embed_token_ids([[101, 8, 9, 102]], BULK, None))
-            await _settle()
+            await settle()
             assert (
                 runtime.queue.queued_rows == 1 and not second.done()
             )  # queued: the replica is busy, the batch not full
@@ -141,7 +136,7 @@ def test_queries_reach_a_busy_engine_without_waiting_for_the_queries_before_them
                 await until_held(3 + i)  # none answered yet: it went all the same
             assert backends[0].held == [0, 0] + [1] * INTERACTIVE_EXTRA_SLOTS
             calls.append(asyncio.ensure_future(runtime.embed_token_ids([[101, 99, 102]], INTERACTIVE, None)))
-            await _settle()
+            await settle()
             assert runtime.queue.queued_interactive_rows == 1  # one more waits for a slot
             assert len(backends[0].held) == 2 + INTERACTIVE_EXTRA_SLOTS
             backends[0].release.set()

@@ -6,6 +6,7 @@ import asyncio
 import time
 
 import pytest
+from event_loop import settle
 
 from embedtext.protocol.errors import DeadlineExceededError, OverloadedError
 from embedtext.server.scheduler.batching import BatchQueue
@@ -17,11 +18,6 @@ ROWS = 8  # per request; 2 tokens a row
 
 def _queue() -> BatchQueue:
     return BatchQueue(max_batch_tokens=1000, max_batch_rows=4, max_batch_delay_s=0, max_queued_rows=40)
-
-
-async def _settle() -> None:
-    for _ in range(5):
-        await asyncio.sleep(0)
 
 
 class Requests:
@@ -58,16 +54,16 @@ def test_a_burst_is_tokenized_as_the_queue_drains_not_at_once():
         requests = _requests(ahead_rows=4)
         queue, gate = requests.gate.queue, requests.gate
         tasks = [asyncio.create_task(requests.send(n, n)) for n in ("a", "b", "c")]
-        await _settle()
+        await settle()
         assert requests.tokenized == ["a"]  # alone, over ahead_rows: nothing else was queued
         assert (gate.waiting_rows, gate.waiting_requests, gate.held_rows) == (2 * ROWS, 2, 2 * ROWS)
         with pytest.raises(OverloadedError):  # the held rows count against the queue bound
             queue.check_room(40 - ROWS - 2 * ROWS + 1, held=gate.held_rows)
         await _take(queue)
-        await _settle()
+        await settle()
         assert requests.tokenized == ["a"]  # 4 bulk rows still queued: enough ahead
         await _take(queue)
-        await _settle()
+        await settle()
         assert requests.tokenized == ["a", "b"]
         await _take(queue)
         await _take(queue)
@@ -82,16 +78,16 @@ def test_a_caller_that_comes_second_goes_before_the_firsts_later_requests():
         requests = _requests(ahead_rows=6)
         queue = requests.gate.queue
         first = [asyncio.create_task(requests.send(f"a{i}", "a")) for i in range(3)]
-        await _settle()
+        await settle()
         second = asyncio.create_task(requests.send("b0", "b"))
-        await _settle()
+        await settle()
         assert requests.tokenized == ["a0"]
         await _take(queue)  # a served 4 rows; 4 of its rows still queued, under 6: room for one
-        await _settle()
+        await settle()
         assert requests.tokenized == ["a0", "b0"]
         while not all(t.done() for t in (*first, second)):
             await _take(queue)
-            await _settle()
+            await settle()
         assert requests.tokenized == ["a0", "b0", "a1", "a2"]
 
     asyncio.run(run())
@@ -117,7 +113,7 @@ def test_a_request_whose_deadline_passes_while_held_is_refused_and_frees_its_pla
             await requests.send("late", "b", deadline=time.monotonic() + 0.05)
         assert gate.held_rows == 0 and requests.tokenized == ["a"]
         waiting = asyncio.create_task(requests.send("c", "c"))
-        await _settle()
+        await settle()
         waiting.cancel()  # the caller went away
         await asyncio.gather(waiting, return_exceptions=True)
         assert gate.held_rows == 0
