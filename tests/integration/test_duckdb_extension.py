@@ -1,0 +1,298 @@
+"""The DuckDB extension (udf/extension) in clients we did not write, the DuckDB CLI (PyPI's
+duckdb-cli) and Python's duckdb ``LOAD``, against real servers. The Python UDF is its
+specification: the same rows give the same vectors, NULLs and errors.
+
+CI builds the extension first and names it in EMBEDTEXT_EXTENSION; without it, the tests build it
+with scripts/build_extension.sh where cargo is installed."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import urllib.request
+from contextlib import contextmanager
+from pathlib import Path
+
+import duckdb
+import numpy as np
+import psutil
+import pytest
+
+import embedtext
+from embedtext.server.engine.base import WORKER_NAME
+
+ROOT = Path(__file__).resolve().parents[2]
+LONG_TEXT = "the cat sat on the bank of the river " * 54_000  # about 2 million characters
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _rows_served(metrics_port: int) -> float:
+    """The server's embedtext_rows_total, summed over its labels."""
+    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
+    return sum(float(line.rpartition(" ")[2]) for line in text.splitlines() if line.startswith("embedtext_rows_total"))
+
+
+@pytest.fixture(scope="session")
+def extension_path() -> str:
+    path = os.environ.get("EMBEDTEXT_EXTENSION")
+    if not path:
+        if shutil.which("cargo") is None:
+            pytest.skip("no cargo here to build udf/extension (scripts/build_extension.sh); CI builds it")
+        built = subprocess.run(
+            [str(ROOT / "scripts" / "build_extension.sh")], capture_output=True, text=True, timeout=1800
+        )
+        assert built.returncode == 0, built.stderr[-3000:]
+        path = built.stdout.strip().splitlines()[-1]
+    assert Path(path).is_file(), path
+    return path
+
+
+@contextmanager
+def _environ(**values: str):
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def extension_connection(path: str, target: str, **config) -> duckdb.DuckDBPyConnection:
+    """A DuckDB connection that LOADs the extension with EMBEDTEXT_TARGET set, as a shell would."""
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true", **config})
+    with _environ(EMBEDTEXT_TARGET=target):
+        con.execute(f"LOAD '{path}'")
+    con.execute(f"SET embedtext_target = '{target}'")
+    return con
+
+
+def udf_connection(target) -> duckdb.DuckDBPyConnection:
+    con = duckdb.connect()
+    embedtext.register(con, target)
+    return con
+
+
+def _vectors(con, sql: str) -> list:
+    return [row[0] for row in con.sql(sql).fetchall()]
+
+
+def _assert_same_vectors(got: list, expected: list, atol: float = 1e-5) -> None:
+    assert len(got) == len(expected)
+    assert [v is None for v in got] == [v is None for v in expected]  # NULLs where the UDF has them
+    pairs = [(g, e) for g, e in zip(got, expected) if e is not None]
+    np.testing.assert_allclose(np.array([g for g, _ in pairs]), np.array([e for _, e in pairs]), atol=atol)
+
+
+def _cli(path: str, sql: str, env: dict[str, str] | None = None) -> str:
+    duckdb_cli = Path(sys.executable).parent / "duckdb"
+    assert duckdb_cli.exists(), "the duckdb-cli package is a dev dependency"
+    out = subprocess.run(
+        [str(duckdb_cli), "-unsigned", "-list", "-noheader", "-c", f"LOAD '{path}'; {sql}"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **(env or {})},
+    )
+    assert out.returncode == 0, out.stderr + out.stdout
+    return out.stdout
+
+
+def _parse_vector(line: str) -> np.ndarray:
+    return np.array([float(x) for x in line.strip().strip("[]").split(",")], dtype=np.float32)
+
+
+def test_duckdb_cli_set_connect_and_embed_matches_python_udf(servers, extension_path):
+    target = servers.minilm.target
+    out = _cli(
+        extension_path,
+        f"SET embedtext_target = '{target}'; SELECT embedtext_connect(); "
+        "SELECT typeof(embed_text('hello world')); SELECT embed_text('hello world');",
+        env={"EMBEDTEXT_TARGET": "127.0.0.1:1"},  # LOAD finds no server there: embedtext_connect registers it
+    )
+    lines = out.strip().splitlines()
+    assert lines[0].startswith("embed_text(text) -> FLOAT[384]: all-MiniLM-L6-v2"), lines[0]
+    assert lines[1] == "FLOAT[384]"
+    expected = _vectors(udf_connection(target), "SELECT embed_text('hello world')")[0]
+    np.testing.assert_allclose(_parse_vector(lines[2]), expected, atol=1e-6)
+
+
+def test_duckdb_cli_finds_its_server_by_environment_at_load(servers, extension_path):
+    out = _cli(
+        extension_path,
+        "SELECT typeof(embed_text('a cat')), embed_text('a cat') IS NOT NULL;",
+        env={"EMBEDTEXT_TARGET": servers.tiny.target},
+    )
+    assert out.strip() == "FLOAT[128]|true"
+
+
+def test_python_load_gives_the_python_udfs_vectors_row_for_row(servers, extension_path):
+    target = servers.minilm.target
+    ext, udf = extension_connection(extension_path, target), udf_connection(target)
+    for con in (ext, udf):  # repeats, NULLs, empty and blank texts, over two chunks and a half
+        con.execute(
+            "CREATE TABLE docs AS SELECT i AS id, CASE WHEN i % 11 = 0 THEN NULL WHEN i % 13 = 0 THEN '' "
+            "WHEN i % 17 = 0 THEN '  ' ELSE 'row ' || (i % 700) || ' the cat and the bank' END AS body "
+            "FROM range(5000) t(i)"
+        )
+    assert ext.execute("SELECT typeof(embed_text(body)) FROM docs LIMIT 1").fetchall()[0] == ("FLOAT[384]",)
+    sql = "SELECT embed_text(body) FROM docs ORDER BY id"
+    got, expected = _vectors(ext, sql), _vectors(udf, sql)
+    assert sum(v is None for v in got) > 500
+    _assert_same_vectors(got, expected)
+
+
+def test_model_and_dimensions_forms_match_python_udf(servers, extension_path):
+    target = servers.minilm.target
+    ext, udf = extension_connection(extension_path, target), udf_connection(target)
+    for sql, size in (
+        ("SELECT embed_text('a river bank', 'arctic-like')", 768),
+        ("SELECT embed_text('a river bank', NULL, 64)", 64),
+        ("SELECT embed_text('a river bank', 'all-MiniLM-L6-v2', 128)", 128),
+    ):
+        got, expected = _vectors(ext, sql), _vectors(udf, sql)
+        assert len(got[0]) == size
+        _assert_same_vectors(got, expected)
+    assert ext.execute("SELECT typeof(embed_text('x', 'arctic-like'))").fetchall()[0] == ("FLOAT[]",)
+
+
+def test_repeated_texts_in_a_chunk_are_sent_once(servers, extension_path):
+    con = extension_connection(extension_path, servers.tiny.target)
+    before = _rows_served(servers.tiny_metrics_port)
+    rows = con.sql("SELECT i % 7 AS k, embed_text('word ' || (i % 7)) FROM range(2048) t(i)").fetchall()
+    assert _rows_served(servers.tiny_metrics_port) - before == 7  # one chunk of 2048 rows, 7 distinct texts
+    by_key: dict = {}
+    for k, v in rows:
+        assert v == by_key.setdefault(k, v)
+
+
+def test_odd_inputs_give_the_python_udfs_answers(servers, extension_path):
+    target = servers.minilm.target
+    ext, udf = extension_connection(extension_path, target), udf_connection(target)
+    for con in (ext, udf):
+        con.execute("CREATE TABLE odd (id INTEGER, body VARCHAR)")
+        con.executemany(
+            "INSERT INTO odd VALUES (?, ?)",
+            [(0, None), (1, ""), (2, " \t\n"), (3, LONG_TEXT), (4, "émoji 🐈 and 中文"), (5, "x")],
+        )
+    sql = "SELECT embed_text(body) FROM odd ORDER BY id"
+    got = _vectors(ext, sql)
+    assert got[:3] == [None, None, None]
+    _assert_same_vectors(got, _vectors(udf, sql))
+
+
+@pytest.mark.parametrize(
+    "sql, message",
+    [
+        ("SELECT embed_text('x', 'no-such-model')", "model 'no-such-model' is not served; served models: all-MiniLM"),
+        ("SELECT embed_text('x', NULL, 0)", "dimensions=0 is not available"),
+        ("SELECT embed_text('x', NULL, 5000)", "dimensions=5000 is not available: model all-MiniLM-L6-v2 has 384"),
+        ("SELECT embed_text('x', 'm' || i) FROM range(2) t(i)", "must be the same for every row"),
+    ],
+)
+def test_bad_arguments_are_clear_errors(servers, extension_path, sql, message):
+    con = extension_connection(extension_path, servers.minilm.target)
+    with pytest.raises(duckdb.Error, match=message):
+        con.sql(sql).fetchall()
+
+
+def test_dead_server_is_a_clear_error(extension_path, tmp_path):
+    for target in (f"unix:{tmp_path}/nobody.sock", f"127.0.0.1:{_free_port()}"):
+        con = extension_connection(extension_path, target)
+        with pytest.raises(duckdb.Error) as raised:
+            con.sql("SELECT embedtext_connect()").fetchall()
+        message = str(raised.value)
+        assert target in message and "embedtext serve" in message, message
+        with pytest.raises(duckdb.Error, match="embedtext serve"):
+            con.sql("SELECT embed_text('x', NULL)").fetchall()
+
+
+def test_tls_and_token_from_settings(guarded, extension_path):
+    con = extension_connection(extension_path, "127.0.0.1:1")
+    con.execute(f"SET embedtext_target = '{guarded.target}'")
+    con.execute(f"SET embedtext_tls_ca = '{guarded.tls.ca_pem}'")
+    con.execute(f"SET embedtext_tls_client_cert = '{guarded.tls.client_pem}'")
+    con.execute(f"SET embedtext_tls_client_key = '{guarded.tls.client_key}'")
+    with pytest.raises(duckdb.Error, match="(?i)token|unauthenticated"):
+        con.sql("SELECT embed_text('a guarded cat', NULL)").fetchall()
+    con.execute(f"SET embedtext_token = '{guarded.token}'")
+    got = con.execute("SELECT embed_text('a guarded cat', NULL)").fetchall()[0][0]
+    with guarded.client() as client:
+        np.testing.assert_allclose(got, client.embed(["a guarded cat"])[0], atol=1e-5)
+
+
+@pytest.fixture(scope="module")
+def null_server(tmp_path_factory):
+    """The null engine (fixed vectors, no model): the scan test is about the extension's
+    bookkeeping across DuckDB's threads, not the model's arithmetic."""
+    from embedtext.connectors.local_server import LocalServer
+
+    metrics_port = _free_port()
+    server = LocalServer(
+        ["default"],
+        args=["--set", "engine=null", "--metrics-port", str(metrics_port)],
+        log_path=tmp_path_factory.mktemp("null") / "server.log",
+    ).start()
+    try:
+        server.wait_ready(900)
+        server.metrics_port = metrics_port
+        yield server
+    finally:
+        server.stop()
+
+
+def test_scan_of_100000_rows_on_two_threads(null_server, extension_path):
+    con = extension_connection(extension_path, null_server.target, threads=2)
+    con.execute("CREATE TABLE docs AS SELECT i AS id, 'document number ' || i AS body FROM range(100000) t(i)")
+    before = _rows_served(null_server.metrics_port)
+    count, filled = con.execute("SELECT count(*), count(v) FROM (SELECT embed_text(body) AS v FROM docs)").fetchall()[0]
+    assert (count, filled) == (100_000, 100_000)
+    assert _rows_served(null_server.metrics_port) - before == 100_000  # every distinct row once
+    sample = con.sql("SELECT body, embed_text(body) FROM docs WHERE id % 9973 = 0 ORDER BY id").fetchall()
+    with embedtext.Client(null_server.target) as client:
+        np.testing.assert_allclose([v for _, v in sample], client.embed([b for b, _ in sample]), atol=1e-6)
+
+
+@pytest.mark.slow
+def test_replica_killed_mid_scan_the_query_still_succeeds(servers, extension_path):
+    if servers.tiny.pid is None:
+        pytest.skip("external test servers: not ours to kill")
+    con = extension_connection(extension_path, servers.tiny.target, threads=2)
+    con.execute("CREATE TABLE docs AS SELECT i AS id, 'row ' || i || ' by the river' AS body FROM range(30000) t(i)")
+    outcome: dict = {}
+
+    def scan():
+        try:
+            outcome["rows"] = con.sql("SELECT id, embed_text(body) FROM docs ORDER BY id").fetchall()
+        except Exception as exc:  # noqa: BLE001 - the test inspects it
+            outcome["error"] = exc
+
+    before = _rows_served(servers.tiny_metrics_port)
+    worker = threading.Thread(target=scan)
+    worker.start()
+    while _rows_served(servers.tiny_metrics_port) < before + 2048:  # the scan is under way
+        assert worker.is_alive(), outcome
+        threading.Event().wait(0.05)
+    workers = [p for p in psutil.Process(servers.tiny.pid).children(recursive=True) if p.name() == WORKER_NAME]
+    os.kill(workers[0].pid, signal.SIGKILL)
+    worker.join(600)
+    assert "error" not in outcome, outcome.get("error")
+    rows = outcome["rows"]
+    assert [r[0] for r in rows] == list(range(30000)) and all(r[1] is not None for r in rows)
+    with embedtext.Client(servers.tiny.target) as client:
+        sample = rows[::3001]
+        expected = client.embed([f"row {i} by the river" for i, _ in sample])
+        np.testing.assert_allclose([v for _, v in sample], expected, atol=1e-5)

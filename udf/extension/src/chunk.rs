@@ -1,0 +1,101 @@
+//! One DuckDB chunk's rows -> its vectors, as the Python UDF does it (udf/chunk.py): NULL, empty
+//! and whitespace-only texts give NULL without a call, a text repeated within the chunk is sent
+//! once, and the distinct texts go out as requests of at most `BATCH_ROWS` rows, all in flight.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use futures::stream::{self, StreamExt, TryStreamExt};
+
+use crate::client::{Client, EmbedError, EmbedOptions};
+
+/// Rows per request, and requests in flight per chunk: the Python UDF's client settings
+/// (udf/registration.py UDF_CLIENT_CONFIG), so the server starts on the first while the rest are
+/// on the wire.
+pub const BATCH_ROWS: usize = 512;
+pub const IN_FLIGHT: usize = 8;
+
+/// Which rows need which distinct text's vector.
+#[derive(Debug, Default, PartialEq)]
+pub struct ChunkPlan<'a> {
+    /// The texts to embed, each once.
+    pub distinct: Vec<&'a [u8]>,
+    /// Per row: the index of its text in `distinct`, or None for a NULL result.
+    pub slots: Vec<Option<u32>>,
+}
+
+pub fn plan<'a>(rows: impl IntoIterator<Item = Option<&'a [u8]>>) -> ChunkPlan<'a> {
+    let mut seen: HashMap<&'a [u8], u32> = HashMap::new();
+    let mut out = ChunkPlan::default();
+    for row in rows {
+        let slot = row.filter(|text| !is_blank(text)).map(|text| {
+            *seen.entry(text).or_insert_with(|| {
+                out.distinct.push(text);
+                (out.distinct.len() - 1) as u32
+            })
+        });
+        out.slots.push(slot);
+    }
+    out
+}
+
+fn is_blank(text: &[u8]) -> bool {
+    match std::str::from_utf8(text) {
+        Ok(s) => s.trim().is_empty(),
+        Err(_) => false, // DuckDB's VARCHAR is UTF-8; anything else is the server's to refuse
+    }
+}
+
+/// The vectors of `texts`, `texts.len() x dim` float32 values, row-major.
+pub async fn embed_all(
+    client: &Client,
+    texts: &[&[u8]],
+    options: &EmbedOptions,
+    dim: usize,
+    deadline: Instant,
+) -> Result<Vec<f32>, EmbedError> {
+    let parts: Vec<Vec<f32>> = stream::iter(texts.chunks(BATCH_ROWS))
+        .map(|part| client.embed(part, options, deadline))
+        .buffered(IN_FLIGHT)
+        .map_ok(|(values, reply_dim)| (values, reply_dim))
+        .and_then(|(values, reply_dim)| async move {
+            if reply_dim != dim {
+                return Err(EmbedError(format!(
+                    "embedtext: the server answered vectors of {reply_dim} values where embed_text returns {dim}; \
+                     was the server restarted with another model?"
+                )));
+            }
+            Ok(values)
+        })
+        .try_collect()
+        .await?;
+    Ok(parts.concat())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nulls_blanks_and_repeats() {
+        let rows: Vec<Option<&[u8]>> = vec![
+            Some(b"a cat"),
+            None,
+            Some(b""),
+            Some(b" \t\n"),
+            Some(b"a dog"),
+            Some(b"a cat"),
+            Some("\u{3000}".as_bytes()), // ideographic space: whitespace too
+        ];
+        let p = plan(rows);
+        assert_eq!(p.distinct, vec![&b"a cat"[..], &b"a dog"[..]]);
+        assert_eq!(p.slots, vec![Some(0), None, None, None, Some(1), Some(0), None]);
+    }
+
+    #[test]
+    fn all_distinct_keeps_row_order() {
+        let rows: Vec<Option<&[u8]>> = vec![Some(b"x"), Some(b"y"), Some(b"z")];
+        let p = plan(rows);
+        assert_eq!(p.slots, vec![Some(0), Some(1), Some(2)]);
+    }
+}

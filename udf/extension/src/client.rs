@@ -1,0 +1,330 @@
+//! The gRPC client: one lazily connected channel per target, the Info call, and Embed with the
+//! Python client's retry rules (connectors/client_core.py `CallPlan`), inside one deadline:
+//! UNAVAILABLE is tried once more, on another target where there is one; RESOURCE_EXHAUSTED from a
+//! busy server is retried after the server's `grpc-retry-pushback-ms`, with jittered backoff.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+use tonic::{Code, Status};
+
+use crate::proto;
+use crate::proto::embedding_client::EmbeddingClient;
+use crate::settings::{is_loopback_target, Settings};
+
+/// gRPC's message limit, both ways: the server's default.
+const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// After UNAVAILABLE, how long the one retry waits for a server to come back.
+const RECONNECT_WAIT: Duration = Duration::from_secs(5);
+const BACKOFF_BASE_S: f64 = 0.05;
+const BACKOFF_MAX_S: f64 = 2.0;
+const RETRY_PUSHBACK_KEY: &str = "grpc-retry-pushback-ms";
+/// Requests of at most this many rows go as interactive (a search query), larger ones as bulk.
+pub const INTERACTIVE_MAX_ROWS: usize = 32;
+
+/// An error for DuckDB to show: the server's own message, and which server said it.
+#[derive(Debug, Clone)]
+pub struct EmbedError(pub String);
+
+impl std::fmt::Display for EmbedError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+fn status_error(status: &Status, target: &str) -> EmbedError {
+    let mut message = status.message().to_string();
+    if message.is_empty() {
+        message = format!("{:?}", status.code());
+    }
+    if status.code() == Code::Unavailable && !message.contains("shutting down") {
+        message.push_str(&format!("; is `embedtext serve` running and reachable at {target}?"));
+    }
+    EmbedError(format!("embedtext: {message} (server {target}, {:?})", status.code()))
+}
+
+/// What one Embed call asks for.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct EmbedOptions {
+    pub model: String,   // empty: the server's default model
+    pub dimensions: u32, // 0: the model's full dim
+    pub truncate: bool,
+}
+
+struct Target {
+    name: String,
+    client: EmbeddingClient<Channel>,
+}
+
+/// A client of one server list; cheap to share between DuckDB's threads.
+pub struct Client {
+    targets: Vec<Target>,
+    token: Option<String>,
+    deadline: Duration,
+    caller: String,
+    next: AtomicUsize,
+    info: Mutex<Option<Arc<proto::InfoResponse>>>,
+}
+
+impl Client {
+    /// Channels connect on first use, so a server that is not up yet is no error here.
+    pub fn new(settings: &Settings) -> Result<Client, EmbedError> {
+        let read = |path: &String, what: &str| {
+            std::fs::read(path).map_err(|e| EmbedError(format!("embedtext: cannot read the TLS {what} {path}: {e}")))
+        };
+        let tls = match &settings.tls_ca {
+            Some(path) => {
+                let mut tls = ClientTlsConfig::new().ca_certificate(Certificate::from_pem(read(path, "CA")?));
+                if let Some((cert, key)) = &settings.tls_client {
+                    tls = tls.identity(Identity::from_pem(
+                        read(cert, "client certificate")?,
+                        read(key, "client key")?,
+                    ));
+                }
+                Some(tls)
+            }
+            None => None,
+        };
+        let mut targets = Vec::new();
+        for name in &settings.targets {
+            if settings.token.is_some() && tls.is_none() && !is_loopback_target(name) {
+                return Err(EmbedError(format!(
+                    "embedtext: refusing to send the token to {name} without TLS; SET embedtext_tls_ca \
+                     (the server's CA), or use a loopback or unix: target"
+                )));
+            }
+            let channel = open_channel(name, tls.clone())?;
+            let client = EmbeddingClient::new(channel)
+                .max_decoding_message_size(MAX_MESSAGE_BYTES)
+                .max_encoding_message_size(MAX_MESSAGE_BYTES);
+            targets.push(Target {
+                name: name.clone(),
+                client,
+            });
+        }
+        let caller: u64 = rand::rng().random();
+        Ok(Client {
+            targets,
+            token: settings.token.clone(),
+            deadline: settings.timeout,
+            caller: format!("{caller:016x}"),
+            next: AtomicUsize::new(0),
+            info: Mutex::new(None),
+        })
+    }
+
+    fn request<T>(&self, message: T, timeout: Duration) -> tonic::Request<T> {
+        let mut request = tonic::Request::new(message);
+        request.set_timeout(timeout);
+        if let Some(token) = &self.token {
+            if let Ok(value) = format!("Bearer {token}").parse() {
+                request.metadata_mut().insert("authorization", value);
+            }
+        }
+        request
+    }
+
+    /// The server's Info, asked once and kept (the models a server serves do not change).
+    pub async fn info(&self) -> Result<Arc<proto::InfoResponse>, EmbedError> {
+        if let Some(info) = self.info.lock().unwrap().as_ref() {
+            return Ok(info.clone());
+        }
+        let mut last = None;
+        for target in &self.targets {
+            let timeout = self.deadline.min(Duration::from_secs(30));
+            let mut grpc = target.client.clone();
+            match tokio::time::timeout(timeout, grpc.info(self.request(proto::InfoRequest {}, timeout))).await {
+                Ok(Ok(reply)) => {
+                    let info = Arc::new(reply.into_inner());
+                    *self.info.lock().unwrap() = Some(info.clone());
+                    return Ok(info);
+                }
+                Ok(Err(status)) => last = Some(status_error(&status, &target.name)),
+                Err(_) => {
+                    last = Some(EmbedError(format!(
+                        "embedtext: no answer from {} in {timeout:?}; is `embedtext serve` running there?",
+                        target.name
+                    )))
+                }
+            }
+        }
+        Err(last.unwrap_or_else(|| EmbedError("embedtext: no target".into())))
+    }
+
+    /// Embed `texts` (UTF-8) as one request: `count x dim` float32 values, row-major.
+    pub async fn embed(
+        &self,
+        texts: &[&[u8]],
+        options: &EmbedOptions,
+        deadline: Instant,
+    ) -> Result<(Vec<f32>, usize), EmbedError> {
+        let request = self.embed_request(texts, options);
+        let mut avoid: Vec<usize> = Vec::new();
+        let mut first_unavailable: Option<EmbedError> = None;
+        let mut overloaded = 0u32;
+        let started = Instant::now();
+        let mut reconnect = false;
+        loop {
+            let index = self.pick(&avoid);
+            let target = &self.targets[index];
+            let now = Instant::now();
+            if now >= deadline {
+                return Err(first_unavailable.unwrap_or_else(|| {
+                    EmbedError(format!("embedtext: the deadline passed (server {})", target.name))
+                }));
+            }
+            let mut timeout = deadline - now;
+            if reconnect {
+                timeout = timeout.min(RECONNECT_WAIT);
+            }
+            let mut grpc = target.client.clone();
+            let call = grpc.embed(self.request(request.clone(), timeout));
+            let status = match tokio::time::timeout(timeout, call).await {
+                Ok(Ok(reply)) => return decode(reply.into_inner(), texts.len(), &target.name),
+                Ok(Err(status)) => status,
+                Err(_) => Status::deadline_exceeded("the call's deadline passed"),
+            };
+            match status.code() {
+                Code::Unavailable if first_unavailable.is_none() => {
+                    first_unavailable = Some(status_error(&status, &target.name));
+                    avoid.push(index);
+                    reconnect = true;
+                }
+                Code::ResourceExhausted if busy(&status) => {
+                    let pushback = pushback_s(&status).unwrap_or(0.0);
+                    let backoff = BACKOFF_MAX_S.min(BACKOFF_BASE_S * 2f64.powi(overloaded as i32));
+                    let delay = pushback.max(backoff) * rand::rng().random_range(1.0..1.5);
+                    let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
+                    if delay >= left {
+                        let mut error = status_error(&status, &target.name);
+                        error.0.push_str(&format!(
+                            " (still overloaded after {} tries over {:.1}s; the deadline leaves {:.1}s, less than \
+                             the next wait of {:.1}s)",
+                            overloaded + 1,
+                            started.elapsed().as_secs_f64(),
+                            left,
+                            delay
+                        ));
+                        return Err(error);
+                    }
+                    overloaded += 1;
+                    reconnect = false;
+                    if self.targets.len() > 1 && !avoid.contains(&index) {
+                        avoid.push(index); // a less busy server next, if there is one
+                    }
+                    tokio::time::sleep(Duration::from_secs_f64(delay)).await;
+                }
+                Code::DeadlineExceeded if reconnect => {
+                    // The retry waited for a server that never came back: the cause is the first failure.
+                    let mut error = first_unavailable.take().unwrap();
+                    error
+                        .0
+                        .push_str(&format!(" (waited {timeout:.1?} for it to come back)"));
+                    return Err(error);
+                }
+                _ => return Err(status_error(&status, &target.name)),
+            }
+        }
+    }
+
+    fn embed_request(&self, texts: &[&[u8]], options: &EmbedOptions) -> proto::EmbedRequest {
+        let total: usize = texts.iter().map(|t| t.len()).sum();
+        let mut data = Vec::with_capacity(total);
+        let mut offsets = Vec::with_capacity((texts.len() + 1) * 4);
+        offsets.extend_from_slice(&0i32.to_le_bytes());
+        for text in texts {
+            data.extend_from_slice(text);
+            offsets.extend_from_slice(&(data.len() as i32).to_le_bytes());
+        }
+        let latency_class = if texts.len() <= INTERACTIVE_MAX_ROWS {
+            proto::LatencyClass::Interactive
+        } else {
+            proto::LatencyClass::Bulk
+        };
+        proto::EmbedRequest {
+            model: options.model.clone(),
+            inputs: Some(proto::embed_request::Inputs::PackedTexts(proto::PackedTexts {
+                data_utf8: data,
+                offsets_i32le: offsets,
+            })),
+            dimensions: options.dimensions,
+            truncation: if options.truncate {
+                proto::Truncation::End as i32
+            } else {
+                proto::Truncation::None as i32
+            },
+            output_dtype: proto::OutputDtype::Float32 as i32,
+            latency_class: latency_class as i32,
+            caller: self.caller.clone(),
+            ..Default::default()
+        }
+    }
+
+    /// Round-robin over the targets not to avoid (all of them once every one failed).
+    fn pick(&self, avoid: &[usize]) -> usize {
+        let n = self.targets.len();
+        let start = self.next.fetch_add(1, Ordering::Relaxed);
+        (0..n)
+            .map(|i| (start + i) % n)
+            .find(|i| !avoid.contains(i))
+            .unwrap_or(start % n)
+    }
+}
+
+fn decode(reply: proto::EmbedResponse, rows: usize, target: &str) -> Result<(Vec<f32>, usize), EmbedError> {
+    let dim = reply.dim as usize;
+    let bytes = &reply.embeddings_f32le;
+    if reply.count as usize != rows || bytes.len() != rows * dim * 4 {
+        return Err(EmbedError(format!(
+            "embedtext: the reply of {target} does not match the request: {} rows x {dim} in {} bytes for {rows} rows",
+            reply.count,
+            bytes.len()
+        )));
+    }
+    let values = bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    Ok((values, dim))
+}
+
+fn pushback_s(status: &Status) -> Option<f64> {
+    let value = status.metadata().get(RETRY_PUSHBACK_KEY)?.to_str().ok()?;
+    value.trim().parse::<i64>().ok().map(|ms| ms.max(0) as f64 / 1000.0)
+}
+
+/// RESOURCE_EXHAUSTED because the server was busy (worth a retry), not because a message was too
+/// large (the same code, which no retry can fix).
+fn busy(status: &Status) -> bool {
+    pushback_s(status).is_some() || status.message().to_lowercase().contains("concurrent rpc limit")
+}
+
+fn open_channel(target: &str, tls: Option<ClientTlsConfig>) -> Result<Channel, EmbedError> {
+    let bad = |e: tonic::transport::Error| EmbedError(format!("embedtext: bad target {target:?}: {e}"));
+    if let Some(path) = target.strip_prefix("unix:") {
+        let path = path.trim_start_matches("//").to_string();
+        // The URI is a placeholder: the connector below opens the socket file.
+        let endpoint = Endpoint::try_from("http://127.0.0.1:1").map_err(bad)?;
+        let connector = tower::service_fn(move |_| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(path).await?;
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(stream))
+            }
+        });
+        return Ok(endpoint.connect_with_connector_lazy(connector));
+    }
+    let scheme = if tls.is_some() { "https" } else { "http" };
+    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{target}"))
+        .map_err(bad)?
+        .connect_timeout(Duration::from_secs(5))
+        .http2_keep_alive_interval(Duration::from_secs(30))
+        .tcp_nodelay(true);
+    if let Some(tls) = tls {
+        endpoint = endpoint.tls_config(tls).map_err(bad)?;
+    }
+    Ok(endpoint.connect_lazy())
+}

@@ -1,0 +1,535 @@
+//! The SQL surface: the settings, `embed_text` in its three forms, and `embedtext_connect`.
+//!
+//! DuckDB's stable C API fixes a function's result type when the function is registered, so
+//! `embed_text(text) -> FLOAT[dim]` is registered once the extension knows its server's dim: at
+//! LOAD when the server (EMBEDTEXT_TARGET, else 127.0.0.1:50051) answers, or at
+//! `SELECT embedtext_connect(...)`. Every call then reads the settings as it binds.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr::null_mut;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use libduckdb_sys::*;
+
+use crate::chunk;
+use crate::client::{Client, EmbedOptions};
+use crate::duck::{cstring, set_null, varchar_rows, ClientContext, LogicalType};
+use crate::proto;
+use crate::settings::{Settings, OPTIONS};
+
+/// How long LOAD waits for a server to learn embed_text's dim; a query waits its full deadline.
+const LOAD_PROBE: Duration = Duration::from_secs(3);
+
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .thread_name("embedtext-grpc")
+            .enable_all()
+            .build()
+            .expect("embedtext: cannot start the gRPC runtime")
+    })
+}
+
+/// What embed_text(text) was registered as in this database.
+#[derive(Clone, Debug)]
+struct Typed {
+    dim: usize,
+}
+
+/// One LOAD's state, shared by its functions.
+pub struct Extension {
+    /// Kept only until embed_text(text) is registered: the connection to register it on.
+    connection: Mutex<Option<duckdb_connection>>,
+    typed: Mutex<Option<Typed>>,
+    /// The target given to embedtext_connect, used where no SET names one.
+    connected: Mutex<Option<String>>,
+    clients: Mutex<HashMap<Settings, Arc<Client>>>,
+}
+
+// The connection handle is only used under its mutex.
+unsafe impl Send for Extension {}
+unsafe impl Sync for Extension {}
+
+impl Extension {
+    fn settings(&self, context: Option<&ClientContext>, target: Option<String>) -> Result<Settings, String> {
+        let connected = target.or_else(|| self.connected.lock().unwrap().clone());
+        Settings::resolve(
+            |name| context.and_then(|c| c.option(name)),
+            |var| std::env::var(var).ok(),
+            connected,
+        )
+    }
+
+    fn client(&self, settings: &Settings) -> Result<Arc<Client>, String> {
+        let mut clients = self.clients.lock().unwrap();
+        if let Some(client) = clients.get(settings) {
+            return Ok(client.clone());
+        }
+        let _runtime = runtime().enter(); // channels start their connection tasks on it
+        let client = Arc::new(Client::new(settings).map_err(|e| e.0)?);
+        clients.insert(settings.clone(), client.clone());
+        Ok(client)
+    }
+
+    fn info(
+        &self,
+        settings: &Settings,
+        wait: Option<Duration>,
+    ) -> Result<(Arc<Client>, Arc<proto::InfoResponse>), String> {
+        let client = self.client(settings)?;
+        let call = client.info();
+        let info = runtime().block_on(async {
+            match wait {
+                Some(limit) => tokio::time::timeout(limit, call)
+                    .await
+                    .unwrap_or_else(|_| Err(crate::client::EmbedError("no answer".into()))),
+                None => call.await,
+            }
+        });
+        Ok((client, info.map_err(|e| e.0)?))
+    }
+
+    /// Register embed_text(text) -> FLOAT[dim] for the default model of `settings`' server.
+    fn register_typed(self: &Arc<Self>, info: &proto::InfoResponse) -> Result<String, String> {
+        let model = find_model(info, None)?;
+        let dim = model.dim as usize;
+        let mut typed = self.typed.lock().unwrap();
+        if let Some(existing) = typed.as_ref() {
+            if existing.dim != dim {
+                return Err(format!(
+                    "embedtext: embed_text(text) is FLOAT[{}] in this database, but {} gives {dim} values; \
+                     use embed_text(text, model) (FLOAT[]) or a new DuckDB session",
+                    existing.dim, model.name
+                ));
+            }
+            return Ok(format!("embed_text(text) -> FLOAT[{dim}]: {}", model.name));
+        }
+        let mut connection = self.connection.lock().unwrap();
+        let Some(con) = *connection else {
+            return Err("embedtext: the extension can no longer register functions; LOAD it again".into());
+        };
+        unsafe { register_set(con, "embed_text", &[Signature::typed(dim)], self)? };
+        *typed = Some(Typed { dim });
+        unsafe { duckdb_disconnect(connection.as_mut().unwrap()) };
+        *connection = None;
+        Ok(format!("embed_text(text) -> FLOAT[{dim}]: {}", model.name))
+    }
+}
+
+fn find_model<'a>(info: &'a proto::InfoResponse, name: Option<&str>) -> Result<&'a proto::ModelInfo, String> {
+    let wanted = name.filter(|n| !n.is_empty()).unwrap_or(&info.default_model);
+    info.models
+        .iter()
+        .find(|m| m.name == wanted || m.aliases.iter().any(|a| a == wanted))
+        .ok_or_else(|| {
+            let served: Vec<&str> = info.models.iter().map(|m| m.name.as_str()).collect();
+            format!(
+                "embedtext: model '{wanted}' is not served; served models: {}",
+                served.join(", ")
+            )
+        })
+}
+
+/// What a bound call computes.
+#[derive(Clone)]
+enum Output {
+    Array,        // FLOAT[dim]
+    List,         // FLOAT[]
+    Text(String), // embedtext_connect's answer
+}
+
+#[derive(Clone)]
+struct Bound {
+    client: Option<Arc<Client>>,
+    options: EmbedOptions,
+    dim: usize,
+    timeout: Duration,
+    output: Output,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Typed,
+    Options,
+    Connect,
+}
+
+struct Signature {
+    kind: Kind,
+    params: Vec<DUCKDB_TYPE>,
+    returns: fn(usize) -> LogicalType,
+    dim: usize,
+}
+
+impl Signature {
+    fn typed(dim: usize) -> Signature {
+        Signature {
+            kind: Kind::Typed,
+            params: vec![DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR],
+            returns: LogicalType::float_array,
+            dim,
+        }
+    }
+    fn options(params: Vec<DUCKDB_TYPE>) -> Signature {
+        Signature {
+            kind: Kind::Options,
+            params,
+            returns: |_| LogicalType::float_list(),
+            dim: 0,
+        }
+    }
+    fn connect(params: Vec<DUCKDB_TYPE>) -> Signature {
+        Signature {
+            kind: Kind::Connect,
+            params,
+            returns: |_| LogicalType::varchar(),
+            dim: 0,
+        }
+    }
+}
+
+struct FunctionInfo {
+    extension: Arc<Extension>,
+    kind: Kind,
+}
+
+unsafe extern "C" fn drop_function_info(data: *mut c_void) {
+    drop(Box::from_raw(data as *mut FunctionInfo));
+}
+
+unsafe extern "C" fn drop_bound(data: *mut c_void) {
+    drop(Box::from_raw(data as *mut Bound));
+}
+
+unsafe extern "C" fn copy_bound(data: *mut c_void) -> *mut c_void {
+    Box::into_raw(Box::new((*(data as *const Bound)).clone())) as *mut c_void
+}
+
+unsafe fn register_set(
+    con: duckdb_connection,
+    name: &str,
+    signatures: &[Signature],
+    extension: &Arc<Extension>,
+) -> Result<(), String> {
+    let cname = cstring(name);
+    let mut set = duckdb_create_scalar_function_set(cname.as_ptr());
+    for signature in signatures {
+        let mut function = duckdb_create_scalar_function();
+        duckdb_scalar_function_set_name(function, cname.as_ptr());
+        for param in &signature.params {
+            let t = LogicalType::of(*param);
+            duckdb_scalar_function_add_parameter(function, t.0);
+        }
+        let returns = (signature.returns)(signature.dim);
+        duckdb_scalar_function_set_return_type(function, returns.0);
+        let info = Box::new(FunctionInfo {
+            extension: extension.clone(),
+            kind: signature.kind,
+        });
+        duckdb_scalar_function_set_extra_info(function, Box::into_raw(info) as *mut c_void, Some(drop_function_info));
+        duckdb_scalar_function_set_bind(function, Some(bind));
+        duckdb_scalar_function_set_function(function, Some(execute));
+        if matches!(signature.kind, Kind::Connect) {
+            duckdb_scalar_function_set_volatile(function);
+        } else {
+            // NULLs reach the function (a NULL model is the default model; a NULL text gives NULL).
+            duckdb_scalar_function_set_special_handling(function);
+        }
+        duckdb_add_scalar_function_to_set(set, function);
+        duckdb_destroy_scalar_function(&mut function);
+    }
+    let state = duckdb_register_scalar_function_set(con, set);
+    duckdb_destroy_scalar_function_set(&mut set);
+    if state != DuckDBSuccess {
+        return Err(format!("embedtext: DuckDB refused to register {name}"));
+    }
+    Ok(())
+}
+
+unsafe fn register_options(con: duckdb_connection) -> Result<(), String> {
+    for (name, _, description) in OPTIONS {
+        let mut option = duckdb_create_config_option();
+        let cname = cstring(name);
+        let cdescription = cstring(description);
+        duckdb_config_option_set_name(option, cname.as_ptr());
+        let varchar = LogicalType::varchar();
+        duckdb_config_option_set_type(option, varchar.0);
+        let empty = cstring("");
+        let mut default = duckdb_create_varchar(empty.as_ptr());
+        duckdb_config_option_set_default_value(option, default);
+        duckdb_destroy_value(&mut default);
+        duckdb_config_option_set_description(option, cdescription.as_ptr());
+        let state = duckdb_register_config_option(con, option);
+        duckdb_destroy_config_option(&mut option);
+        if state != DuckDBSuccess {
+            return Err(format!("embedtext: DuckDB refused the setting {name}"));
+        }
+    }
+    Ok(())
+}
+
+/// LOAD: the settings, embed_text(text, model[, dimensions]), embedtext_connect, and
+/// embed_text(text) when a server answers now.
+pub unsafe fn load(con: duckdb_connection) -> Result<(), String> {
+    register_options(con)?;
+    let extension = Arc::new(Extension {
+        connection: Mutex::new(Some(con)),
+        typed: Mutex::new(None),
+        connected: Mutex::new(None),
+        clients: Mutex::new(HashMap::new()),
+    });
+    use DUCKDB_TYPE_DUCKDB_TYPE_INTEGER as INTEGER;
+    use DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR as VARCHAR;
+    register_set(
+        con,
+        "embedtext_connect",
+        &[Signature::connect(vec![]), Signature::connect(vec![VARCHAR])],
+        &extension,
+    )?;
+    register_set(
+        con,
+        "embed_text",
+        &[
+            Signature::options(vec![VARCHAR, VARCHAR]),
+            Signature::options(vec![VARCHAR, VARCHAR, INTEGER]),
+        ],
+        &extension,
+    )?;
+    // A server that is not up yet is no error: embedtext_connect registers embed_text(text) later.
+    if let Ok(settings) = extension.settings(None, None) {
+        if let Ok((_, info)) = extension.info(&settings, Some(LOAD_PROBE)) {
+            extension.register_typed(&info)?;
+        }
+    }
+    Ok(())
+}
+
+unsafe extern "C" fn bind(info: duckdb_bind_info) {
+    let result = catch_unwind(AssertUnwindSafe(|| bind_call(info)));
+    let error = match result {
+        Ok(Ok(bound)) => {
+            duckdb_scalar_function_set_bind_data(info, Box::into_raw(Box::new(bound)) as *mut c_void, Some(drop_bound));
+            duckdb_scalar_function_set_bind_data_copy(info, Some(copy_bound));
+            return;
+        }
+        Ok(Err(message)) => message,
+        Err(_) => "embedtext: internal error while binding".to_string(),
+    };
+    let message = cstring(&error);
+    duckdb_scalar_function_bind_set_error(info, message.as_ptr());
+}
+
+unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
+    let function = &*(duckdb_scalar_function_bind_get_extra_info(info) as *const FunctionInfo);
+    let extension = &function.extension;
+    let context = ClientContext::of_scalar_bind(info);
+    let arguments = duckdb_scalar_function_bind_get_argument_count(info) as usize;
+    let constant = |index: usize, what: &str| {
+        context
+            .constant_argument(info, index)
+            .map_err(|e| format!("embedtext: {what} {e}: it must be the same for every row of a query"))
+    };
+    match function.kind {
+        Kind::Connect => {
+            let target = if arguments > 0 {
+                constant(0, "the target")?
+            } else {
+                None
+            };
+            let settings = extension.settings(Some(&context), target.clone())?;
+            let (_, server) = extension.info(&settings, None)?;
+            let registered = extension.register_typed(&server)?;
+            if target.is_some() {
+                *extension.connected.lock().unwrap() = target;
+            }
+            let text = format!("{registered} at {}", settings.targets.join(","));
+            Ok(Bound {
+                client: None,
+                options: EmbedOptions {
+                    model: String::new(),
+                    dimensions: 0,
+                    truncate: true,
+                },
+                dim: 0,
+                timeout: settings.timeout,
+                output: Output::Text(text),
+            })
+        }
+        Kind::Typed | Kind::Options => {
+            let settings = extension.settings(Some(&context), None)?;
+            let (client, server) = extension.info(&settings, None)?;
+            let (model_name, dimensions) = if matches!(function.kind, Kind::Options) {
+                let model = constant(1, "model")?;
+                let dimensions = if arguments > 2 {
+                    constant(2, "dimensions")?
+                } else {
+                    None
+                };
+                let dimensions = match dimensions {
+                    Some(text) => Some(
+                        text.parse::<i64>()
+                            .map_err(|_| format!("embedtext: dimensions must be a whole number, not {text}"))?,
+                    ),
+                    None => None,
+                };
+                (model, dimensions)
+            } else {
+                (None, None)
+            };
+            let model = find_model(&server, model_name.as_deref())?;
+            let full = model.dim as usize;
+            let dim = match dimensions {
+                Some(d) if d < 1 || d as usize > full => {
+                    return Err(format!(
+                        "embedtext: dimensions={d} is not available: model {} has {full}",
+                        model.name
+                    ))
+                }
+                Some(d) => d as usize,
+                None => full,
+            };
+            let output = if matches!(function.kind, Kind::Typed) {
+                let typed = extension.typed.lock().unwrap().clone();
+                if typed.as_ref().is_some_and(|t| t.dim != dim) {
+                    return Err(format!(
+                        "embedtext: embed_text(text) is FLOAT[{}] in this database, but the server at {} serves {} \
+                         with {dim} values; use embed_text(text, model) (FLOAT[]) or a new DuckDB session",
+                        typed.unwrap().dim,
+                        settings.targets.join(","),
+                        model.name
+                    ));
+                }
+                Output::Array
+            } else {
+                Output::List
+            };
+            Ok(Bound {
+                client: Some(client),
+                options: EmbedOptions {
+                    model: model_name.unwrap_or_default(),
+                    dimensions: dimensions.map_or(0, |d| d as u32),
+                    truncate: true,
+                },
+                dim,
+                timeout: settings.timeout,
+                output,
+            })
+        }
+    }
+}
+
+unsafe extern "C" fn execute(info: duckdb_function_info, input: duckdb_data_chunk, output: duckdb_vector) {
+    let result = catch_unwind(AssertUnwindSafe(|| execute_chunk(info, input, output)));
+    let error = match result {
+        Ok(Ok(())) => return,
+        Ok(Err(message)) => message,
+        Err(_) => "embedtext: internal error while embedding".to_string(),
+    };
+    let message = cstring(&error);
+    duckdb_scalar_function_set_error(info, message.as_ptr());
+}
+
+unsafe fn execute_chunk(
+    info: duckdb_function_info,
+    input: duckdb_data_chunk,
+    output: duckdb_vector,
+) -> Result<(), String> {
+    let bound = &*(duckdb_scalar_function_get_bind_data(info) as *const Bound);
+    let count = duckdb_data_chunk_get_size(input) as usize;
+    if let Output::Text(text) = &bound.output {
+        for row in 0..count {
+            duckdb_vector_assign_string_element_len(
+                output,
+                row as idx_t,
+                text.as_ptr() as *const _,
+                text.len() as idx_t,
+            );
+        }
+        return Ok(());
+    }
+    let rows = varchar_rows(duckdb_data_chunk_get_vector(input, 0), count);
+    let plan = chunk::plan(rows);
+    let dim = bound.dim;
+    let values = if plan.distinct.is_empty() {
+        Vec::new()
+    } else {
+        let client = bound.client.as_ref().unwrap();
+        let deadline = Instant::now() + bound.timeout;
+        runtime()
+            .block_on(chunk::embed_all(client, &plan.distinct, &bound.options, dim, deadline))
+            .map_err(|e| e.0)?
+    };
+    match bound.output {
+        Output::Array => {
+            // The reply's float32 values go straight into the ARRAY vector's child data.
+            let child = duckdb_array_vector_get_child(output);
+            let out = std::slice::from_raw_parts_mut(duckdb_vector_get_data(child) as *mut f32, count * dim);
+            if plan
+                .slots
+                .iter()
+                .enumerate()
+                .all(|(row, slot)| *slot == Some(row as u32))
+            {
+                out.copy_from_slice(&values);
+            } else {
+                for (row, slot) in plan.slots.iter().enumerate() {
+                    match slot {
+                        Some(s) => {
+                            let s = *s as usize;
+                            out[row * dim..(row + 1) * dim].copy_from_slice(&values[s * dim..(s + 1) * dim]);
+                        }
+                        None => set_null(output, row),
+                    }
+                }
+            }
+        }
+        Output::List => {
+            let filled = plan.slots.iter().filter(|s| s.is_some()).count();
+            if duckdb_list_vector_reserve(output, (filled * dim) as idx_t) != DuckDBSuccess
+                || duckdb_list_vector_set_size(output, (filled * dim) as idx_t) != DuckDBSuccess
+            {
+                return Err("embedtext: DuckDB could not make room for the vectors".into());
+            }
+            let entries = duckdb_vector_get_data(output) as *mut duckdb_list_entry;
+            let child = duckdb_list_vector_get_child(output);
+            let out = std::slice::from_raw_parts_mut(duckdb_vector_get_data(child) as *mut f32, filled * dim);
+            let mut offset = 0usize;
+            for (row, slot) in plan.slots.iter().enumerate() {
+                match slot {
+                    Some(s) => {
+                        let s = *s as usize;
+                        out[offset..offset + dim].copy_from_slice(&values[s * dim..(s + 1) * dim]);
+                        *entries.add(row) = duckdb_list_entry {
+                            offset: offset as u64,
+                            length: dim as u64,
+                        };
+                        offset += dim;
+                    }
+                    None => {
+                        *entries.add(row) = duckdb_list_entry {
+                            offset: offset as u64,
+                            length: 0,
+                        };
+                        set_null(output, row);
+                    }
+                }
+            }
+        }
+        Output::Text(_) => unreachable!(),
+    }
+    Ok(())
+}
+
+/// The extension's entry, after DuckDB handed it the API: connect, register, keep nothing global.
+pub unsafe fn init(database: *mut duckdb_database) -> Result<(), String> {
+    let mut con: duckdb_connection = null_mut();
+    if database.is_null() || duckdb_connect(*database, &mut con) != DuckDBSuccess {
+        return Err("embedtext: cannot connect to the database that loads the extension".into());
+    }
+    load(con)
+}
