@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use futures::stream::{self, StreamExt, TryStreamExt};
 
-use crate::client::{Client, EmbedError, EmbedOptions};
+use crate::client::{Client, EmbedError, EmbedOptions, Vectors};
 
 /// Rows per request, and requests in flight per chunk: the Python UDF's client settings
 /// (udf/registration.py UDF_CLIENT_CONFIG), so the server starts on the first while the rest are
@@ -46,30 +46,42 @@ fn is_blank(text: &[u8]) -> bool {
     }
 }
 
-/// The vectors of `texts`, `texts.len() x dim` float32 values, row-major.
+/// The vectors of `texts`, one reply per request of `BATCH_ROWS` rows, in order.
+pub struct ChunkVectors {
+    replies: Vec<Vectors>,
+    pub dim: usize,
+}
+
+impl ChunkVectors {
+    /// Distinct text `index`'s vector, as the little-endian float32 bytes the server sent.
+    pub fn row_bytes(&self, index: usize) -> &[u8] {
+        let row = self.dim * 4;
+        let reply = &self.replies[index / BATCH_ROWS].bytes;
+        let at = (index % BATCH_ROWS) * row;
+        &reply[at..at + row]
+    }
+}
+
 pub async fn embed_all(
     client: &Client,
     texts: &[&[u8]],
     options: &EmbedOptions,
     dim: usize,
     deadline: Instant,
-) -> Result<Vec<f32>, EmbedError> {
-    let parts: Vec<Vec<f32>> = stream::iter(texts.chunks(BATCH_ROWS))
+) -> Result<ChunkVectors, EmbedError> {
+    let replies: Vec<Vectors> = stream::iter(texts.chunks(BATCH_ROWS))
         .map(|part| client.embed(part, options, deadline))
         .buffered(IN_FLIGHT)
-        .map_ok(|(values, reply_dim)| (values, reply_dim))
-        .and_then(|(values, reply_dim)| async move {
-            if reply_dim != dim {
-                return Err(EmbedError(format!(
-                    "embedtext: the server answered vectors of {reply_dim} values where embed_text returns {dim}; \
-                     was the server restarted with another model?"
-                )));
-            }
-            Ok(values)
-        })
         .try_collect()
         .await?;
-    Ok(parts.concat())
+    if let Some(reply) = replies.iter().find(|r| r.dim != dim) {
+        return Err(EmbedError(format!(
+            "embedtext: the server answered vectors of {} values where embed_text returns {dim}; \
+             was the server restarted with another model?",
+            reply.dim
+        )));
+    }
+    Ok(ChunkVectors { replies, dim })
 }
 
 #[cfg(test)]

@@ -160,7 +160,7 @@ impl Client {
         texts: &[&[u8]],
         options: &EmbedOptions,
         deadline: Instant,
-    ) -> Result<(Vec<f32>, usize), EmbedError> {
+    ) -> Result<Vectors, EmbedError> {
         let request = self.embed_request(texts, options);
         let mut avoid: Vec<usize> = Vec::new();
         let mut first_unavailable: Option<EmbedError> = None;
@@ -247,8 +247,8 @@ impl Client {
         proto::EmbedRequest {
             model: options.model.clone(),
             inputs: Some(proto::embed_request::Inputs::PackedTexts(proto::PackedTexts {
-                data_utf8: data,
-                offsets_i32le: offsets,
+                data_utf8: data.into(),
+                offsets_i32le: offsets.into(),
             })),
             dimensions: options.dimensions,
             truncation: if options.truncate {
@@ -274,21 +274,25 @@ impl Client {
     }
 }
 
-fn decode(reply: proto::EmbedResponse, rows: usize, target: &str) -> Result<(Vec<f32>, usize), EmbedError> {
+/// The reply's vectors, `rows x dim` little-endian float32 values, in the buffer they arrived in.
+pub struct Vectors {
+    pub bytes: bytes::Bytes,
+    pub dim: usize,
+}
+
+fn decode(reply: proto::EmbedResponse, rows: usize, target: &str) -> Result<Vectors, EmbedError> {
     let dim = reply.dim as usize;
-    let bytes = &reply.embeddings_f32le;
-    if reply.count as usize != rows || bytes.len() != rows * dim * 4 {
+    if reply.count as usize != rows || reply.embeddings_f32le.len() != rows * dim * 4 {
         return Err(EmbedError(format!(
             "embedtext: the reply of {target} does not match the request: {} rows x {dim} in {} bytes for {rows} rows",
             reply.count,
-            bytes.len()
+            reply.embeddings_f32le.len()
         )));
     }
-    let values = bytes
-        .chunks_exact(4)
-        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-        .collect();
-    Ok((values, dim))
+    Ok(Vectors {
+        bytes: reply.embeddings_f32le,
+        dim,
+    })
 }
 
 fn pushback_s(status: &Status) -> Option<f64> {

@@ -455,36 +455,31 @@ unsafe fn execute_chunk(
     let rows = varchar_rows(duckdb_data_chunk_get_vector(input, 0), count);
     let plan = chunk::plan(rows);
     let dim = bound.dim;
-    let values = if plan.distinct.is_empty() {
-        Vec::new()
+    let vectors = if plan.distinct.is_empty() {
+        None
     } else {
         let client = bound.client.as_ref().unwrap();
         let deadline = Instant::now() + bound.timeout;
-        runtime()
-            .block_on(chunk::embed_all(client, &plan.distinct, &bound.options, dim, deadline))
-            .map_err(|e| e.0)?
+        Some(
+            runtime()
+                .block_on(chunk::embed_all(client, &plan.distinct, &bound.options, dim, deadline))
+                .map_err(|e| e.0)?,
+        )
+    };
+    // Each row's float32 bytes go straight from the reply's buffer into DuckDB's vector memory.
+    let copy_row = |out: &mut [f32], slot: u32| {
+        let source = vectors.as_ref().unwrap().row_bytes(slot as usize);
+        let target = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, dim * 4) };
+        target.copy_from_slice(source);
     };
     match bound.output {
         Output::Array => {
-            // The reply's float32 values go straight into the ARRAY vector's child data.
             let child = duckdb_array_vector_get_child(output);
             let out = std::slice::from_raw_parts_mut(duckdb_vector_get_data(child) as *mut f32, count * dim);
-            if plan
-                .slots
-                .iter()
-                .enumerate()
-                .all(|(row, slot)| *slot == Some(row as u32))
-            {
-                out.copy_from_slice(&values);
-            } else {
-                for (row, slot) in plan.slots.iter().enumerate() {
-                    match slot {
-                        Some(s) => {
-                            let s = *s as usize;
-                            out[row * dim..(row + 1) * dim].copy_from_slice(&values[s * dim..(s + 1) * dim]);
-                        }
-                        None => set_null(output, row),
-                    }
+            for (row, slot) in plan.slots.iter().enumerate() {
+                match slot {
+                    Some(s) => copy_row(&mut out[row * dim..(row + 1) * dim], *s),
+                    None => set_null(output, row),
                 }
             }
         }
@@ -502,8 +497,7 @@ unsafe fn execute_chunk(
             for (row, slot) in plan.slots.iter().enumerate() {
                 match slot {
                     Some(s) => {
-                        let s = *s as usize;
-                        out[offset..offset + dim].copy_from_slice(&values[s * dim..(s + 1) * dim]);
+                        copy_row(&mut out[offset..offset + dim], *s);
                         *entries.add(row) = duckdb_list_entry {
                             offset: offset as u64,
                             length: dim as u64,
