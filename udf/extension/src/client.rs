@@ -311,7 +311,7 @@ fn open_channel(target: &str, tls: Option<ClientTlsConfig>) -> Result<Channel, E
     if let Some(path) = target.strip_prefix("unix:") {
         let path = path.trim_start_matches("//").to_string();
         // The URI is a placeholder: the connector below opens the socket file.
-        let endpoint = Endpoint::try_from("http://127.0.0.1:1").map_err(bad)?;
+        let endpoint = windows(Endpoint::try_from("http://127.0.0.1:1").map_err(bad)?);
         let connector = tower::service_fn(move |_| {
             let path = path.clone();
             async move {
@@ -322,8 +322,7 @@ fn open_channel(target: &str, tls: Option<ClientTlsConfig>) -> Result<Channel, E
         return Ok(endpoint.connect_with_connector_lazy(connector));
     }
     let scheme = if tls.is_some() { "https" } else { "http" };
-    let mut endpoint = Endpoint::from_shared(format!("{scheme}://{target}"))
-        .map_err(bad)?
+    let mut endpoint = windows(Endpoint::from_shared(format!("{scheme}://{target}")).map_err(bad)?)
         .connect_timeout(Duration::from_secs(5))
         .http2_keep_alive_interval(Duration::from_secs(30))
         .tcp_nodelay(true);
@@ -331,4 +330,12 @@ fn open_channel(target: &str, tls: Option<ClientTlsConfig>) -> Result<Channel, E
         endpoint = endpoint.tls_config(tls).map_err(bad)?;
     }
     Ok(endpoint.connect_lazy())
+}
+
+/// HTTP/2 flow-control windows that hold a whole reply (512 rows of 1,024 floats are 2 MiB): with
+/// the default 64 KiB, the server waits for a window update every 64 KiB of vectors.
+fn windows(endpoint: Endpoint) -> Endpoint {
+    endpoint
+        .initial_stream_window_size(8 << 20)
+        .initial_connection_window_size(32 << 20)
 }

@@ -5,35 +5,23 @@
 //! LOAD when the server (EMBEDTEXT_TARGET, else 127.0.0.1:50051) answers, or at
 //! `SELECT embedtext_connect(...)`. Every call then reads the settings as it binds.
 
-use std::collections::HashMap;
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use libduckdb_sys::*;
 
 use crate::chunk;
-use crate::client::{Client, EmbedOptions};
+use crate::client::EmbedOptions;
 use crate::duck::{cstring, set_null, varchar_rows, ClientContext, LogicalType};
+use crate::local;
 use crate::proto;
 use crate::settings::{Settings, OPTIONS};
 
 /// How long LOAD waits for a server to learn embed_text's dim; a query waits its full deadline.
 const LOAD_PROBE: Duration = Duration::from_secs(3);
-
-fn runtime() -> &'static tokio::runtime::Runtime {
-    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
-    RUNTIME.get_or_init(|| {
-        tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .thread_name("embedtext-grpc")
-            .enable_all()
-            .build()
-            .expect("embedtext: cannot start the gRPC runtime")
-    })
-}
 
 /// What embed_text(text) was registered as in this database.
 #[derive(Clone, Debug)]
@@ -48,7 +36,6 @@ pub struct Extension {
     typed: Mutex<Option<Typed>>,
     /// The target given to embedtext_connect, used where no SET names one.
     connected: Mutex<Option<String>>,
-    clients: Mutex<HashMap<Settings, Arc<Client>>>,
 }
 
 // The connection handle is only used under its mutex.
@@ -65,33 +52,18 @@ impl Extension {
         )
     }
 
-    fn client(&self, settings: &Settings) -> Result<Arc<Client>, String> {
-        let mut clients = self.clients.lock().unwrap();
-        if let Some(client) = clients.get(settings) {
-            return Ok(client.clone());
-        }
-        let _runtime = runtime().enter(); // channels start their connection tasks on it
-        let client = Arc::new(Client::new(settings).map_err(|e| e.0)?);
-        clients.insert(settings.clone(), client.clone());
-        Ok(client)
-    }
-
-    fn info(
-        &self,
-        settings: &Settings,
-        wait: Option<Duration>,
-    ) -> Result<(Arc<Client>, Arc<proto::InfoResponse>), String> {
-        let client = self.client(settings)?;
+    fn info(&self, settings: &Settings, wait: Option<Duration>) -> Result<Arc<proto::InfoResponse>, String> {
+        let client = local::client(settings)?;
         let call = client.info();
-        let info = runtime().block_on(async {
+        local::block_on(async {
             match wait {
                 Some(limit) => tokio::time::timeout(limit, call)
                     .await
                     .unwrap_or_else(|_| Err(crate::client::EmbedError("no answer".into()))),
                 None => call.await,
             }
-        });
-        Ok((client, info.map_err(|e| e.0)?))
+        })
+        .map_err(|e| e.0)
     }
 
     /// Register embed_text(text) -> FLOAT[dim] for the default model of `settings`' server.
@@ -145,7 +117,7 @@ enum Output {
 
 #[derive(Clone)]
 struct Bound {
-    client: Option<Arc<Client>>,
+    settings: Settings,
     options: EmbedOptions,
     dim: usize,
     timeout: Duration,
@@ -281,7 +253,6 @@ pub unsafe fn load(con: duckdb_connection) -> Result<(), String> {
         connection: Mutex::new(Some(con)),
         typed: Mutex::new(None),
         connected: Mutex::new(None),
-        clients: Mutex::new(HashMap::new()),
     });
     use DUCKDB_TYPE_DUCKDB_TYPE_INTEGER as INTEGER;
     use DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR as VARCHAR;
@@ -302,7 +273,7 @@ pub unsafe fn load(con: duckdb_connection) -> Result<(), String> {
     )?;
     // A server that is not up yet is no error: embedtext_connect registers embed_text(text) later.
     if let Ok(settings) = extension.settings(None, None) {
-        if let Ok((_, info)) = extension.info(&settings, Some(LOAD_PROBE)) {
+        if let Ok(info) = extension.info(&settings, Some(LOAD_PROBE)) {
             extension.register_typed(&info)?;
         }
     }
@@ -342,14 +313,14 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                 None
             };
             let settings = extension.settings(Some(&context), target.clone())?;
-            let (_, server) = extension.info(&settings, None)?;
+            let server = extension.info(&settings, None)?;
             let registered = extension.register_typed(&server)?;
             if target.is_some() {
                 *extension.connected.lock().unwrap() = target;
             }
             let text = format!("{registered} at {}", settings.targets.join(","));
             Ok(Bound {
-                client: None,
+                settings: settings.clone(),
                 options: EmbedOptions {
                     model: String::new(),
                     dimensions: 0,
@@ -362,7 +333,7 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
         }
         Kind::Typed | Kind::Options => {
             let settings = extension.settings(Some(&context), None)?;
-            let (client, server) = extension.info(&settings, None)?;
+            let server = extension.info(&settings, None)?;
             let (model_name, dimensions) = if matches!(function.kind, Kind::Options) {
                 let model = constant(1, "model")?;
                 let dimensions = if arguments > 2 {
@@ -409,7 +380,7 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                 Output::List
             };
             Ok(Bound {
-                client: Some(client),
+                settings: settings.clone(),
                 options: EmbedOptions {
                     model: model_name.unwrap_or_default(),
                     dimensions: dimensions.map_or(0, |d| d as u32),
@@ -458,11 +429,10 @@ unsafe fn execute_chunk(
     let vectors = if plan.distinct.is_empty() {
         None
     } else {
-        let client = bound.client.as_ref().unwrap();
+        let client = local::client(&bound.settings)?;
         let deadline = Instant::now() + bound.timeout;
         Some(
-            runtime()
-                .block_on(chunk::embed_all(client, &plan.distinct, &bound.options, dim, deadline))
+            local::block_on(chunk::embed_all(&client, &plan.distinct, &bound.options, dim, deadline))
                 .map_err(|e| e.0)?,
         )
     };
