@@ -424,7 +424,7 @@ unsafe fn execute_chunk(
         return Ok(());
     }
     let rows = varchar_rows(duckdb_data_chunk_get_vector(input, 0), count);
-    let plan = chunk::plan(rows);
+    let plan = chunk::plan(rows.into_iter());
     let dim = bound.dim;
     let vectors = if plan.distinct.is_empty() {
         None
