@@ -80,6 +80,14 @@ def extension_connection(path: str, target: str, **config) -> duckdb.DuckDBPyCon
     return con
 
 
+def parallel_docs(con, tmp_path: Path, rows: int, body_sql: str) -> str:
+    """A table ``docs(id, body)`` in row groups of 2,048 rows, which DuckDB's threads scan in parallel
+    (an in-memory table of fewer than 122,880 rows is one row group: one thread)."""
+    con.execute(f"ATTACH '{tmp_path}/docs.db' AS scan (ROW_GROUP_SIZE 2048)")
+    con.execute(f"CREATE TABLE scan.docs AS SELECT i AS id, {body_sql} AS body FROM range({rows}) t(i)")
+    return "scan.docs"
+
+
 def udf_connection(target) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
     embedtext.register(con, target)
@@ -254,29 +262,31 @@ def null_server(tmp_path_factory):
         server.stop()
 
 
-def test_scan_of_100000_rows_on_two_threads(null_server, extension_path):
+def test_scan_of_100000_rows_on_two_threads(null_server, extension_path, tmp_path):
     con = extension_connection(extension_path, null_server.target, threads=2)
-    con.execute("CREATE TABLE docs AS SELECT i AS id, 'document number ' || i AS body FROM range(100000) t(i)")
+    docs = parallel_docs(con, tmp_path, 100_000, "'document number ' || i")
     before = _rows_served(null_server.metrics_port)
-    count, filled = con.execute("SELECT count(*), count(v) FROM (SELECT embed_text(body) AS v FROM docs)").fetchall()[0]
+    count, filled = con.execute(
+        f"SELECT count(*), count(v) FROM (SELECT embed_text(body) AS v FROM {docs})"
+    ).fetchall()[0]
     assert (count, filled) == (100_000, 100_000)
     assert _rows_served(null_server.metrics_port) - before == 100_000  # every distinct row once
-    sample = con.sql("SELECT body, embed_text(body) FROM docs WHERE id % 9973 = 0 ORDER BY id").fetchall()
+    sample = con.sql(f"SELECT body, embed_text(body) FROM {docs} WHERE id % 9973 = 0 ORDER BY id").fetchall()
     with embedtext.Client(null_server.target) as client:
         np.testing.assert_allclose([v for _, v in sample], client.embed([b for b, _ in sample]), atol=1e-6)
 
 
 @pytest.mark.slow
-def test_replica_killed_mid_scan_the_query_still_succeeds(servers, extension_path):
+def test_replica_killed_mid_scan_the_query_still_succeeds(servers, extension_path, tmp_path):
     if servers.tiny.pid is None:
         pytest.skip("external test servers: not ours to kill")
     con = extension_connection(extension_path, servers.tiny.target, threads=2)
-    con.execute("CREATE TABLE docs AS SELECT i AS id, 'row ' || i || ' by the river' AS body FROM range(30000) t(i)")
+    docs = parallel_docs(con, tmp_path, 30_000, "'row ' || i || ' by the river'")
     outcome: dict = {}
 
     def scan():
         try:
-            outcome["rows"] = con.sql("SELECT id, embed_text(body) FROM docs ORDER BY id").fetchall()
+            outcome["rows"] = con.sql(f"SELECT id, embed_text(body) FROM {docs} ORDER BY id").fetchall()
         except Exception as exc:  # noqa: BLE001 - the test inspects it
             outcome["error"] = exc
 
@@ -296,3 +306,19 @@ def test_replica_killed_mid_scan_the_query_still_succeeds(servers, extension_pat
         sample = rows[::3001]
         expected = client.embed([f"row {i} by the river" for i, _ in sample])
         np.testing.assert_allclose([v for _, v in sample], expected, atol=1e-5)
+
+
+def _refusals(metrics: dict[str, float]) -> float:
+    return sum(v for k, v in metrics.items() if k.startswith("embedtext_requests_total") and "RESOURCE_EXHAUSTED" in k)
+
+
+def test_a_full_queue_is_retried_after_the_servers_hint(servers, extension_path, tmp_path):
+    """Eight DuckDB threads put 16,384 rows in flight on a server that queues 4,096: the refused
+    requests come back after the server's retry hint, and the query succeeds."""
+    con = extension_connection(extension_path, servers.tiny.target, threads=8)
+    docs = parallel_docs(con, tmp_path, 40_000, "'queue ' || i")
+    before = _refusals(servers.tiny_metrics())
+    query = f"SELECT count(*), count(v) FROM (SELECT embed_text(body) AS v FROM {docs})"
+    count, filled = con.execute(query).fetchall()[0]
+    assert (count, filled) == (40_000, 40_000)
+    assert _refusals(servers.tiny_metrics()) > before  # the bound was hit: the rows above came through retries
