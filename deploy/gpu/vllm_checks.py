@@ -13,7 +13,7 @@ Check = Callable[..., object]
 
 
 def api(platform: bool, check: Check) -> None:
-    """The vLLM API embedtext.server.engine.base and the bench use (bench/GPU.md, 'vLLM versions')."""
+    """The vLLM API embedtext.server.engine.base and the bench use (deploy/gpu/README.md, 'vLLM versions')."""
 
     def engine_args():
         from vllm import EngineArgs
