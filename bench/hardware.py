@@ -71,12 +71,13 @@ def hardware_info() -> dict:
 
 def _engine_allocator() -> str:
     """What the vLLM-CPU engines of this run preload (tcmalloc or glibc): it moves rows/s and memory."""
-    from embedtext.server.host.allocator import AllocatorError, engine_allocator
+    from embedtext.server.host.tuning import host_tuning
 
     try:
-        return engine_allocator().summary
-    except AllocatorError as exc:
+        preload = host_tuning("cpu").env.get("LD_PRELOAD")
+    except ValueError as exc:  # a bad EMBEDTEXT_TCMALLOC: the engines would not start either
         return str(exc)
+    return f"tcmalloc ({preload})" if preload else "glibc malloc"
 
 
 def hardware_line(info: dict) -> str:
