@@ -123,8 +123,8 @@ def test_server_variants_run_side_by_side_in_rounds_with_declared_ratios(tiny_mo
         "variants-test",
         "vt",
         (
-            Variant("small", ("--max-batch-tokens", "4096")),
-            Variant("large", ("--max-batch-tokens", "16384"), env=(("X_VT", "1"),)),
+            Variant("small", ("--set", "max_batch_tokens=4096")),
+            Variant("large", ("--set", "max_batch_tokens=16384"), env=(("X_VT", "1"),)),
         ),
         ratios=(
             Ratio("vt_rows_per_s_{workload}", "small", "large", kind="scan"),
@@ -150,7 +150,7 @@ def test_server_variants_run_side_by_side_in_rounds_with_declared_ratios(tiny_mo
     by_name = {c["name"]: c for c in cases}
     assert set(by_name) == {f"vt_{v}_{w.label}" for v in ("small", "large") for w in workloads}
     assert all(c["rounds"] == 2 and len(c["rows_per_s_by_round"]) == 2 for c in cases)
-    assert by_name["vt_large_10tok"]["path"] == "--set engine=null --max-batch-tokens 16384 X_VT=1"
+    assert by_name["vt_large_10tok"]["path"] == "--set engine=null --set max_batch_tokens=16384 X_VT=1"
     assert by_name["vt_large_big"]["server_rss_mb"] > 0
     # The server's CPU per row is measured for scans (None where a run took under 10 ms of it).
     assert "server_cpu_us_per_row" in by_name["vt_large_10tok"]
