@@ -97,17 +97,14 @@ def compile_setting(enforce_eager: str | None, compiled: bool) -> str | None:
 @click.option(
     "--mixed-modes",
     default=None,
-    help="Mixed suite: its servers, comma-separated, unpaced (the baseline) among them (classes, unpaced, "
-    "short_switch, interactive_replica, no_gather, long_gather, bulk_nice, one_thread, one_bulk_engine, "
-    "split_same_priority, full_batches, short_turns); "
-    "a paced mode with _slo<ms> after its name holds that target (classes_slo500) "
+    help="Mixed suite: its servers, comma-separated, unpaced (the baseline) among them "
     "[default: interactive_replica,classes,unpaced].",
 )
 @click.option(
     "--mixed-phases",
     default=None,
     help="Mixed suite: which phases run, comma-separated (idle, scan, scan_alone, two_scans, bulk, bulk_alone, "
-    "flood; the flood in the last round only) [default: all].",
+    "flood; the flood one round only) [default: all].",
 )
 @click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where generated models go.")
 @click.option(
@@ -154,8 +151,7 @@ def bench_command(
     uneven = uneven_replica_counts(_ints(replicas), gpu_processes)
     if uneven:
         raise click.UsageError(f"replica counts {uneven} do not split evenly over --gpu-processes {gpu_processes}")
-    from embedtext.bench.mixed import check_phases
-    from embedtext.bench.mixed_modes import check_modes
+    from embedtext.bench.mixed import check_modes, check_phases
 
     modes = _checked_names(mixed_modes, check_modes, "--mixed-modes")
     phases = _checked_names(mixed_phases, check_phases, "--mixed-phases")

@@ -1,7 +1,7 @@
 """Benchmark rows whose token count is exactly known, from the model's own tokenizer.
 
-The generated models' vocabulary is a fixed word list; every word that is one token makes a
-text of ``tokens - 2`` words exactly ``tokens`` long ([CLS] and [SEP] included). Rows are
+Every whole word of the model's vocabulary that is one token makes a text of ``tokens - 2`` words
+exactly ``tokens`` long ([CLS] and [SEP] included). Rows are
 random draws (seeded), so they are distinct and the UDF's per-chunk dedupe saves nothing.
 """
 
@@ -29,9 +29,9 @@ class BenchCorpus:
 
     @cached_property
     def words(self) -> list[str]:
-        from embedtext.server.models.synthetic import _WORDS
-
-        return sorted({w for w in _WORDS if len(self.tokenizer.encode(w, add_special_tokens=False).ids) == 1})
+        # Whole words of the vocabulary (no "##" pieces, no special tokens, no single characters).
+        vocab = [w for w in self.tokenizer.get_vocab() if len(w) > 1 and w.isalpha() and w.isascii()]
+        return sorted(w for w in vocab if len(self.tokenizer.encode(w, add_special_tokens=False).ids) == 1)
 
     def texts(self, rows: int, tokens: int, seed: int = 1) -> list[str]:
         """``rows`` distinct texts of exactly ``tokens`` tokens each (checked)."""

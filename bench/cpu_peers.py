@@ -166,13 +166,13 @@ def run_cpu_peers(
     from embedtext.bench.queries import load_docs, scan_measure
     from embedtext.bench.rounds import Ratio, RoundsPath, Workload, run_rounds
     from embedtext.bench.servers import embedtext_server
-    from embedtext.server.host.cpu_features import engine_dtype
-    from embedtext.server.host.cpu_threads import usable_cores
+    from embedtext.server.config.resolve import resolve
+    from embedtext.server.config.settings import ServerConfig
     from embedtext.server.models.source import load_model_spec
 
     suite = "cpu"
     spec = load_model_spec("default")
-    threads = usable_cores()
+    threads = len(os.sched_getaffinity(0))  # every core this process may use, as the server's engines
     progress(f"cpu peers: {spec.name}, float32, {threads} threads each: sentence-transformers and fastembed UDFs")
     onnx_path = export_onnx(spec.path, workdir / "onnx" / "model.onnx")
     peers = {
@@ -183,7 +183,7 @@ def run_cpu_peers(
     }
     # A user's server computes in --dtype auto: bfloat16 on a CPU with bfloat16 instructions
     # (quality: --only dtype). Timed beside the float32 comparison the targets are set on.
-    auto = engine_dtype("auto", "cpu").dtype
+    auto = resolve(ServerConfig(engine_loop="packed"), "cpu", memory_bytes=0).dtype.dtype
     with ExitStack() as stack:
         server = stack.enter_context(embedtext_server(["default"], args=["--dtype", "float32", *args]))
         con = stack.enter_context(duckdb.connect())

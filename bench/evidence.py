@@ -67,9 +67,11 @@ def compile_modes(dtype: str) -> VariantComparison:
 
 def compile_dtypes() -> tuple[str, ...]:
     """float32, and bfloat16 where ``--dtype auto`` picks it on this CPU."""
-    from embedtext.server.host.cpu_features import engine_dtype
+    from embedtext.server.config.resolve import resolve
+    from embedtext.server.config.settings import ServerConfig
 
-    return ("float32", "bfloat16") if engine_dtype("auto", "cpu").dtype == "bfloat16" else ("float32",)
+    auto = resolve(ServerConfig(engine_loop="packed"), "cpu", memory_bytes=0).dtype.dtype
+    return ("float32", "bfloat16") if auto == "bfloat16" else ("float32",)
 
 
 def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -> list[dict]:
@@ -80,11 +82,10 @@ def run_evidence(suite: str, plan: BenchPlan, model_dir: Path, progress=print) -
     models = [f"tiny={model_dir}"]
     cases: list[dict] = []
     if suite == "allocator":
-        from embedtext.server.host.allocator import engine_allocator
+        from embedtext.server.host.tuning import host_tuning
 
-        choice = engine_allocator()
-        if not choice.env:
-            progress(f"allocator: skipped, nothing to compare ({choice.message})")
+        if "LD_PRELOAD" not in host_tuning("cpu").env:
+            progress("allocator: skipped, nothing to compare (the engines get no tcmalloc here)")
             return []
         tokens = plan.scaling_tokens
         sizes = [

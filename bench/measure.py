@@ -9,8 +9,6 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from embedtext.server.engine.base import ENGINE_THREAD_NAME
-
 
 def _children(pid: int) -> list[int]:
     out: list[int] = []
@@ -55,61 +53,21 @@ def _comm(pid: int) -> str | None:
         return None
 
 
-def tree_rss_mb(pid: int) -> float:
-    """RSS of ``pid`` and all its descendants (vLLM runs its engine in child processes)."""
-    return sum(_rss_kib(p) for p in _tree(pid)) / 1024
-
-
-def process_names(pid: int) -> dict[int, str]:
-    """``pid`` and each descendant still running, with its process name (/proc/PID/comm)."""
-    return {p: name for p in _tree(pid) if (name := _comm(p)) is not None}
-
-
 def tree_rss_by_process(pid: int) -> dict[str, float]:
     """RSS (MB) of ``pid`` and each descendant, keyed ``name[pid]``: which process holds the memory."""
-    return {f"{name}[{p}]": round(_rss_kib(p) / 1024, 1) for p, name in process_names(pid).items()}
+    names = {p: name for p in _tree(pid) if (name := _comm(p)) is not None}
+    return {f"{name}[{p}]": round(_rss_kib(p) / 1024, 1) for p, name in names.items()}
 
 
 _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
-def _threads_named(pid: int, name: str) -> list[int]:
-    """The threads of ``pid`` whose name (/proc/PID/task/TID/comm) is ``name``."""
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds of one process so far (0 once gone)."""
     try:
-        tids = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    found = []
-    for tid in tids:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/comm") as fh:
-                if fh.read().strip() == name:
-                    found.append(int(tid))
-        except OSError:  # ended meanwhile
-            pass
-    return found
-
-
-def _cpu_seconds(pid: int, thread: int | None = None) -> float:
-    """User + system CPU seconds of one process (or of one of its threads) so far (0 once gone)."""
-    path = f"/proc/{pid}/stat" if thread is None else f"/proc/{pid}/task/{thread}/stat"
-    try:
-        with open(path) as fh:
+        with open(f"/proc/{pid}/stat") as fh:
             fields = fh.read().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
-    except (OSError, IndexError, ValueError):
-        return 0.0
-
-
-HOST_IDLE = "host idle"
-
-
-def _host_idle_seconds() -> float:
-    """Seconds every core of this host spent idle (or waiting for I/O) so far, summed (/proc/stat)."""
-    try:
-        with open("/proc/stat") as fh:
-            fields = fh.readline().split()[1:]
-        return (int(fields[3]) + int(fields[4])) / _CLOCK_TICKS
     except (OSError, IndexError, ValueError):
         return 0.0
 
@@ -119,51 +77,30 @@ class CpuSplit:
     whose cores the model already fills, every CPU-second of the rest is taken from the model).
 
     ``pids`` are counted alone (the client: its children are servers counted apart), ``trees``
-    with their descendants, each named ``label/process-name`` (``server/VLLM::EngineCore``);
-    a tree's root also gets ``label:main-thread``, the thread its event loop runs on (a part of
-    ``label``: the one thread whose CPU caps what one server process can do), and the tree
-    ``label:engine-thread``, the threads that step its engines (ENGINE_THREAD_NAME, in the
-    engines' worker processes: the engine's own host work, besides the model's compute threads,
-    where an engine is stepped; absent where none is). ``seconds`` holds
-    the totals once the block ends. With ``host_idle``, also HOST_IDLE: the cores nobody used
-    (on a host the model should fill, each idle second is one it did not compute).
+    with their descendants, each named ``label/process-name`` (``server/replica-worker``: a
+    server's engines run in worker processes of their own). ``seconds`` holds the totals once the
+    block ends.
 
-    >>> with CpuSplit({"me": os.getpid()}) as split:
-    ...     _ = sum(range(10**6))
-    >>> split.seconds["me"] >= 0
-    True
     >>> with CpuSplit({}, {"tree": os.getpid()}) as split:
     ...     _ = sum(range(10**6))
-    >>> split.seconds["tree:main-thread"] >= 0
-    True
-    >>> with CpuSplit({}, host_idle=True) as split:
-    ...     time.sleep(0.05)
-    >>> split.seconds[HOST_IDLE] >= 0
+    >>> split.seconds["tree"] >= 0
     True
     """
 
-    def __init__(
-        self, pids: dict[str, int | None], trees: dict[str, int | None] | None = None, *, host_idle: bool = False
-    ) -> None:
-        self.host_idle = host_idle
+    def __init__(self, pids: dict[str, int | None], trees: dict[str, int | None] | None = None) -> None:
         self.pids = {k: v for k, v in pids.items() if v}
         self.trees = {k: v for k, v in (trees or {}).items() if v}
         self.seconds: dict[str, float] = {}
         self._before: dict[int, float] = {}
 
-    def _snapshot(self) -> dict[int | str, tuple[str, float]]:
-        out: dict[int | str, tuple[str, float]] = {}
+    def _snapshot(self) -> dict[int, tuple[str, float]]:
+        out: dict[int, tuple[str, float]] = {}
         for label, root in self.trees.items():
-            out[f"{root}:main"] = (f"{label}:main-thread", _cpu_seconds(root, thread=root))
             for pid in _tree(root):
                 name = label if pid == root else f"{label}/{_comm(pid) or '?'}"
                 out.setdefault(pid, (name, _cpu_seconds(pid)))
-                for tid in _threads_named(pid, ENGINE_THREAD_NAME):
-                    out[f"{pid}/{tid}"] = (f"{label}:engine-thread", _cpu_seconds(pid, thread=tid))
         for label, pid in self.pids.items():
             out[pid] = (label, _cpu_seconds(pid))
-        if self.host_idle:
-            out[HOST_IDLE] = (HOST_IDLE, _host_idle_seconds())
         return out
 
     def __enter__(self) -> CpuSplit:

@@ -131,12 +131,14 @@ def make_plan(
     >>> make_plan(True, workdir=".", enforce_eager="off", device="cpu", flags=frozenset({"amx_bf16"})).engine_flags
     ['--set', 'enforce_eager=off']
     """
-    from embedtext.server.engine.base import detect_device
-    from embedtext.server.host.cpu_features import eager_engine
+    from embedtext.server.config.resolve import resolve
+    from embedtext.server.config.settings import ServerConfig
 
     plan = QUICK if quick else FULL
     setting = enforce_eager or ("on" if quick else "auto")
-    eager, reason = eager_engine(setting, device or detect_device(), flags)
+    # As a server resolves it (the engine loop is given: it needs no model to decide).
+    resolved = resolve(ServerConfig(enforce_eager=setting, engine_loop="packed"), device, flags, memory_bytes=0)
+    eager, reason = resolved.enforce_eager, resolved.eager_reason
     workdir_path = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="embedtext-bench-"))
     plan = replace(plan, eager=eager, eager_reason=reason, workdir=workdir_path)
     if rows:

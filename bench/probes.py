@@ -1,16 +1,6 @@
 """Interactive probes: single-row queries sent on a fixed schedule from a process of their own, and
-where each one's time went.
-
-A probe's time splits by its reply's timings (p50 and p99 of each part): ``queue_*_ms`` (its rows
-waiting for an engine), ``engine_*_ms`` (the time its batch took on a replica: with the stepped
-engine, the step running when it came too) and ``rest_*_ms`` (the client, gRPC both ways,
-tokenizing, the server's hand-overs), which splits into ``tokenize_*_ms``, ``handling_*_ms`` (the
-server's own work around the queue and the engine), ``outside_*_ms`` (outside the server's handler:
-the client, gRPC both ways) and ``late_*_ms`` (the prober's own delay in sending a probe after its
-scheduled start); ``outside`` splits by the server's wall clock at its handler's start (the reply's
-``handler_start_unix_ns``; the prober runs on the server's host) into ``to_server_*_ms`` (the call
-to the handler: the client, gRPC and the server's event loop on the way in) and ``from_server_*_ms``
-(the way back).
+where each one's time went: ``queue`` (its rows waiting for an engine, the reply's
+``queue_time_ns``) and ``engine`` (the time its batch took on a replica, ``inference_time_ns``).
 
 The probes come from a process of their own (``Prober``), as a user's query comes from another
 process than a bulk job; the bulk clients and scans run in the bench's process.
@@ -50,59 +40,15 @@ class ProbeTime:
     total_s: float
     queue_s: float | None = None  # its rows waiting for an engine (the reply's queue_time_ns)
     engine_s: float | None = None  # the engine time of the batch that carried it (inference_time_ns)
-    tokenize_s: float | None = None  # tokenizing it (tokenize_time_ns)
-    server_s: float | None = None  # all of it in the server's handler (server_time_ns)
-    late_s: float | None = None  # the prober's own lateness: from its scheduled start to the call
-    # From the call to the server's handler (its wall clock, handler_start_unix_ns, against the
-    # prober's: one host): the client, gRPC and the server's event loop on the way in.
-    to_server_s: float | None = None
-
-    @property
-    def rest_s(self) -> float | None:
-        """The client, gRPC both ways, tokenizing and the hand-overs around the engine."""
-        if self.queue_s is None or self.engine_s is None:
-            return None
-        return self.total_s - self.queue_s - self.engine_s
-
-    @property
-    def handling_s(self) -> float | None:
-        """The server's own work around the queue, the engine and the tokenizer: decoding, admission,
-        the hand-back from the engine's batch, shaping the vectors, building the reply."""
-        if self.server_s is None or self.rest_s is None:
-            return None
-        return self.server_s - self.queue_s - self.engine_s - self.tokenize_s
-
-    @property
-    def outside_s(self) -> float | None:
-        """Outside the server's handler: the client, gRPC both ways, the reply's serialization."""
-        if self.server_s is None:
-            return None
-        return self.total_s - self.server_s - (self.late_s or 0.0)
-
-    @property
-    def from_server_s(self) -> float | None:
-        """From the server's handler to the reply in the prober: the reply's serialization, gRPC, the
-        server's event loop on the way out, the client."""
-        if self.outside_s is None or self.to_server_s is None:
-            return None
-        return self.outside_s - self.to_server_s
 
     @staticmethod
-    def of(total_s: float, reply, late_s: float | None = None, sent_unix_ns: int | None = None) -> ProbeTime:
-        """``sent_unix_ns``: the prober's wall clock as it made the call."""
+    def of(total_s: float, reply) -> ProbeTime:
         if reply is None:
-            return ProbeTime(total_s, late_s=late_s)
-        # An older server sends no server time (0): its rest is not split; one without a handler
-        # start: its outside is not split.
-        server = (reply.tokenize_time_ns / 1e9, reply.server_time_ns / 1e9) if reply.server_time_ns else (None, None)
-        started = reply.handler_start_unix_ns
-        to_server = (started - sent_unix_ns) / 1e9 if started and sent_unix_ns and server[1] is not None else None
-        return ProbeTime(total_s, reply.queue_time_ns / 1e9, reply.inference_time_ns / 1e9, *server, late_s, to_server)
+            return ProbeTime(total_s)
+        return ProbeTime(total_s, reply.queue_time_ns / 1e9, reply.inference_time_ns / 1e9)
 
 
-# Where a probe's time went (ProbeTime's parts): rest is tokenize + handling + outside + late, and
-# outside is to_server + from_server.
-PROBE_PARTS = ("queue", "engine", "rest", "tokenize", "handling", "outside", "late", "to_server", "from_server")
+PROBE_PARTS = ("queue", "engine")
 
 
 def probe_figures(times: Sequence[ProbeTime]) -> dict:
@@ -137,10 +83,8 @@ async def send_probes(
     times: list[ProbeTime] = []
 
     async def probe(text: str, scheduled: float) -> None:
-        late = time.perf_counter() - scheduled  # the timer's and this loop's delay, not the server's
-        sent_ns = time.time_ns()  # the server's handler start is on the same host's wall clock
         reply = await send(text)
-        times.append(ProbeTime.of(time.perf_counter() - scheduled, reply, late, sent_ns))
+        times.append(ProbeTime.of(time.perf_counter() - scheduled, reply))
 
     sent: list[asyncio.Task] = []
     start = time.perf_counter()

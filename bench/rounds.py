@@ -9,9 +9,10 @@ the others have been idle for ``SETTLE_S`` (vLLM-CPU busy-polls for 1 s after an
 step).
 
 A path is anything that times one run of a workload: a server variant (bench/variants.py), a
-peer library in a DuckDB UDF, vLLM in-process. Ratios are declared as (numerator, denominator)
-pairs of paths on one metric; each is stored, round by round, in its numerator's case
-(``ratios_by_round``), and ``declared_ratios`` reads them back from any list of cases.
+peer library in a DuckDB UDF, vLLM in-process, a server started afresh (the startup suite). Ratios
+are declared as (numerator, denominator) pairs of paths on one metric; each is stored, round by
+round, in its numerator's case (``ratios_by_round``), and ``declared_ratios`` reads them back from
+any list of cases. Every suite that compares paths runs through ``run_rounds``.
 """
 
 from __future__ import annotations
@@ -41,8 +42,7 @@ class Workload:
     rows: int
     kind: str = "scan"
     name: str = ""  # in case and ratio names; default "{tokens}tok"
-    concurrency: int = 1  # requests in flight, for kinds that send requests
-    latency_class: str | None = None  # theirs ("interactive", "bulk"; None: by size)
+    rounds: int | None = None  # this workload's rounds (None: the run's)
 
     @property
     def label(self) -> str:
@@ -103,32 +103,41 @@ def run_rounds(
     rounds: int,
     ratios: Sequence[Ratio] = (),
     load: Callable[[Workload], None] = lambda workload: None,
+    combine: Callable[[list[dict]], dict] | None = None,
+    settle_s: float | None = None,
+    on_workload: Callable[[list[dict]], None] | None = None,
     progress=print,
 ) -> list[dict]:
     """Time every path once per round for each workload; ``load`` puts a workload's rows where the
-    paths read them. The first round's runs warm up first. One case per path and workload."""
+    paths read them. The first round's runs warm up first. One case per path and workload: the
+    median round's run, or ``combine`` of every round's runs (a suite that pools them, as the mixed
+    suite pools its probes). ``settle_s``: the idle gap where the engine changes (SETTLE_S);
+    ``on_workload``: called with the cases so far after each workload (a run cut short keeps them)."""
     by_label = {p.label: p for p in paths}
     cases: dict[tuple[str, str], dict] = {}
     runs: dict[tuple[str, str], list[dict]] = {}
     for workload in workloads:
         load(workload)
         last_engine = None
-        for round_ in range(rounds):
+        for round_ in range(workload.rounds or rounds):
             for label in round_order([p.label for p in paths], round_):
                 engine = by_label[label].engine or label
                 if engine != last_engine:  # the last run's engine polls on; its own next run need not wait
-                    time.sleep(SETTLE_S)
+                    time.sleep(SETTLE_S if settle_s is None else settle_s)
                 last_engine = engine
                 run = by_label[label].measure(workload, round_ == 0)
                 run.setdefault("rows_per_s", _rows_per_s(run, workload))  # a path may return its seconds alone
                 runs.setdefault((label, workload.label), []).append(run)
             progress(
-                f"{suite}: {workload.label}, round {round_ + 1}/{rounds}: "
+                f"{suite}: {workload.label}, round {round_ + 1}/{workload.rounds or rounds}: "
                 + ", ".join(f"{p.label} {runs[(p.label, workload.label)][-1]['rows_per_s']:,.0f}" for p in paths)
                 + " rows/s"
             )
         for path in paths:
-            cases[(path.label, workload.label)] = _case(path, workload, runs[(path.label, workload.label)], suite)
+            done = runs[(path.label, workload.label)]
+            cases[(path.label, workload.label)] = _case(path, workload, (combine or _median_run)(done), done, suite)
+        if on_workload is not None:
+            on_workload(list(cases.values()))
     for ratio in ratios:
         for key, (num, den) in _ratio_pairs(ratio, workloads).items():
             a, b = runs.get((ratio.numerator, num)), runs.get((ratio.denominator, den))
@@ -154,19 +163,24 @@ def _rows_per_s(run: dict, workload: Workload) -> float:
     return run.get("rows", workload.rows) / run["seconds"] if run["seconds"] else 0.0
 
 
-def _case(path: RoundsPath, workload: Workload, done: list[dict], suite: str) -> dict:
-    """The median round's run (by seconds), with every round's speed and the peaks of all rounds."""
+def _median_run(done: list[dict]) -> dict:
+    """The median round's run (by seconds), at the median seconds."""
     median_run = sorted(done, key=lambda r: r["seconds"])[len(done) // 2]
-    # Every field a report prints, from the median seconds (make_case); then the median run's own
-    # fields (its latencies' percentiles among them) where they say more.
+    return {**median_run, "seconds": statistics.median(r["seconds"] for r in done)}
+
+
+def _case(path: RoundsPath, workload: Workload, run: dict, done: list[dict], suite: str) -> dict:
+    """``run`` (the rounds' runs as one), with every round's speed and the peaks of all rounds."""
+    # Every field a report prints, from the run's seconds (make_case); then the run's own fields
+    # (its latencies' percentiles among them) where they say more.
     case = make_case(
         f"{path.case_prefix}_{workload.label}",
         suite,
-        rows=median_run.get("rows", workload.rows),
-        seconds=statistics.median(r["seconds"] for r in done),
-        tokens_per_row=median_run.get("tokens_per_row", workload.tokens),  # None: no tokens (wire format)
+        rows=run.get("rows", workload.rows),
+        seconds=run["seconds"],
+        tokens_per_row=run.get("tokens_per_row", workload.tokens),  # None: no tokens (wire format)
     )
-    for key, value in median_run.items():
+    for key, value in run.items():
         if key not in _MADE and not (value is None and key in case):
             case[key] = value
     case.update(

@@ -67,20 +67,33 @@ class HttpServerProcess(LocalServer):
 
 
 def vllm_http_server(
+    model_dir: str, served_name: str, *, extra: Sequence[str] = (), on_cpu: bool = True, **settings
+) -> HttpServerProcess:
+    """vLLM's own OpenAI-compatible server from the same install, with our engine's settings
+    (``settings``: ``vllm_http_command``'s)."""
+    port = free_port()
+    command = vllm_http_command(model_dir, served_name, port=port, **settings)
+    # On a CPU, what embedtext's server gives its engines: every core on a small machine, and
+    # tcmalloc where the system has one. LD_PRELOAD reaches vLLM's API process too (ours keeps
+    # glibc in its own process): if anything, that favours this baseline.
+    env = host_tuning("cpu").env if on_cpu else {}
+    return HttpServerProcess([*command, *extra], port, "vllm-openai", env)
+
+
+def vllm_http_command(
     model_dir: str,
     served_name: str,
     *,
+    port: int,
     max_tokens: int,
     max_batch_tokens: int = 16384,
     max_num_seqs: int = 1024,
     dtype: str = "float32",
     memory_fraction: float = 0.2,
-    extra: Sequence[str] = (),
-    on_cpu: bool = True,
-) -> HttpServerProcess:
-    """vLLM's own OpenAI-compatible server from the same install, with our engine's settings."""
-    port = free_port()
-    command = [
+) -> list[str]:
+    """The command line of vLLM's OpenAI-compatible server for a pooling model (the GPU kit's checks
+    parse it with the installed vLLM)."""
+    return [
         sys.executable,
         "-m",
         "vllm.entrypoints.openai.api_server",
@@ -110,13 +123,7 @@ def vllm_http_server(
         "127.0.0.1",
         "--port",
         str(port),
-        *extra,
     ]
-    # On a CPU, what embedtext's server gives its engines: every core on a small machine, and
-    # tcmalloc where the system has one. LD_PRELOAD reaches vLLM's API process too (ours keeps
-    # glibc in its own process): if anything, that favours this baseline.
-    env = host_tuning("cpu").env if on_cpu else {}
-    return HttpServerProcess(command, port, "vllm-openai", env)
 
 
 def null_json_server(models: dict[str, str]) -> HttpServerProcess:

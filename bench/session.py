@@ -117,12 +117,11 @@ def run_bench(
     if {"cpu", "cpu-peers"} & set(suites):
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.cpu_peers import run_cpu_peers
-        from embedtext.server.models.source import load_model_spec
 
         # Compiled even in quick runs: the peers run their own optimized kernels, and an eager
         # engine would understate embed_text against them.
         cases += run_cpu_peers(
-            BenchCorpus(load_model_spec("default").path),
+            BenchCorpus(_default_model().path),
             plan.cpu_peer_work,
             rounds=plan.cpu_rounds,
             workdir=plan.workdir,
@@ -135,9 +134,8 @@ def run_bench(
             cases += run_evidence(suite, plan, models.tiny(), progress=progress)
     if "engine-overhead" in suites:
         from embedtext.bench.engine_overhead import OVERHEAD_MODEL, overhead_models, run_engine_overhead
-        from embedtext.server.models.source import load_model_spec
 
-        default = load_model_spec("default")
+        default = _default_model()
         cases += run_engine_overhead(
             overhead_models(
                 plan.quick,
@@ -152,17 +150,13 @@ def run_bench(
     if "mixed" in suites:
         from embedtext.bench.bulk_loads import BULK_ROWS
         from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.mixed import PHASES, run_mixed
-        from embedtext.bench.mixed_modes import GPU_MODES, MODES
+        from embedtext.bench.mixed import MODE_NAMES, PHASES, run_mixed
         from embedtext.server.config.resolve import GPU_INTERACTIVE_SLO_MS, GPU_MEMORY_FRACTION
-        from embedtext.server.engine.base import detect_device
-        from embedtext.server.models.source import load_model_spec
 
-        corpus = BenchCorpus(load_model_spec("default").path)  # the default model, as a new user runs it
-        # A GPU embeds 6,000 rows in well under a second: its scans are longer, and one more server
-        # tells what the defaults' parts give there (bench/mixed_modes.py, GPU_MODES).
-        gpu = detect_device() == "cuda"
-        modes = tuple(mixed_modes) or (GPU_MODES if gpu else MODES)
+        corpus = BenchCorpus(_default_model().path)  # the default model, as a new user runs it
+        # A GPU embeds 6,000 rows in well under a second: its scans are longer.
+        gpu = _device() == "cuda"
+        modes = tuple(mixed_modes) or MODE_NAMES
         # Its servers share one GPU: each takes its part of what a server takes alone (vLLM refuses
         # to start an engine whose share is more than the device has free).
         share = ["--set", f"memory_fraction={GPU_MEMORY_FRACTION / len(modes):.2f}"] if gpu else []
@@ -179,9 +173,6 @@ def run_bench(
             args=[*plan.engine_flags, *share],
             slo_ms=GPU_INTERACTIVE_SLO_MS if gpu else None,
             modes=modes,
-            # The targets are read on the defaults (the interactive replica) where they ran, else on
-            # the shared engines.
-            defaults="interactive_replica" if "interactive_replica" in modes else "classes",
             phases=tuple(mixed_phases) or PHASES,
             progress=progress,
             on_phase=lambda so_far: save_partial([*cases, *so_far], "mixed"),
@@ -199,10 +190,9 @@ def run_bench(
     if "startup" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.startup import run_startup
-        from embedtext.server.models.source import load_model_spec
 
         cases += run_startup(
-            BenchCorpus(load_model_spec("default").path),
+            BenchCorpus(_default_model().path),
             rounds=1 if plan.quick else 2,
             scan_rows=512 if plan.quick else 2048,
             progress=progress,
@@ -230,6 +220,19 @@ def run_bench(
     if json_path:
         print(f"\nwrote {json_path}")
     return report
+
+
+def _default_model():
+    """The default model's spec (what ``--model default`` serves): its directory, dim and length."""
+    from embedtext.server.models.source import load_model_spec
+
+    return load_model_spec("default")
+
+
+def _device() -> str:
+    from embedtext.bench.hardware import gpu_name
+
+    return "cuda" if gpu_name() else "cpu"
 
 
 def all_ratios(cases: list[dict]) -> dict[str, float]:

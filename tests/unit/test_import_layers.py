@@ -11,12 +11,19 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PARTS = {"protocol": "protocol", "server": "server", "connectors": "connectors", "udf": "udf", "sql": "sql"}
+PARTS = {
+    "protocol": "protocol",
+    "server": "server",
+    "connectors": "connectors",
+    "udf": "udf",
+    "sql": "sql",
+    "bench": "bench",
+}
 
 
 def test_import_contracts_hold(tmp_path):
     pkg = tmp_path / "embedtext"
-    ignore = shutil.ignore_patterns("__pycache__")
+    ignore = shutil.ignore_patterns("__pycache__", "results", "gpu")  # bench's results and shell scripts
     shutil.copytree(ROOT / "embedtext", pkg, ignore=ignore)
     for name, folder in PARTS.items():
         shutil.copytree(ROOT / folder, pkg / name, ignore=ignore)

@@ -4,9 +4,8 @@ serve` parses them and resolved for the device, give the settings the suite's na
 import dataclasses
 import os
 
-from embedtext.bench.mixed_modes import GPU_MODES, MODES, server_args
+from embedtext.bench.mixed import MODE_NAMES, mode_variants
 from embedtext.server.config.resolve import GPU_INTERACTIVE_SLO_MS, resolve
-from embedtext.server.config.settings import ServerConfig
 
 
 def _server(flags, monkeypatch, device="cpu"):
@@ -18,12 +17,17 @@ def _server(flags, monkeypatch, device="cpu"):
     return config, resolve(config, device, flags=frozenset())
 
 
+def _mode(mode, monkeypatch, slo_ms=None, device="cpu"):
+    (variant,) = mode_variants([mode], slo_ms)
+    return _server(variant.flags, monkeypatch, device)[1]
+
+
 def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     """On a CPU the paced servers keep their default target. On a GPU the classes server (shared
     stepped engines) and the interactive replica's hold 20 ms, and the unpaced one is the classes
     server without a target, the baseline on either device."""
-    assert MODES == GPU_MODES == ("interactive_replica", "classes", "unpaced")
-    on_cpu = {mode: _server(server_args(mode), monkeypatch)[1] for mode in MODES}
+    assert MODE_NAMES == ("interactive_replica", "classes", "unpaced")
+    on_cpu = {mode: _mode(mode, monkeypatch) for mode in MODE_NAMES}
     assert on_cpu["classes"].interactive_slo_s == 0.25 and on_cpu["classes"].stepped
     assert on_cpu["unpaced"].interactive_slo_s is None and on_cpu["unpaced"].stepped
     # The CPU's defaults are the interactive replica's server.
@@ -35,7 +39,7 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     )
     assert on_cpu["interactive_replica"] == as_told
 
-    on_gpu = {mode: _server(server_args(mode, GPU_INTERACTIVE_SLO_MS), monkeypatch, "cuda")[1] for mode in GPU_MODES}
+    on_gpu = {mode: _mode(mode, monkeypatch, GPU_INTERACTIVE_SLO_MS, "cuda") for mode in MODE_NAMES}
     assert on_gpu["classes"].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000 and on_gpu["classes"].stepped
     assert on_gpu["interactive_replica"].interactive_replica and on_gpu["interactive_replica"].stepped
     assert on_gpu["unpaced"].interactive_slo_s is None and on_gpu["unpaced"].stepped
@@ -43,34 +47,13 @@ def test_the_mixed_suite_gives_its_paced_servers_the_gpu_target(monkeypatch):
     assert [m for m, r in on_gpu.items() if r.interactive_replica] == ["interactive_replica"]
     assert [m for m, r in on_cpu.items() if r.interactive_replica] == ["interactive_replica"]
     # Without the bench's target the server's GPU default is the same; its default engines are the replica's.
-    assert _server(server_args("classes"), monkeypatch, "cuda")[1].interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000
+    assert _mode("classes", monkeypatch, device="cuda").interactive_slo_s == GPU_INTERACTIVE_SLO_MS / 1000
     assert _server((), monkeypatch, "cuda")[1].interactive_replica
-
-
-def test_the_mixed_suite_can_run_the_defaults_with_one_change_each(monkeypatch):
-    """``short_switch``: classes with a 0.5 ms GIL switch interval; ``interactive_replica``: one more
-    engine for queries; ``full_batches``: classes without bulk turns; ``short_turns`` and
-    ``long_turns``: turns of 250 ms (the default) and 1,000 ms. All hold the bench's target."""
-    switch_config, switch = _server(server_args("short_switch", 20.0), monkeypatch, "cuda")
-    assert switch_config.switch_interval_ms == 0.5 and switch.interactive_slo_s == 0.02 and switch.stepped
-    assert _server(server_args("classes", 20.0), monkeypatch, "cuda")[0].switch_interval_ms is None
-    replica_config, replica = _server(server_args("interactive_replica", 20.0), monkeypatch, "cuda")
-    assert replica_config.interactive_replica == "on" and replica.interactive_slo_s == 0.02 and replica.stepped
-    assert not switch.interactive_replica and switch_config.interactive_replica == "off"
-    full_config, full = _server(server_args("full_batches", 20.0), monkeypatch, "cuda")
-    assert full_config.bulk_batch_ms == 0 and full.interactive_slo_s == 0.02 and full.stepped
-    short_config, short = _server(server_args("short_turns", 20.0), monkeypatch, "cuda")
-    assert short_config.bulk_batch_ms == 250 and short.interactive_slo_s == 0.02 and not short.interactive_replica
-    long_config, long = _server(server_args("replica_long_turns", 20.0), monkeypatch, "cuda")
-    assert long_config.bulk_batch_ms == 1000 and long.interactive_replica
-    assert ServerConfig().bulk_batch_ms == 250
-    assert switch_config.bulk_batch_ms == ServerConfig().bulk_batch_ms > 0
 
 
 def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_target(monkeypatch):
     """Its servers hold no target by default (bulk work alone: the throughput a bulk-only server
-    gets); --gpu-paced keeps the GPU's default target and held-back tokenizing, as a server shared
-    with queries runs."""
+    gets); --gpu-paced keeps the GPU's default target, as a server shared with queries runs."""
     from embedtext.bench.gpu_suite import gpu_server_args
 
     def on_gpu(**options):
@@ -82,7 +65,7 @@ def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_targ
     assert tag == "r8_p2" and bulk.stepped and bulk.interactive_slo_s is None and config.memory_fraction == 0.45
     assert not bulk.interactive_replica  # every engine runs the bulk work
     tag, config, paced = on_gpu(paced=True)
-    assert tag == "r8_p2_paced" and paced.stepped and paced.interactive_slo_s == 0.02 and config.hold_bulk_tokenizing
+    assert tag == "r8_p2_paced" and paced.stepped and paced.interactive_slo_s == 0.02
     # The GPU's default (stepped) and packed steps, side by side in a headline run.
     assert on_gpu()[2].engine_loop == "stepped"
     tag, config, packed = on_gpu(engine_loop="packed")

