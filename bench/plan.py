@@ -16,6 +16,7 @@ SUITES = (
     "scaling",
     "mixed",
     "engine-overhead",
+    "extension",
     "dtype",
     "startup",
     "sql-rewrites",

@@ -35,6 +35,11 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     # On the default model the packed path must not lose rows/s (its compute dominates).
     "engine_overhead_rows_per_s_default_packed_vs_stepped": (">=", 1.0),
     "engine_overhead_rows_per_s_default_packed_vs_stepped_256": (">=", 1.0),
+    # The DuckDB extension against the Python Arrow UDF (bench/extension.py), on 2 cores.
+    "extension_vs_udf_null": (">=", 1.3),
+    "extension_cpu_vs_udf_null": ("<=", 0.33),
+    "extension_vs_udf_model": (">=", 1.0),
+    "extension_vs_udf_model_512": (">=", 1.0),
     "gpu_tokens_per_s_50tok": (">=", 2.3e6),
     "gpu_tokens_per_s_512tok": (">=", 2.1e6),
     "gpu_udf_vs_http_json_50tok": (">=", 20.0),  # DuckDB embed_text against vLLM's HTTP/JSON server

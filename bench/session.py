@@ -147,6 +147,20 @@ def run_bench(
             args=plan.engine_flags,
             progress=progress,
         )
+    if "extension" in suites:
+        from embedtext.bench.corpus import BenchCorpus
+        from embedtext.bench.extension import run_extension
+
+        cases += run_extension(
+            BenchCorpus(_default_model().path),
+            {
+                "null": ((50, 20_000), (512, 4000)) if plan.quick else ((50, 100_000), (512, 20_000)),
+                "model": ((50, 2048), (512, 256)) if plan.quick else ((50, 6000), (512, 1024)),
+            },
+            rounds=2 if plan.quick else 3,
+            args=plan.engine_flags,
+            progress=progress,
+        )
     if "mixed" in suites:
         from embedtext.bench.bulk_loads import BULK_ROWS
         from embedtext.bench.corpus import BenchCorpus

@@ -24,9 +24,9 @@ import psutil
 import pytest
 
 import embedtext
+from embedtext.bench.extension import extension_path as built_extension
 from embedtext.server.engine.base import WORKER_NAME
 
-ROOT = Path(__file__).resolve().parents[2]
 LONG_TEXT = "the cat sat on the bank of the river " * 54_000  # about 2 million characters
 
 
@@ -44,15 +44,9 @@ def _rows_served(metrics_port: int) -> float:
 
 @pytest.fixture(scope="session")
 def extension_path() -> str:
-    path = os.environ.get("EMBEDTEXT_EXTENSION")
-    if not path:
-        if shutil.which("cargo") is None:
-            pytest.skip("no cargo here to build udf/extension (scripts/build_extension.sh); CI builds it")
-        built = subprocess.run(
-            [str(ROOT / "scripts" / "build_extension.sh")], capture_output=True, text=True, timeout=1800
-        )
-        assert built.returncode == 0, built.stderr[-3000:]
-        path = built.stdout.strip().splitlines()[-1]
+    if not os.environ.get("EMBEDTEXT_EXTENSION") and shutil.which("cargo") is None:
+        pytest.skip("no cargo here to build udf/extension (scripts/build_extension.sh); CI builds it")
+    path = built_extension()
     assert Path(path).is_file(), path
     return path
 

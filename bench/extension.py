@@ -1,0 +1,131 @@
+"""Extension suite: ``embed_text`` as a native DuckDB extension (udf/extension) against the Python
+Arrow UDF, the same rows through the same server, in rotating rounds (bench/rounds.py).
+
+  extension_{server}_{workload}    LOAD 'embedtext.duckdb_extension'; SELECT embed_text(body) ...
+  python_udf_{server}_{workload}   embedtext.register(con, target); SELECT embed_text(body) ...
+
+Two servers, each its own comparison: the null engine (fixed vectors after the real tokenizer: the
+pipeline's own ceiling) and the default model; rows of 50 and 512 tokens (the default model cuts
+them to its 256). Each case carries ``client_cpu_us_per_row``, the CPU of this process (DuckDB,
+the function, its gRPC client) per row, and ``server_cpu_us_per_row``. Ratios, extension over UDF:
+``extension_vs_udf_{server}{suffix}`` (rows/s) and ``extension_cpu_vs_udf_{server}{suffix}``
+(client CPU per row).
+
+    uv run --extra cpu embedtext bench --only extension
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from contextlib import ExitStack
+from pathlib import Path
+
+import duckdb
+
+import embedtext
+from embedtext.bench.corpus import BenchCorpus
+from embedtext.bench.queries import load_docs, scan_measure
+from embedtext.bench.rounds import Ratio, RoundsPath, Workload, run_rounds
+from embedtext.bench.servers import embedtext_server
+
+SUITE = "extension"
+BUILD_SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "build_extension.sh"
+
+
+def extension_path() -> str:
+    """EMBEDTEXT_EXTENSION, else the extension built from this checkout (scripts/build_extension.sh)."""
+    path = os.environ.get("EMBEDTEXT_EXTENSION")
+    if path:
+        return path
+    if not BUILD_SCRIPT.exists():
+        raise RuntimeError("set EMBEDTEXT_EXTENSION to the extension's path (scripts/build_extension.sh builds it)")
+    built = subprocess.run([str(BUILD_SCRIPT)], capture_output=True, text=True, check=True)
+    return built.stdout.strip().splitlines()[-1]
+
+
+def _per_row(measure, rows_key: str = "rows"):
+    """A scan's measure, with its CPU seconds as microseconds a row (client: this process)."""
+
+    def per_row(workload: Workload, warmup: bool) -> dict:
+        run = measure(workload, warmup)
+        cpu = run.get("cpu_s_per_run", {})
+        rows = run[rows_key]
+        for who in ("client", "server"):
+            if cpu.get(who) is not None:
+                run[f"{who}_cpu_us_per_row"] = round(cpu[who] / rows * 1e6, 2)
+        return run
+
+    return per_row
+
+
+def run_extension(
+    corpus: BenchCorpus,
+    work: dict[str, tuple[tuple[int, int], ...]],
+    *,
+    rounds: int,
+    args: tuple[str, ...] = (),
+    progress=print,
+) -> list[dict]:
+    """``work``: server ("null" or "model") -> its (tokens per row, rows) workloads."""
+    path = extension_path()
+    progress(f"extension: {path}")
+    cases: list[dict] = []
+    with ExitStack() as stack:
+        servers = {
+            "null": stack.enter_context(embedtext_server(["default"], args=["--set", "engine=null"])),
+            "model": stack.enter_context(embedtext_server(["default"], args=list(args))),
+        }
+        native = stack.enter_context(duckdb.connect(config={"allow_unsigned_extensions": "true"}))
+        native.execute(f"LOAD '{path}'")
+        python = stack.enter_context(duckdb.connect())
+        for name, server in servers.items():
+            native.execute(f"SELECT embedtext_connect('{server.target}')").fetchall()
+            embedtext.register(python, server.target, name=f"embed_{name}")
+        for name, server in servers.items():
+            target = server.target
+
+            def native_scan(workload: Workload, warmup: bool, target=target, pid=server.pid) -> dict:
+                native.execute(f"SET embedtext_target = '{target}'")
+                return scan_measure(native, SUITE, "embed_text", pid)(workload, warmup)
+
+            paths = [
+                RoundsPath(
+                    "extension",
+                    f"extension_{name}",
+                    f"DuckDB extension (Rust, gRPC) -> {name} server",
+                    _per_row(native_scan),
+                    engine=name,
+                ),
+                RoundsPath(
+                    "python_udf",
+                    f"python_udf_{name}",
+                    f"Python Arrow UDF (embedtext.register) -> {name} server",
+                    _per_row(scan_measure(python, SUITE, f"embed_{name}", server.pid)),
+                    engine=name,
+                ),
+            ]
+
+            def load(workload: Workload) -> None:
+                texts = corpus.texts(workload.rows, int(workload.tokens))
+                load_docs(native, texts)
+                load_docs(python, texts)
+
+            cases += run_rounds(
+                paths,
+                [Workload(tokens, rows) for tokens, rows in work[name]],
+                suite=SUITE,
+                rounds=rounds,
+                ratios=[
+                    Ratio(f"extension_vs_udf_{name}{{suffix}}", "extension", "python_udf"),
+                    Ratio(
+                        f"extension_cpu_vs_udf_{name}{{suffix}}",
+                        "extension",
+                        "python_udf",
+                        metric="client_cpu_us_per_row",
+                    ),
+                ],
+                load=load,
+                progress=progress,
+            )
+    return cases
