@@ -79,7 +79,6 @@ class ModelRuntime:
             str(spec.tokenizer_file),
             spec.max_tokens,
             threads=config.tokenizer_threads,
-            ascii_normalizer=config.ascii_normalizer,
             word_cache=settings.word_cache,
         )
         log.info("model %s: %s", spec.name, self.tokenizers.path)
@@ -106,8 +105,9 @@ class ModelRuntime:
         )
         # With an interactive target, bulk requests are tokenized as the engines drain the queue
         # (server/scheduler/tokenizing_gate.py): enough queued for every engine's batches in flight.
+        # A burst of bulk calls then does not stall queries, at no cost to a scan (bench/results/pacing.json).
         self.tokenizing_gate = None
-        if self.interactive_slo_s and config.hold_bulk_tokenizing:
+        if self.interactive_slo_s:
             ahead = config.max_batch_rows * config.max_batches_per_replica * config.replicas
             self.tokenizing_gate = TokenizingGate(self.queue, ahead_rows=ahead)
             self.queue.on_rows_left = self.tokenizing_gate.release
@@ -257,11 +257,13 @@ class ModelRuntime:
 
     async def _dispatch_loop(self) -> None:
         policy = self.router
+
         # While a replica idles and no other request is being tokenized (whose rows would join
         # the batch), waiting for a fuller batch only adds latency; rows that arrive while every
         # replica is busy pile up and make the next batch anyway. The tokenizer check keeps a
-        # burst from being cut into a one-row batch and the rest (measured: bench/idle_dispatch.py).
-        engine_idle = (lambda: policy.any_idle and not self.tokenizers.busy) if self.config.idle_dispatch else None
+        # burst from being cut into a one-row batch and the rest (bench/results/full-evidence.json).
+        def engine_idle() -> bool:
+            return policy.any_idle and not self.tokenizers.busy
 
         def room(interactive: bool) -> bool:
             # Rows pile up in the queue (bigger batches) while every replica is busy; interactive
