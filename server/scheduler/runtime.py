@@ -25,7 +25,6 @@ from embedtext.protocol.errors import (
     UnavailableError,
 )
 from embedtext.server.config.resolve import ResolvedSettings
-from embedtext.server.config.settings import STEPPED_LOOPS
 from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
 from embedtext.server.engine.pacing import EngineSpeed, PaceReport, bulk_turn_tokens
 from embedtext.server.metrics import ServerMetrics
@@ -67,12 +66,7 @@ class ModelRuntime:
     ) -> None:
         config = settings.config
         self.spec = spec
-        self.settings = settings
-        self.dtype = settings.dtype.dtype  # what the engines compute in (server/host/cpu_features.py)
-        self.eager = settings.enforce_eager  # the engines run the model without torch.compile
-        # "stepped", "packed": the engines pace their own steps to the target (server/engine/step_loop.py).
-        self.engine_loop = settings.engine_loop
-        self.interactive_threads = settings.interactive_threads  # the interactive replica's engine's (0: torch's own)
+        self.settings = settings  # what Info reports of the engines: dtype, loop, eager, threads
         self.config = config
         self.metrics = metrics
         self.tokenizers = TokenizerPool(
@@ -153,7 +147,7 @@ class ModelRuntime:
     @property
     def engine_tokens_per_s(self) -> float:
         """One engine's speed while busy (0.0: not measured yet): stepped engines measure their own."""
-        if self.engine_loop not in STEPPED_LOOPS:
+        if not self.settings.stepped:
             return self.speed.tokens_per_s or 0.0
         measured = [pace.tokens_per_s for pace in self.engine_paces() if pace.tokens_per_s]
         return sum(measured) / len(measured) if measured else 0.0

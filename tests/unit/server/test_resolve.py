@@ -36,7 +36,7 @@ def test_a_stepped_engine_paces_its_steps():
 
     config = ServerConfig(engine_loop="stepped", interactive_replica="off")
     (stepped,) = app.build_runtimes(resolve(config, "cpu"), ServerMetrics())
-    assert stepped.interactive_slo_s == 0.25 and stepped.engine_loop == "stepped"
+    assert stepped.interactive_slo_s == 0.25 and stepped.settings.engine_loop == "stepped"
     backend = stepped.supervisor._factory(0)
     assert backend.engine == "vllm-stepped" and backend.settings.interactive_slo_s == 0.25
     stepped.tokenizers.close()
