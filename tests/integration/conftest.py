@@ -23,9 +23,9 @@ import os
 import socket
 import subprocess
 import sys
-import urllib.request
 
 import pytest
+from server_metrics import read_metrics
 from tls_files import TLSFiles
 
 START_TIMEOUT_S = float(os.environ.get("EMBEDTEXT_TEST_START_TIMEOUT", "900"))
@@ -273,17 +273,6 @@ class GuardedServer:
     def stop(self) -> None:
         if self.server is not None:
             self.server.stop()
-
-
-def read_metrics(port: int) -> dict[str, float]:
-    """A server's Prometheus samples, as {'name{labels}': value}."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            out[key] = float(value)
-    return out
 
 
 @pytest.fixture(scope="session")
