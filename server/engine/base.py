@@ -78,10 +78,6 @@ class EngineSettings:
     enforce_eager: bool = False
     # A stepped engine sizes its steps so interactive rows wait about this long at most (None: off).
     interactive_slo_s: float | None = None
-    # A stepped engine appends the timeline of each batch with interactive rows to this file (None: off).
-    step_timeline: str | None = None
-    # Python's thread switch interval in an engine's worker process (None: Python's own).
-    switch_interval_s: float | None = None
     # A CPU engine in a worker process computes on this many threads: its OMP_NUM_THREADS (None: torch's own).
     compute_threads: int | None = None
     # An engine's worker process lowers its scheduling priority by this much (os.nice) as it starts.

@@ -13,13 +13,12 @@ this vLLM or model cannot run packed, it says why in the log and steps vLLM's re
 from __future__ import annotations
 
 import logging
-import time
 
 import numpy as np
 
 from embedtext.server.engine.base import EngineRequestError
 from embedtext.server.engine.frames import TokenRows
-from embedtext.server.engine.step_plan import StepBatch, carries_bulk, step_figures, step_runs
+from embedtext.server.engine.step_plan import StepBatch, carries_bulk, step_runs
 from embedtext.server.engine.vllm_stepped import SteppedVllmBackend
 
 log = logging.getLogger(__name__)
@@ -89,7 +88,6 @@ class PackedVllmBackend(SteppedVllmBackend):
         if self.packed is None:
             super()._loop()
             return
-        step_number = 0
         while True:
             cancelled = self.wait_for_work(lambda: False)  # a step holds no rows once it returns
             if cancelled is None:
@@ -105,19 +103,11 @@ class PackedVllmBackend(SteppedVllmBackend):
             lengths = np.concatenate([batch.rows.lengths[start:end] for batch, start, end in runs])
             measured = carries_bulk(step)
             self.step_started(measured)
-            step_number += 1
-            started = time.monotonic()
             vectors = self.packed.embed(ids, lengths)
-            ended = time.monotonic()
-            if self.timed:
-                figures = step_figures(step)
             at = 0
             for batch, start, end in runs:
                 self._scatter(batch, start, end, vectors[at : at + end - start])
                 at += end - start
-                times = self.timed.get(id(batch))
-                if times is not None:
-                    times.computed_in(step_number, started, ended, *figures)
                 if batch.done and not batch.cancelled:
                     self.deliver(batch, self._out.pop(id(batch)))
             self.step_ended(measured, int(ids.shape[0]))

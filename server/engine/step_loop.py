@@ -7,7 +7,7 @@ ENGINE_THREAD_NAME). This core owns what does not depend on how a step runs:
 * each step's rows (server/engine/step_plan.py): interactive rows first, bulk rows up to a token
   budget sized from the measured speed so that an interactive row waits at most about
   ``--interactive-slo-ms`` (server/engine/pacing.py), the next step's rows chosen the moment a step ends;
-* the engine's speed, its pacing, and the step timeline (``--step-timeline``);
+* the engine's speed and its pacing;
 * delivering each batch's vectors, or its error, to the caller's event loop.
 
 A subclass says how a step runs: ``vllm_stepped`` hands vLLM's ``LLMEngine`` a request per row
@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Callable
 
 import numpy as np
@@ -27,7 +26,6 @@ import numpy as np
 from embedtext.server.engine.base import ENGINE_THREAD_NAME, EngineSettings, ReplicaDeadError
 from embedtext.server.engine.pacing import BulkPacer, EngineSpeed, PaceReport
 from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS, StepBatch, StepPlan
-from embedtext.server.engine.step_timeline import BatchTimes, StepTimeline
 from embedtext.server.engine.vllm_args import max_step_tokens
 from embedtext.server.host.naming import name_this_thread
 from embedtext.server.models.source import ModelSpec
@@ -67,7 +65,7 @@ class StepLoopBackend:
         self._engine = None
         self._thread: threading.Thread | None = None
         self._wake = threading.Condition()
-        self._inbox: list[tuple[StepBatch, asyncio.Future, BatchTimes | None]] = []
+        self._inbox: list[tuple[StepBatch, asyncio.Future]] = []
         self._cancelled: list[StepBatch] = []
         self._stopping = False
         self._dead: str | None = None
@@ -75,10 +73,8 @@ class StepLoopBackend:
         self.plan = StepPlan()  # the engine thread's; others only read its counts
         self.speed = EngineSpeed()
         self.pacer = step_pacer(spec, settings)
-        self.timeline = StepTimeline(settings.step_timeline, name) if settings.step_timeline else None
-        # The engine thread's: id(batch) -> (batch, its caller's future), and -> its moments.
+        # The engine thread's: id(batch) -> (batch, its caller's future).
         self.waiters: dict[int, tuple[StepBatch, asyncio.Future]] = {}
-        self.timed: dict[int, BatchTimes] = {}
 
     # --- to implement ----------------------------------------------------------------------
 
@@ -136,10 +132,8 @@ class StepLoopBackend:
         loop = asyncio.get_running_loop()
         waiter = loop.create_future()
         batch = StepBatch(self._wrap_rows(rows), interactive_rows)
-        keeps_times = self.timeline is not None and batch.interactive_rows
-        times = self.timeline.batch_times(time.monotonic()) if keeps_times else None
         with self._wake:
-            self._inbox.append((batch, waiter, times))
+            self._inbox.append((batch, waiter))
             self._wake.notify()
         try:
             return await waiter
@@ -156,8 +150,6 @@ class StepLoopBackend:
             self._wake.notify()
         if self._thread is not None:
             await asyncio.to_thread(self._thread.join)
-        if self.timeline is not None:
-            self.timeline.close()
         engine, self._engine = self._engine, None
         if engine is not None:
             try:
@@ -186,7 +178,7 @@ class StepLoopBackend:
             for _, waiter in self.waiters.values():
                 self._resolve(waiter, error)
             with self._wake:
-                for _, waiter, _ in self._inbox:
+                for _, waiter in self._inbox:
                     self._resolve(waiter, error)
                 self._inbox.clear()
 
@@ -200,13 +192,9 @@ class StepLoopBackend:
                 return None
             inbox, self._inbox = self._inbox, []
             cancelled, self._cancelled = self._cancelled, []
-        taken = time.monotonic()
-        for batch, waiter, times in inbox:
+        for batch, waiter in inbox:
             self.plan.add(batch)
             self.waiters[id(batch)] = (batch, waiter)
-            if times is not None:
-                times.taken = taken
-                self.timed[id(batch)] = times
         return cancelled
 
     def next_step(self) -> list[tuple[StepBatch, int]]:
@@ -245,7 +233,6 @@ class StepLoopBackend:
     def fail(self, batch: StepBatch, error: Exception | None = None) -> None:
         """Stop a batch: its queued rows dropped, its caller told ``error`` (None: it went away)."""
         self.plan.cancel(batch)
-        self.timed.pop(id(batch), None)
         entry = self.waiters.pop(id(batch), None)
         if entry is not None and error is not None:
             self._resolve(entry[1], error)
@@ -253,22 +240,11 @@ class StepLoopBackend:
     def deliver(self, batch: StepBatch, vectors: np.ndarray) -> None:
         """A finished batch's float32 vectors to its caller."""
         _, waiter = self.waiters.pop(id(batch))
-        times = self.timed.pop(id(batch), None)
-        if times is None:
-            self._resolve(waiter, vectors)
-            return
-        times.delivered = time.monotonic()
-
-        def record() -> None:  # on the event loop, as it takes the vectors
-            self.timeline.write(len(batch.rows), batch.interactive_rows, times, time.monotonic())
-
-        self._resolve(waiter, vectors, record)
+        self._resolve(waiter, vectors)
 
     @staticmethod
-    def _resolve(waiter: asyncio.Future, outcome, settled: Callable[[], None] | None = None) -> None:
+    def _resolve(waiter: asyncio.Future, outcome) -> None:
         def settle() -> None:
-            if settled is not None:
-                settled()
             if waiter.done():
                 return
             if isinstance(outcome, BaseException):

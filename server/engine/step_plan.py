@@ -76,18 +76,6 @@ def row_tokens(batch: StepBatch, index: int) -> int:
     return max(len(batch.rows[index]), 1)
 
 
-def step_figures(rows: Iterable[tuple[StepBatch, int]]) -> tuple[int, int, int]:
-    """Rows, tokens and bulk rows of a step's (batch, row index) pairs.
-
-    >>> query, bulk = StepBatch([[1, 2]], interactive_rows=1), StepBatch([[3], []], interactive_rows=0)
-    >>> step_figures([(query, 0), (bulk, 0), (bulk, 1)])
-    (3, 4, 2)
-    """
-    rows = list(rows)
-    tokens = sum(row_tokens(batch, index) for batch, index in rows)
-    return len(rows), tokens, sum(index >= batch.interactive_rows for batch, index in rows)
-
-
 def step_runs(rows: Iterable[tuple[StepBatch, int]]) -> list[tuple[StepBatch, int, int]]:
     """A step's (batch, row index) pairs as runs of consecutive rows of one batch, (batch, start,
     end) in step order: a packed engine gathers and scatters a run at once, not a row.

@@ -20,11 +20,10 @@ from __future__ import annotations
 import itertools
 import logging
 import os
-import time
 
 from embedtext.server.engine.base import EngineRequestError
 from embedtext.server.engine.step_loop import StepLoopBackend
-from embedtext.server.engine.step_plan import StepBatch, StepPlan, carries_bulk, row_tokens, step_figures
+from embedtext.server.engine.step_plan import StepBatch, StepPlan, carries_bulk, row_tokens
 from embedtext.server.engine.vllm_args import compilation_note, engine_arguments
 
 log = logging.getLogger(__name__)
@@ -81,7 +80,6 @@ class SteppedVllmBackend(StepLoopBackend):
         params = PoolingParams(task="embed", use_activation=False)
         plan: StepPlan = self.plan
         in_engine = self._in_engine
-        step_number = 0
         while True:
             cancelled = self.wait_for_work(lambda: bool(in_engine))
             if cancelled is None:
@@ -103,21 +101,13 @@ class SteppedVllmBackend(StepLoopBackend):
                 continue
             measured = carries_bulk(in_engine.values())
             self.step_started(measured)
-            step_number += 1
-            started = time.monotonic()
             outputs = engine.step()
-            ended = time.monotonic()
-            if self.timed:
-                figures = step_figures(in_engine.values())
             finished_tokens = 0  # a step may leave rows for the next (more rows than max_num_seqs)
             for out in outputs:
                 if not out.finished or out.request_id not in in_engine:
                     continue
                 batch, index = in_engine.pop(out.request_id)
                 finished_tokens += row_tokens(batch, index)
-                times = self.timed.get(id(batch))
-                if times is not None:
-                    times.computed_in(step_number, started, ended, *figures)
                 if plan.finished(batch, index, out.outputs.data) and not batch.cancelled:
                     self.deliver(batch, torch.stack(batch.vectors).to(torch.float32).numpy())
             self.step_ended(measured, finished_tokens)

@@ -157,8 +157,6 @@ async def _main(args: argparse.Namespace, settings: EngineSettings) -> int:
     sock = socket.socket(fileno=args.fd)
     reader, writer = await asyncio.open_unix_connection(sock=sock)
     spec = spec_from_json(args.spec)
-    if settings.switch_interval_s:
-        sys.setswitchinterval(settings.switch_interval_s)  # the event loop takes replies from a busy engine thread
     worker = EngineWorker(
         make_backend(spec, settings, engine=args.engine, own_process=False, name=args.name), reader, writer, args.engine
     )

@@ -25,7 +25,6 @@ from embedtext.protocol.errors import (
     UnavailableError,
 )
 from embedtext.server.config.resolve import ResolvedSettings
-from embedtext.server.config.settings import STEPPED_LOOPS
 from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
 from embedtext.server.engine.pacing import EngineSpeed, PaceReport, bulk_turn_tokens
 from embedtext.server.metrics import ServerMetrics
@@ -67,19 +66,13 @@ class ModelRuntime:
     ) -> None:
         config = settings.config
         self.spec = spec
-        self.settings = settings
-        self.dtype = settings.dtype.dtype  # what the engines compute in (server/host/cpu_features.py)
-        self.eager = settings.enforce_eager  # the engines run the model without torch.compile
-        # "stepped", "packed": the engines pace their own steps to the target (server/engine/step_loop.py).
-        self.engine_loop = settings.engine_loop
-        self.interactive_threads = settings.interactive_threads  # the interactive replica's engine's (0: torch's own)
+        self.settings = settings  # what Info reports of the engines: dtype, loop, eager, threads
         self.config = config
         self.metrics = metrics
         self.tokenizers = TokenizerPool(
             str(spec.tokenizer_file),
             spec.max_tokens,
             threads=config.tokenizer_threads,
-            ascii_normalizer=config.ascii_normalizer,
             word_cache=settings.word_cache,
         )
         log.info("model %s: %s", spec.name, self.tokenizers.path)
@@ -106,8 +99,9 @@ class ModelRuntime:
         )
         # With an interactive target, bulk requests are tokenized as the engines drain the queue
         # (server/scheduler/tokenizing_gate.py): enough queued for every engine's batches in flight.
+        # A burst of bulk calls then does not stall queries, at no cost to a scan (bench/results/pacing.json).
         self.tokenizing_gate = None
-        if self.interactive_slo_s and config.hold_bulk_tokenizing:
+        if self.interactive_slo_s:
             ahead = config.max_batch_rows * config.max_batches_per_replica * config.replicas
             self.tokenizing_gate = TokenizingGate(self.queue, ahead_rows=ahead)
             self.queue.on_rows_left = self.tokenizing_gate.release
@@ -153,7 +147,7 @@ class ModelRuntime:
     @property
     def engine_tokens_per_s(self) -> float:
         """One engine's speed while busy (0.0: not measured yet): stepped engines measure their own."""
-        if self.engine_loop not in STEPPED_LOOPS:
+        if not self.settings.stepped:
             return self.speed.tokens_per_s or 0.0
         measured = [pace.tokens_per_s for pace in self.engine_paces() if pace.tokens_per_s]
         return sum(measured) / len(measured) if measured else 0.0
@@ -257,11 +251,13 @@ class ModelRuntime:
 
     async def _dispatch_loop(self) -> None:
         policy = self.router
+
         # While a replica idles and no other request is being tokenized (whose rows would join
         # the batch), waiting for a fuller batch only adds latency; rows that arrive while every
         # replica is busy pile up and make the next batch anyway. The tokenizer check keeps a
-        # burst from being cut into a one-row batch and the rest (measured: bench/idle_dispatch.py).
-        engine_idle = (lambda: policy.any_idle and not self.tokenizers.busy) if self.config.idle_dispatch else None
+        # burst from being cut into a one-row batch and the rest (bench/results/full-evidence.json).
+        def engine_idle() -> bool:
+            return policy.any_idle and not self.tokenizers.busy
 
         def room(interactive: bool) -> bool:
             # Rows pile up in the queue (bigger batches) while every replica is busy; interactive

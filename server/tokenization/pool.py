@@ -39,14 +39,13 @@ class TokenizerPool:
         tokenizer_file: str,
         max_tokens: int,
         threads: int = 2,
-        ascii_normalizer: bool = True,
         word_cache: bool = False,
     ) -> None:
         self.max_tokens = max_tokens
         whole = self._load(tokenizer_file)  # also the encoder for (truncate=False, pre-normalized=False)
         self.vocab_size = whole.get_vocab_size(with_added_tokens=True)
-        # None: every text takes the tokenizer's own normalizer.
-        self.ascii_normalizer = AsciiBertNormalizer.for_tokenizer(whole) if ascii_normalizer else None
+        # None (not a BERT-family tokenizer): every text takes the tokenizer's own normalizer.
+        self.ascii_normalizer = AsciiBertNormalizer.for_tokenizer(whole)
         # None: normalized texts go to the tokenizer (it needs them normalized ahead).
         self.word_cache = (
             WordCacheEncoder.for_tokenizer(whole, max_tokens) if word_cache and self.ascii_normalizer else None

@@ -23,9 +23,9 @@ import os
 import socket
 import subprocess
 import sys
-import urllib.request
 
 import pytest
+from server_metrics import read_metrics
 from tls_files import TLSFiles
 
 START_TIMEOUT_S = float(os.environ.get("EMBEDTEXT_TEST_START_TIMEOUT", "900"))
@@ -72,12 +72,10 @@ def arctic_like_model_dir(tmp_path_factory):
 
 
 class RunningServers:
-    def __init__(self, minilm, tiny, tiny_metrics_port: int, minilm_step_timeline=None) -> None:
+    def __init__(self, minilm, tiny, tiny_metrics_port: int) -> None:
         self.minilm = minilm
         self.tiny = tiny
         self.tiny_metrics_port = tiny_metrics_port
-        # The minilm server's --step-timeline file (None for servers someone else started).
-        self.minilm_step_timeline = minilm_step_timeline
 
     def tiny_metrics(self) -> dict[str, float]:
         """The tiny server's Prometheus samples, as {'name{labels}': value}."""
@@ -110,11 +108,10 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
 
     logs = tmp_path_factory.mktemp("logs")
     metrics_port = free_port()
-    step_timeline = logs / "minilm-steps.jsonl"  # a diagnostic file: the defaults otherwise
     minilm = LocalServer(
         ["default", f"arctic-like={arctic_like_model_dir}"],
         replicas=1,
-        args=["--set", f"step_timeline={step_timeline}", *SHARED_ENGINES],
+        args=[*SHARED_ENGINES],
         log_path=logs / "minilm.log",
     )
     tiny = LocalServer(
@@ -139,7 +136,7 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
     try:
         minilm.wait_ready(START_TIMEOUT_S, every_engine=True)
         tiny.wait_ready(START_TIMEOUT_S, every_engine=True)
-        yield RunningServers(minilm, tiny, metrics_port, step_timeline)
+        yield RunningServers(minilm, tiny, metrics_port)
     finally:
         tiny.stop()
         minilm.stop()
@@ -276,17 +273,6 @@ class GuardedServer:
     def stop(self) -> None:
         if self.server is not None:
             self.server.stop()
-
-
-def read_metrics(port: int) -> dict[str, float]:
-    """A server's Prometheus samples, as {'name{labels}': value}."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            key, _, value = line.rpartition(" ")
-            out[key] = float(value)
-    return out
 
 
 @pytest.fixture(scope="session")

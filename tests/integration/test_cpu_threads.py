@@ -76,7 +76,9 @@ def test_each_stepped_engine_runs_on_a_named_thread(servers, minilm_client):
     tree = [servers.minilm.pid] + [p.pid for p in psutil.Process(servers.minilm.pid).children(recursive=True)]
     named = {pid: _threads_named(pid, ENGINE_THREAD_NAME) for pid in tree}
     engines = sum(m.replicas for m in minilm_client.info(refresh=True).models)
-    assert sum(len(tids) for tids in named.values()) == engines, named
+    # An engine thread in each replica's worker. A thread it starts inherits its name (Linux copies
+    # it to new threads), so after some work a worker may show more than one.
+    assert sum(1 for tids in named.values() if tids) == engines, named
     assert not named[servers.minilm.pid]  # in the replicas' worker processes, not the server's
 
     def engine_cpu_s() -> float:

@@ -12,26 +12,14 @@ import time
 import duckdb
 import numpy as np
 import pytest
+from server_metrics import summed, wait_for_metrics
 
 import embedtext
 from embedtext.protocol.errors import DeadlineExceededError
 
 
-def _summed(metrics: dict[str, float], name: str) -> float:
-    return sum(v for k, v in metrics.items() if k.startswith(name))
-
-
 def _batches_started(metrics: dict[str, float]) -> float:
-    return _summed(metrics, "embedtext_replica_batches_total")
-
-
-def _wait_for(metrics, done, what: str, timeout_s: float = 120) -> dict[str, float]:
-    """Poll a server's metrics until ``done(metrics)``; the metrics then."""
-    deadline = time.monotonic() + timeout_s
-    while not done(now := metrics()):
-        assert time.monotonic() < deadline, f"{what}: not within {timeout_s} s"
-        time.sleep(0.05)
-    return now
+    return summed(metrics, "embedtext_replica_batches_total")
 
 
 def test_deadline_shorter_than_the_work_is_exceeded_and_the_work_stops(servers):
@@ -45,10 +33,10 @@ def test_deadline_shorter_than_the_work_is_exceeded_and_the_work_stops(servers):
         with pytest.raises(DeadlineExceededError):
             client.embed(texts)
     # Its rows leave the queue (nobody waits for them) and the engines go idle: no batch of it can start after.
-    settled = _wait_for(
+    settled = wait_for_metrics(
         servers.tiny_metrics,
         lambda m: (
-            m.get('embedtext_queued_rows{model="tiny"}') == 0 and _summed(m, "embedtext_replica_inflight_batches") == 0
+            m.get('embedtext_queued_rows{model="tiny"}') == 0 and summed(m, "embedtext_replica_inflight_batches") == 0
         ),
         "the abandoned call's rows left the queue and the engines",
     )
@@ -76,10 +64,12 @@ def test_server_restarted_during_a_duckdb_query(guarded, tiny_client):
         except Exception as exc:  # noqa: BLE001 - the test inspects it
             outcome["error"] = exc
 
-    before = _summed(guarded.metrics(), "embedtext_rows_total")
+    before = summed(guarded.metrics(), "embedtext_rows_total")
     worker = threading.Thread(target=query)
     worker.start()
-    _wait_for(guarded.metrics, lambda m: _summed(m, "embedtext_rows_total") >= before + 2048, "the query's first rows")
+    wait_for_metrics(
+        guarded.metrics, lambda m: summed(m, "embedtext_rows_total") >= before + 2048, "the query's first rows"
+    )
     assert worker.is_alive(), outcome  # 300,000 rows: far from done
     stopped = time.monotonic()
     guarded.server.stop()  # SIGTERM, then wait for it to exit

@@ -4,13 +4,13 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from server_metrics import summed, wait_for_metrics
 
 from embedtext.connectors.jobs import IndexSpec, run_index
 
@@ -40,16 +40,22 @@ def _index(db, servers, lines=None, **kw):
 
 
 def _rows_served(metrics) -> float:
-    return sum(v for k, v in metrics().items() if k.startswith("embedtext_rows_total"))
+    return summed(metrics(), "embedtext_rows_total")
 
 
-def _wait_rows_served(metrics, at_least: float, proc, timeout_s: float = 300) -> None:
+def _wait_rows_served(metrics, at_least: float, proc) -> None:
     """Wait until the server has embedded ``at_least`` rows (its Prometheus counter), while ``proc`` runs."""
-    deadline = time.monotonic() + timeout_s
-    while _rows_served(metrics) < at_least:
+
+    def job_running() -> None:
         assert proc.poll() is None, "the job ended before the server embedded its first batches"
-        assert time.monotonic() < deadline, f"the server embedded fewer than {at_least} rows in {timeout_s} s"
-        time.sleep(0.01)
+
+    wait_for_metrics(
+        metrics,
+        lambda m: summed(m, "embedtext_rows_total") >= at_least,
+        f"the server embedded {at_least} rows",
+        timeout_s=300,
+        meanwhile=job_running,
+    )
 
 
 # A job is stopped once the server has embedded this many batches of it: with one batch embedding

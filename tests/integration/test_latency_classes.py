@@ -7,7 +7,6 @@ ahead of it; a bulk caller that arrives second is not served after the whole of 
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 
@@ -42,8 +41,6 @@ def _wait_for_queued_bulk_rows(target: str, at_least: int) -> None:
 
 def test_an_interactive_row_overtakes_queued_bulk_work(servers):
     target = servers.minilm.target
-    timeline = servers.minilm_step_timeline
-    lines_before = len(timeline.read_text().splitlines()) if timeline and timeline.exists() else 0
     finished: dict[str, float] = {}
     threads = [_start_bulk(target, f"scan-{i}", BULK_ROWS, finished) for i in range(2)]
     _wait_for_queued_bulk_rows(target, at_least=512)
@@ -56,17 +53,6 @@ def test_an_interactive_row_overtakes_queued_bulk_work(servers):
     assert vector.shape == (1, 384)
     assert still_running == ["scan-0", "scan-1"], finished  # answered while both scans still had rows waiting
     assert all(done > answered for done in finished.values())
-    if timeline is None:
-        return
-    # The stepped engine recorded the query's batch, and nothing of the bulk calls' batches.
-    (line,) = [json.loads(text) for text in timeline.read_text().splitlines()[lines_before:]]
-    assert line["replica"] == "all-MiniLM-L6-v2/0" and line["interactive_rows"] == 1 and line["steps"] >= 1
-    assert line["step_rows"] >= 1 + line["step_bulk_rows"]
-    # Its moments come in order: the waits it names lie within its time in the worker.
-    parts = line["waited_ms"] + line["step_ms"] + line["to_loop_ms"]
-    assert min(line["waited_ms"], line["step_ms"], line["to_loop_ms"]) >= 0
-    assert parts <= line["worker_ms"] + 0.01
-    assert 0 <= line["gc_ms"] <= line["worker_ms"] + 0.01  # the collector's time in the worker meanwhile
 
 
 def test_a_second_bulk_caller_is_not_served_after_the_whole_first_one(servers):

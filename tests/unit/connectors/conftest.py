@@ -3,6 +3,10 @@
 The NULL ENGINE answers with vectors derived from each row's token count, not embeddings: these
 tests check what the clients do (splitting, retries, deadlines, errors, assembly), which needs a
 real gRPC server and real sockets but no model. It starts in about a second, without vLLM.
+
+A server for tests of a slow or busy server (deadlines, backpressure) runs a STAND-IN, the null
+engine taking a fixed time for each batch (``engine_s``): rows that come while it is busy wait in
+the server's queue, as they would behind a real engine's batches.
 """
 
 from __future__ import annotations
@@ -10,23 +14,39 @@ from __future__ import annotations
 import asyncio
 import threading
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
 from embedtext.server.app import EmbeddingServer
 from embedtext.server.config.settings import ServerConfig
+from embedtext.server.engine import null_backend
+
+
+def slow_null_engine(seconds: float) -> type[null_backend.NullBackend]:
+    """The null engine taking ``seconds`` for each batch (a test stand-in: a busy engine)."""
+
+    class SlowNullBackend(null_backend.NullBackend):
+        async def embed(self, rows, interactive_rows=0):
+            await asyncio.sleep(seconds)
+            return await super().embed(rows, interactive_rows)
+
+    return SlowNullBackend
 
 
 class InProcessServer:
-    """A real ``EmbeddingServer`` (null engine) on its own event loop thread; stop() ends it."""
+    """A real ``EmbeddingServer`` (null engine) on its own event loop thread; stop() ends it.
+    With ``engine_s``, its engines take that long for each batch."""
 
-    def __init__(self, socket: Path, **settings) -> None:
+    def __init__(self, socket: Path, engine_s: float = 0.0, **settings) -> None:
         self.target = f"unix:{socket}"
         self.config = ServerConfig(models=("default",), uds=str(socket), engine="null", **settings)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="null-server")
         self._thread.start()
-        self.server = self._run(self._start())
+        engine = slow_null_engine(engine_s) if engine_s else null_backend.NullBackend
+        with mock.patch.object(null_backend, "NullBackend", engine):  # the engines start with the server
+            self.server = self._run(self._start())
 
     async def _start(self) -> EmbeddingServer:
         server = EmbeddingServer(self.config)
@@ -62,8 +82,8 @@ def start_server():
     """Start more in-process servers in a test; each is stopped at its end."""
     started: list[InProcessServer] = []
 
-    def start(socket: Path, **settings) -> InProcessServer:
-        server = InProcessServer(socket, **settings)
+    def start(socket: Path, engine_s: float = 0.0, **settings) -> InProcessServer:
+        server = InProcessServer(socket, engine_s, **settings)
         started.append(server)
         return server
 

@@ -28,28 +28,56 @@ def _refusals(server) -> float:
     )
 
 
+def _embed_in_a_thread(target: str, texts: list[str], into: dict) -> threading.Thread:
+    def run():
+        with embedtext.Client(target, timeout=60) as client:
+            into["vectors"] = client.embed(texts, latency_class="bulk")
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread
+
+
+def _wait_until(what: str, condition) -> None:
+    waited = time.monotonic() + 30
+    while not condition():
+        assert time.monotonic() < waited, what
+        time.sleep(0.01)
+
+
+class _Threads:
+    def __init__(self, *threads: threading.Thread) -> None:
+        self.threads = threads
+
+    def join(self, timeout: float) -> None:
+        for thread in self.threads:
+            thread.join(timeout)
+
+
 @pytest.fixture
 def held_queue(start_server, tmp_path):
-    """A server whose queue is full: one bulk caller's BOUND rows wait out a long batch delay."""
+    """A server whose queue is full: its engine (one batch at a time) holds a one-row call for
+    ``delay_ms``, and one bulk caller's BOUND rows wait behind it."""
 
     def fill(delay_ms: float):
         server = start_server(
-            tmp_path / "busy.sock", max_queued_rows=BOUND, max_batch_delay_ms=delay_ms, idle_dispatch=False
+            tmp_path / "busy.sock", engine_s=delay_ms / 1000, max_queued_rows=BOUND, max_batches_per_replica=1
+        )
+        registry = server.server.metrics.registry
+        labels = {"model": "all-MiniLM-L6-v2", "replica": "0"}
+        blocker = _embed_in_a_thread(server.target, ["the engine's one batch"], {})
+        _wait_until(
+            "the blocker never reached the engine",
+            lambda: registry.get_sample_value("embedtext_replica_inflight_batches", labels) == 1,
         )
         filler = {}
-
-        def run():
-            with embedtext.Client(server.target, timeout=60) as client:
-                filler["vectors"] = client.embed([f"row {i}" for i in range(BOUND)], latency_class="bulk")
-
-        thread = threading.Thread(target=run, daemon=True)
-        thread.start()
+        thread = _embed_in_a_thread(server.target, [f"row {i}" for i in range(BOUND)], filler)
         with embedtext.Client(server.target) as probe:
-            waited = time.monotonic() + 30
-            while probe.info(refresh=True).model().queued_bulk_rows < BOUND:
-                assert time.monotonic() < waited, "the filler's rows never reached the queue"
-                time.sleep(0.01)
-        return server, thread, filler
+            _wait_until(
+                "the filler's rows never reached the queue",
+                lambda: probe.info(refresh=True).model().queued_bulk_rows >= BOUND,
+            )
+        return server, _Threads(blocker, thread), filler
 
     return fill
 

@@ -194,8 +194,8 @@ def test_a_dead_server_is_a_clear_unavailable_error_within_the_deadline(spare_so
 
 
 def test_deadlines_are_kept(start_server, tmp_path):
-    """A server that holds every bulk batch for 3 s (batch delay, no idle dispatch) and a 0.3 s deadline."""
-    slow = start_server(tmp_path / "slow.sock", max_batch_delay_ms=3000.0, idle_dispatch=False)
+    """A server whose engine takes 3 s a batch, and a 0.3 s deadline."""
+    slow = start_server(tmp_path / "slow.sock", engine_s=3.0)
     sync, in_async = both(slow.target, "embed", ["a"], timeout=0.3, latency_class="bulk")
     # Without the deadline both would succeed once the batch closes: the error is the check.
     assert isinstance(sync, DeadlineExceededError) and isinstance(in_async, DeadlineExceededError)
@@ -226,10 +226,10 @@ def test_client_config_is_one_source(null_server):
 
 
 def test_an_async_query_does_not_wait_behind_the_same_clients_bulk_sub_batches(start_server, tmp_path):
-    """One AsyncClient, one slot: a bulk call's 20 sub-batches each wait out the server's 200 ms
-    batch delay one after another; a one-row query sent meanwhile has slots of its own, and is
-    answered before the bulk call ends (with one shared bound it would queue behind all 20)."""
-    server = start_server(tmp_path / "slow.sock", max_batch_delay_ms=200, idle_dispatch=False)
+    """One AsyncClient, one slot: a bulk call's 20 sub-batches each take the server's engine 200 ms,
+    one after another; a one-row query sent meanwhile has slots of its own, and is answered before
+    the bulk call ends (with one shared bound it would queue behind all 20)."""
+    server = start_server(tmp_path / "slow.sock", engine_s=0.2)
     finished: list[str] = []
 
     async def run():

@@ -40,9 +40,6 @@ def test_every_ascii_character_normalizes_as_bert_normalizer_does(clean_text, lo
 def test_the_pool_uses_it_for_bert_tokenizers_only(model, tmp_path):
     spec, pool, _ = model
     assert pool.ascii_normalizer is not None
-    switched_off = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, ascii_normalizer=False)
-    assert switched_off.ascii_normalizer is None
-    switched_off.close()
     other = Tokenizer(models.WordLevel({"[UNK]": 0, "hello": 1}, unk_token="[UNK]"))
     other.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Lowercase()])
     other.pre_tokenizer = pre_tokenizers.Whitespace()

@@ -36,7 +36,7 @@ def test_a_stepped_engine_paces_its_steps():
 
     config = ServerConfig(engine_loop="stepped", interactive_replica="off")
     (stepped,) = app.build_runtimes(resolve(config, "cpu"), ServerMetrics())
-    assert stepped.interactive_slo_s == 0.25 and stepped.engine_loop == "stepped"
+    assert stepped.interactive_slo_s == 0.25 and stepped.settings.engine_loop == "stepped"
     backend = stepped.supervisor._factory(0)
     assert backend.engine == "vllm-stepped" and backend.settings.interactive_slo_s == 0.25
     stepped.tokenizers.close()
@@ -121,22 +121,6 @@ def test_interactive_gather_auto_waits_for_queries_on_a_cpu_beside_an_interactiv
     (runtime,) = app.build_runtimes(resolved, ServerMetrics())
     assert runtime.queue.interactive_gather_s == pytest.approx(gather_ms / 1000)  # the queue holds it
     runtime.tokenizers.close()
-
-
-def test_a_switch_interval_reaches_the_engines_and_none_leaves_pythons():
-    config = ServerConfig(switch_interval_ms=0.5)
-    assert resolve(config, "cpu").engine_settings(config, 0.2).switch_interval_s == 0.0005
-    assert resolve(ServerConfig(), "cpu").engine_settings(ServerConfig(), 0.2).switch_interval_s is None
-    with pytest.raises(ValueError, match="switch_interval_ms must be at least 0.05"):
-        ServerConfig(switch_interval_ms=0.01)
-
-
-def test_the_step_timeline_reaches_a_stepped_engine_as_an_absolute_path(tmp_path, monkeypatch):
-    monkeypatch.chdir(tmp_path)
-    config = ServerConfig(step_timeline="steps.jsonl")
-    settings = resolve(config, "cpu").engine_settings(config, 0.2)
-    assert settings.step_timeline == str(tmp_path / "steps.jsonl")
-    assert resolve(ServerConfig(), "cpu").engine_settings(ServerConfig(), 0.2).step_timeline is None
 
 
 @pytest.mark.parametrize(

@@ -18,9 +18,6 @@ ROOMY = 64 * 1024**3  # memory for any split the tests ask for
     ],
 )
 def test_interactive_threads_reach_the_interactive_engine_alone(settings, device, threads):
-    from embedtext.server import app
-    from embedtext.server.metrics import ServerMetrics
-
     config = ServerConfig(**settings)
     resolved = resolve(config, device, cores=8)
     assert resolved.interactive_threads == threads
@@ -28,9 +25,37 @@ def test_interactive_threads_reach_the_interactive_engine_alone(settings, device
     assert resolved.engine_settings(config, 0.2, interactive=True).compute_threads == (threads or None)
     assert resolved.engine_settings(config, 0.2).compute_threads is None
     if device == "cpu":
-        (runtime,) = app.build_runtimes(resolved, ServerMetrics())
-        assert runtime.interactive_threads == threads  # what Info reports
+        assert _info(resolved).interactive_threads == threads  # what Info reports
+
+
+def _info(resolved):
+    """The Info RPC's model entry of a server built from ``resolved`` (its engines not started)."""
+    import asyncio
+
+    from embedtext.protocol import embedding_pb2 as pb
+    from embedtext.server import app
+    from embedtext.server.api.servicer import EmbeddingServicer
+    from embedtext.server.metrics import ServerMetrics
+
+    metrics = ServerMetrics()
+    (runtime,) = app.build_runtimes(resolved, metrics)
+    try:
+        reply = asyncio.run(EmbeddingServicer([runtime], resolved.config, metrics).Info(pb.InfoRequest(), None))
+    finally:
         runtime.tokenizers.close()
+    return reply.models[0]
+
+
+@pytest.mark.parametrize("flags", [frozenset({"avx512f", "avx512_bf16"}), frozenset({"avx2"})])
+def test_info_reports_the_engines_as_resolve_chose_them(flags):
+    resolved = resolve(ServerConfig(), "cpu", flags, cores=2, memory_bytes=ROOMY)
+    model = _info(resolved)
+    assert (model.dtype, model.engine_loop, model.enforce_eager) == (
+        resolved.dtype.dtype,
+        resolved.engine_loop,
+        resolved.enforce_eager,
+    )
+    assert model.dtype == ("bfloat16" if "avx512_bf16" in flags else "float32")
 
 
 @pytest.mark.parametrize(

@@ -71,11 +71,11 @@ def tiny_spec(tiny_model_dir):
 
 
 def test_a_failed_batch_frees_its_replica_for_the_rows_waiting_behind_it(tiny_spec):
-    """With idle dispatch, rows queued behind a busy replica go as soon as it is free again;
+    """Rows queued behind a busy replica go as soon as it is free again (idle dispatch);
     a batch that FAILS frees it too, so they must not sit out --max-batch-delay-ms."""
 
     async def run():
-        config = ServerConfig(replicas=1, max_batches_per_replica=2, max_batch_delay_ms=DELAY_MS, idle_dispatch=True)
+        config = ServerConfig(replicas=1, max_batches_per_replica=2, max_batch_delay_ms=DELAY_MS)
         backends = []
 
         def factory(_index):
@@ -86,8 +86,9 @@ def test_a_failed_batch_frees_its_replica_for_the_rows_waiting_behind_it(tiny_sp
         await runtime.start()
         try:
             first = asyncio.ensure_future(runtime.embed_token_ids([[101, 7, 102]], BULK, None))
-            while backends[0].calls < 1:  # the idle replica took the first row at once
-                await asyncio.sleep(0.01)
+            async with asyncio.timeout(10):  # not the 60 s delay: the idle replica took the first row at once
+                while backends[0].calls < 1:
+                    await asyncio.sleep(0.01)
             second = asyncio.ensure_future(runtime.embed_token_ids([[101, 8, 9, 102]], BULK, None))
             await settle()
             assert (
@@ -112,7 +113,7 @@ def test_queries_reach_a_busy_engine_without_waiting_for_the_queries_before_them
     waits for a slot (the bound)."""
 
     async def run():
-        config = ServerConfig(replicas=1, max_batches_per_replica=2, max_batch_delay_ms=1.0, idle_dispatch=True)
+        config = ServerConfig(replicas=1, max_batches_per_replica=2, max_batch_delay_ms=1.0)
         backends = []
 
         def factory(_index):
@@ -251,6 +252,44 @@ def test_bulk_callers_take_turns_of_about_the_bulk_batch_time(tiny_spec, bulk_ba
             else:  # both requests in one batch of up to --max-batch-tokens
                 assert order == [{200, 201}] and runtime.queue.bulk_batch_tokens == config.max_batch_tokens
                 assert backend.batches[0][1] > turn_tokens
+        finally:
+            await runtime.stop()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("slo_s", [0.25, None])
+def test_with_an_interactive_target_a_burst_of_bulk_requests_waits_before_the_tokenizer(tiny_spec, slo_s):
+    """A busy engine, one bulk batch of 2 rows in flight: with an interactive target, of 4 bulk
+    requests sent at once only those that the queue needs to keep the engine busy are tokenized;
+    the rest wait before the tokenizer (server/scheduler/tokenizing_gate.py). Without a target
+    every request is tokenized and queued at once."""
+
+    async def run():
+        config = ServerConfig(replicas=1, max_batches_per_replica=1, max_batch_rows=2, max_batch_delay_ms=DELAY_MS)
+        backend = HoldsEveryBatchBackend(tiny_spec)
+        runtime = ModelRuntime(
+            tiny_spec, _settings(config, interactive_slo_s=slo_s), ServerMetrics(), lambda _index: backend
+        )
+        await runtime.start()
+        try:
+            texts = [[f"request {i} row {j}" for j in range(2)] for i in range(5)]
+            calls = [asyncio.ensure_future(runtime.embed_texts(texts[0], BULK, None))]
+            async with asyncio.timeout(10):
+                while not backend.held:  # the engine holds the first request's batch
+                    await asyncio.sleep(0.01)
+            calls += [asyncio.ensure_future(runtime.embed_texts(t, BULK, None)) for t in texts[1:]]
+            async with asyncio.timeout(10):
+                while runtime.queue.queued_rows + (runtime.tokenizing_gate.held_rows if slo_s else 0) < 8:
+                    await asyncio.sleep(0.01)
+            await settle()
+            if slo_s:
+                assert runtime.tokenizing_gate.waiting_requests == 3 and runtime.queue.queued_rows == 2
+            else:
+                assert runtime.tokenizing_gate is None and runtime.queue.queued_rows == 8
+            backend.release.set()
+            results = await asyncio.wait_for(asyncio.gather(*calls), 10)
+            assert [r.embeddings.shape[0] for r in results] == [2] * 5
         finally:
             await runtime.stop()
 

@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from embedtext.server.config.settings import ServerConfig
+from embedtext.server.config.settings import ServerConfig, advanced_settings
 
 
 def test_loopback_and_uds_are_allowed():
@@ -38,8 +38,8 @@ def test_interactive_threads_need_an_interactive_replica():
 def test_an_advanced_setting_comes_from_set_or_the_environment_and_set_wins():
     assert _serve_config(["--set", "interactive_replica=off"]).interactive_replica == "off"
     assert _serve_config(["--set", "max-batch-rows=64"]).max_batch_rows == 64  # dashes as the options have them
-    env = {"EMBEDTEXT_MAX_BATCH_ROWS": "32", "EMBEDTEXT_IDLE_DISPATCH": "off"}
-    assert (_serve_config([], env=env).max_batch_rows, _serve_config([], env=env).idle_dispatch) == (32, False)
+    env = {"EMBEDTEXT_MAX_BATCH_ROWS": "32", "EMBEDTEXT_WORD_CACHE": "off"}
+    assert (_serve_config([], env=env).max_batch_rows, _serve_config([], env=env).word_cache) == (32, "off")
     assert _serve_config(["--set", "max_batch_rows=64"], env=env).max_batch_rows == 64
     assert _serve_config(["--set", "bulk_threads=auto"]).bulk_threads is None
 
@@ -54,7 +54,7 @@ def test_serve_help_lists_the_user_settings_and_set_help_the_advanced_ones():
     assert len([o for o in options if o not in ("-h,", "--help")]) <= 15, options
     assert "--set" in options and "--max-batch-tokens" not in shown
     listed = CliRunner().invoke(cli.serve_command, ["--set", "help"]).output
-    assert all(f"  {name}" in listed for name in ("max_batch_tokens", "interactive_replica", "engine_loop"))
+    assert all(f"  {name}" in listed for name in advanced_settings()) and "  engine_loop" in listed
 
 
 @pytest.mark.parametrize(
@@ -64,7 +64,8 @@ def test_serve_help_lists_the_user_settings_and_set_help_the_advanced_ones():
         ("max_batch_rows", "give NAME=VALUE"),
         ("max_batch_rows=many", "max_batch_rows takes a whole number, not 'many'"),
         ("max_batch_rows=0", "max_batch_rows must be at least 1, not 0"),
-        ("idle_dispatch=maybe", "idle_dispatch takes on or off"),
+        ("max_batch_delay_ms=soon", "max_batch_delay_ms takes a number, not 'soon'"),
+        ("idle_dispatch=off", "no such setting"),  # a settled experiment is no setting (docs/tuning.md)
         ("tls_client_ca=/no/such/ca.pem", "tls_client_ca: no file /no/such/ca.pem"),
         ("model=x", "no such setting"),  # a setting with an option of its own is not set this way
     ],
@@ -76,13 +77,6 @@ def test_a_bad_set_is_refused_with_what_is_wrong(assignment, message):
 
     result = CliRunner().invoke(cli.serve_command, ["--set", assignment])
     assert result.exit_code == 2 and message in result.output, result.output
-
-
-def test_a_step_timeline_needs_a_vllm_engine():
-    with pytest.raises(ValueError, match="step_timeline records a vLLM engine's steps"):
-        ServerConfig(step_timeline="steps.jsonl", engine="null")
-    with pytest.raises(ValueError, match="its folder does not exist"):
-        ServerConfig(step_timeline="no-such-folder/steps.jsonl")
 
 
 def test_enforce_eager_takes_a_value():
@@ -142,8 +136,6 @@ def test_options_and_environment_variables_reach_the_config():
             "b=dir",
             "--replicas",
             "3",
-            "--set",
-            "idle_dispatch=off",
             "--interactive-slo-ms",
             "100",
             "--set",
@@ -151,7 +143,7 @@ def test_options_and_environment_variables_reach_the_config():
         ],
         env={"EMBEDTEXT_MAX_BATCH_TOKENS": "512", "EMBEDTEXT_ENGINE_LOOP": "stepped"},
     )
-    assert config.models == ("a", "b=dir") and config.replicas == 3 and config.idle_dispatch is False
+    assert config.models == ("a", "b=dir") and config.replicas == 3
     assert config.interactive_slo_ms == 100 and config.word_cache == "off"
     assert config.max_batch_tokens == 512 and config.engine_loop == "stepped"
 

@@ -162,8 +162,11 @@ def test_random_texts_give_the_tokenizers_own_ids(model, texts):
 
 def test_not_used_without_bert_pre_tokenizer_wordpiece_or_the_normalizer(model, tmp_path):
     spec, _, _ = model
-    off = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, ascii_normalizer=False, word_cache=True)
-    assert off.word_cache is None  # it needs the texts normalized ahead
+    lowercase_only = Tokenizer.from_file(str(spec.tokenizer_file))
+    lowercase_only.normalizer = normalizers.Lowercase()
+    lowercase_only.save(str(tmp_path / "lowercase.json"))
+    off = TokenizerPool(str(tmp_path / "lowercase.json"), spec.max_tokens, word_cache=True)
+    assert off.ascii_normalizer is None and off.word_cache is None  # it needs the texts normalized ahead
     off.close()
     whitespace = Tokenizer.from_file(str(spec.tokenizer_file))
     whitespace.pre_tokenizer = pre_tokenizers.Whitespace()
