@@ -143,7 +143,7 @@ def resolve(
     - ``--interactive-threads``: on a CPU, the interactive replica's stepped engine computes on that
       many threads; unset (0), on torch's own count, every core. Fewer did not help on 2 cores: the
       bulk engine's threads wait at each step for a core the queries' engine holds, and one
-      thread's steps hold it longer (bench: --only mixed --mixed-modes one_thread,...).
+      thread's steps hold it longer (bench/results/cpu-mixed-quick-interactive-threads.json).
     - ``--replicas`` unset: on a CPU of at most ``SMALL_MACHINE_CORES`` cores beside a stepped
       interactive replica (and ``--bulk-threads`` unset), one bulk engine per core, each on one
       thread and at nice ``SPLIT_BULK_NICE``; elsewhere one engine. One engine's threads meet at

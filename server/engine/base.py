@@ -20,8 +20,9 @@ from embedtext.server.engine.pacing import PaceReport
 # most 15 characters): the interactive replica's apart from the engines bulk work runs on.
 WORKER_NAME = "replica-worker"
 INTERACTIVE_WORKER_NAME = "query-worker"
-# The thread that steps an engine (/proc/PID/task/TID/comm): top -H and the engine-overhead suite
-# (bench/engine_overhead.py) find the engine's own CPU by it.
+# The thread that steps an engine (/proc/PID/task/TID/comm): top -H shows the engine's own CPU by
+# it (tests/integration/test_cpu_threads.py checks each worker holds one). The engine-overhead
+# suite reads the worker processes' whole CPU instead (bench/measure.py).
 ENGINE_THREAD_NAME = "engine-steps"
 
 

@@ -27,7 +27,7 @@ from embedtext.server.tokenization.word_cache import WordCacheEncoder
 
 # An interactive request up to this many characters is tokenized on the event loop itself: far
 # less than a hand-over to a thread and back, each of which may wait a GIL switch interval while
-# bulk tokenizing runs Python (bench: --only mixed, the probes' tokenize part).
+# bulk tokenizing runs Python.
 INLINE_TOKENIZE_CHARS = 2048
 
 
