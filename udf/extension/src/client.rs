@@ -105,12 +105,11 @@ impl Client {
                 client,
             });
         }
-        let caller: u64 = rand::rng().random();
         Ok(Client {
             targets,
             token: settings.token.clone(),
             deadline: settings.timeout,
-            caller: format!("{caller:016x}"),
+            caller: process_caller().to_string(),
             next: AtomicUsize::new(0),
             info: Mutex::new(None),
         })
@@ -293,6 +292,13 @@ fn decode(reply: proto::EmbedResponse, rows: usize, target: &str) -> Result<Vect
         bytes: reply.embeddings_f32le,
         dim,
     })
+}
+
+/// One caller id for the process, as the Python UDF has one per client: the server shares bulk
+/// throughput fairly among callers, and a query's DuckDB threads (each with its own client) are one.
+fn process_caller() -> &'static str {
+    static CALLER: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    CALLER.get_or_init(|| format!("{:016x}", rand::rng().random::<u64>()))
 }
 
 fn pushback_s(status: &Status) -> Option<f64> {
