@@ -7,6 +7,7 @@ with scripts/build_extension.sh where cargo is installed."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -141,6 +142,27 @@ def test_duckdb_cli_finds_its_server_by_environment_at_load(servers, extension_p
     assert out.strip() == "FLOAT[128]|true"
 
 
+def test_node_client_loads_it_and_matches_python_udf(servers, extension_path):
+    """Node's DuckDB (@duckdb/node-api 1.5.6, which .ci/run installs and names in EMBEDTEXT_NODE_PATH)."""
+    node_path = os.environ.get("EMBEDTEXT_NODE_PATH")
+    if not node_path or shutil.which("node") is None:
+        pytest.skip("set EMBEDTEXT_NODE_PATH to a node_modules holding @duckdb/node-api (CI installs it)")
+    script = Path(__file__).with_name("node_client.cjs")
+    target = servers.minilm.target
+    out = subprocess.run(
+        ["node", str(script), extension_path, target, "hello from node"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "NODE_PATH": node_path},
+    )
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["type"] == "FLOAT[384]"
+    expected = _vectors(udf_connection(target), "SELECT embed_text('hello from node')")[0]
+    np.testing.assert_allclose(got["vector"], expected, atol=1e-6)
+
+
 def test_python_load_gives_the_python_udfs_vectors_row_for_row(servers, extension_path):
     target = servers.minilm.target
     ext, udf = extension_connection(extension_path, target), udf_connection(target)
@@ -220,6 +242,18 @@ def test_dead_server_is_a_clear_error(extension_path, tmp_path):
         assert target in message and "embedtext serve" in message, message
         with pytest.raises(duckdb.Error, match="embedtext serve"):
             con.sql("SELECT embed_text('x', NULL)").fetchall()
+
+
+def test_a_dead_target_in_a_list_is_passed_over(servers, extension_path, tmp_path):
+    """Two targets, the first dead: calls take turns between them, and each call that goes to the dead
+    one first is answered by the other (four queries: two of them start there)."""
+    live = servers.tiny.target
+    con = extension_connection(extension_path, f"unix:{tmp_path}/dead.sock,{live}")
+    with embedtext.Client(live) as client:
+        expected = client.embed([f"row {i}" for i in range(40)])
+    for _ in range(4):
+        rows = con.sql("SELECT embed_text('row ' || i, NULL) FROM range(40) t(i) ORDER BY i").fetchall()
+        np.testing.assert_allclose([r[0] for r in rows], expected, atol=1e-5)
 
 
 def test_tls_and_token_from_settings(guarded, extension_path):
