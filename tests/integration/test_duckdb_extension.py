@@ -218,6 +218,18 @@ def test_odd_inputs_give_the_python_udfs_answers(servers, extension_path):
     _assert_same_vectors(got, _vectors(udf, sql))
 
 
+def test_a_chunk_of_long_texts_goes_in_requests_under_the_message_limit(servers, extension_path):
+    """70 texts of 1.3 MB, 91 MB in one chunk: over gRPC's 64 MiB message limit in one request, so
+    the extension splits by text bytes (16 MiB a request) as the Python client does."""
+    con = extension_connection(extension_path, servers.tiny.target)
+    body = "repeat('river bank ' || i || ' ', 100000)"
+    rows = con.sql(f"SELECT i, embed_text({body}) FROM range(70) t(i) ORDER BY i").fetchall()
+    assert [i for i, _ in rows] == list(range(70)) and all(v is not None for _, v in rows)
+    with embedtext.Client(servers.tiny.target) as client:
+        expected = client.embed([f"river bank {i} " * 100_000 for i in (0, 69)])
+    np.testing.assert_allclose([rows[0][1], rows[69][1]], expected, atol=1e-5)
+
+
 @pytest.mark.parametrize(
     "sql, message",
     [
@@ -225,6 +237,7 @@ def test_odd_inputs_give_the_python_udfs_answers(servers, extension_path):
         ("SELECT embed_text('x', NULL, 0)", "dimensions=0 is not available"),
         ("SELECT embed_text('x', NULL, 5000)", "dimensions=5000 is not available: model all-MiniLM-L6-v2 has 384"),
         ("SELECT embed_text('x', 'm' || i) FROM range(2) t(i)", "must be the same for every row"),
+        ("SELECT embed_text(repeat('x', 70000000))", "70000000 text bytes in one request, over gRPC's 64 MiB"),
     ],
 )
 def test_bad_arguments_are_clear_errors(servers, extension_path, sql, message):

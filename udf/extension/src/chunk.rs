@@ -14,6 +14,9 @@ use crate::client::{Client, EmbedError, EmbedOptions, Vectors};
 /// on the wire.
 pub const BATCH_ROWS: usize = 512;
 pub const IN_FLIGHT: usize = 8;
+/// Text bytes per request at most (connectors/requests.py): a request stays well under gRPC's
+/// 64 MiB message limit however long a chunk's texts are.
+pub const BATCH_TEXT_BYTES: usize = 16 * 1024 * 1024;
 
 /// Which rows need which distinct text's vector.
 #[derive(Debug, Default, PartialEq)]
@@ -53,9 +56,32 @@ fn is_blank(text: &[u8]) -> bool {
     }
 }
 
-/// The vectors of `texts`, one reply per request of `BATCH_ROWS` rows, in order.
+/// The requests of a chunk's texts: row ranges of at most `BATCH_ROWS` rows and, past one row,
+/// `BATCH_TEXT_BYTES` bytes of text.
+pub fn requests(texts: &[&[u8]]) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::with_capacity(texts.len().div_ceil(BATCH_ROWS));
+    let mut start = 0;
+    while start < texts.len() {
+        let mut stop = start;
+        let mut bytes = 0;
+        while stop < texts.len() && stop - start < BATCH_ROWS {
+            bytes += texts[stop].len();
+            if bytes > BATCH_TEXT_BYTES && stop > start {
+                break;
+            }
+            stop += 1;
+        }
+        out.push(start..stop);
+        start = stop;
+    }
+    out
+}
+
+/// The vectors of a chunk's texts, one reply per request, in order.
 pub struct ChunkVectors {
     replies: Vec<Vectors>,
+    /// The first text of each reply.
+    starts: Vec<usize>,
     pub dim: usize,
 }
 
@@ -63,9 +89,9 @@ impl ChunkVectors {
     /// Distinct text `index`'s vector, as the little-endian float32 bytes the server sent.
     pub fn row_bytes(&self, index: usize) -> &[u8] {
         let row = self.dim * 4;
-        let reply = &self.replies[index / BATCH_ROWS].bytes;
-        let at = (index % BATCH_ROWS) * row;
-        &reply[at..at + row]
+        let reply = self.starts.partition_point(|&start| start <= index) - 1;
+        let at = (index - self.starts[reply]) * row;
+        &self.replies[reply].bytes[at..at + row]
     }
 }
 
@@ -76,8 +102,10 @@ pub async fn embed_all(
     dim: usize,
     deadline: Instant,
 ) -> Result<ChunkVectors, EmbedError> {
-    let replies: Vec<Vectors> = stream::iter(texts.chunks(BATCH_ROWS))
-        .map(|part| client.embed(part, options, deadline))
+    let parts = requests(texts);
+    let starts = parts.iter().map(|part| part.start).collect();
+    let replies: Vec<Vectors> = stream::iter(parts)
+        .map(|part| client.embed(&texts[part], options, deadline))
         .buffered(IN_FLIGHT)
         .try_collect()
         .await?;
@@ -88,7 +116,7 @@ pub async fn embed_all(
             reply.dim
         )));
     }
-    Ok(ChunkVectors { replies, dim })
+    Ok(ChunkVectors { replies, starts, dim })
 }
 
 #[cfg(test)]
@@ -109,6 +137,18 @@ mod tests {
         let p = plan(rows.into_iter());
         assert_eq!(p.distinct, vec![&b"a cat"[..], &b"a dog"[..]]);
         assert_eq!(p.slots, vec![Some(0), None, None, None, Some(1), Some(0), None]);
+    }
+
+    #[test]
+    fn requests_split_by_rows_and_by_bytes() {
+        let short = vec![&b"x"[..]; 1100];
+        assert_eq!(requests(&short), vec![0..512, 512..1024, 1024..1100]);
+        let long = vec![0u8; BATCH_TEXT_BYTES / 2 + 1];
+        let texts = vec![&b"a"[..], &long[..], &long[..], &long[..], &b"b"[..]];
+        assert_eq!(requests(&texts), vec![0..2, 2..3, 3..5]);
+        let huge = vec![0u8; BATCH_TEXT_BYTES + 1]; // alone in its request: the server says what it makes of it
+        assert_eq!(requests(&[&huge[..], &b"c"[..]]), vec![0..1, 1..2]);
+        assert!(requests(&[]).is_empty());
     }
 
     #[test]

@@ -160,6 +160,15 @@ impl Client {
         options: &EmbedOptions,
         deadline: Instant,
     ) -> Result<Vectors, EmbedError> {
+        let bytes: usize = texts.iter().map(|t| t.len()).sum();
+        if bytes + 4 * texts.len() + 4096 > MAX_MESSAGE_BYTES {
+            return Err(EmbedError(format!(
+                "embedtext: {} text bytes in one request, over gRPC's {} MiB message limit (a text that long \
+                 cannot be sent; the model reads its first few hundred tokens only)",
+                bytes,
+                MAX_MESSAGE_BYTES >> 20
+            )));
+        }
         let request = self.embed_request(texts, options);
         let mut avoid: Vec<usize> = Vec::new();
         let mut first_unavailable: Option<EmbedError> = None;
