@@ -143,3 +143,22 @@ pub unsafe fn set_null(vector: duckdb_vector, row: usize) {
     duckdb_vector_ensure_validity_writable(vector);
     duckdb_validity_set_row_invalid(duckdb_vector_get_validity(vector), row as idx_t);
 }
+
+/// A VARCHAR setting (`SET name = '...'`), empty by default.
+pub unsafe fn register_text_option(con: duckdb_connection, name: &str, description: &str) -> Result<(), String> {
+    let mut option = duckdb_create_config_option();
+    let (cname, cdescription, empty) = (cstring(name), cstring(description), cstring(""));
+    duckdb_config_option_set_name(option, cname.as_ptr());
+    let varchar = LogicalType::varchar();
+    duckdb_config_option_set_type(option, varchar.0);
+    let mut default = duckdb_create_varchar(empty.as_ptr());
+    duckdb_config_option_set_default_value(option, default);
+    duckdb_destroy_value(&mut default);
+    duckdb_config_option_set_description(option, cdescription.as_ptr());
+    let state = duckdb_register_config_option(con, option);
+    duckdb_destroy_config_option(&mut option);
+    if state != DuckDBSuccess {
+        return Err(format!("embedtext: DuckDB refused the setting {name}"));
+    }
+    Ok(())
+}

@@ -9,13 +9,13 @@ use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::ptr::null_mut;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use libduckdb_sys::*;
 
-use crate::chunk;
 use crate::client::EmbedOptions;
-use crate::duck::{cstring, set_null, varchar_rows, ClientContext, LogicalType};
+use crate::duck::{cstring, register_text_option, ClientContext, LogicalType};
+use crate::execute;
 use crate::local;
 use crate::proto;
 use crate::settings::{Settings, OPTIONS};
@@ -109,19 +109,19 @@ fn find_model<'a>(info: &'a proto::InfoResponse, name: Option<&str>) -> Result<&
 
 /// What a bound call computes.
 #[derive(Clone)]
-enum Output {
+pub(crate) enum Output {
     Array,        // FLOAT[dim]
     List,         // FLOAT[]
     Text(String), // embedtext_connect's answer
 }
 
 #[derive(Clone)]
-struct Bound {
-    settings: Settings,
-    options: EmbedOptions,
-    dim: usize,
-    timeout: Duration,
-    output: Output,
+pub(crate) struct Bound {
+    pub(crate) settings: Settings,
+    pub(crate) options: EmbedOptions,
+    pub(crate) dim: usize,
+    pub(crate) timeout: Duration,
+    pub(crate) output: Output,
 }
 
 #[derive(Clone, Copy)]
@@ -205,7 +205,7 @@ unsafe fn register_set(
         });
         duckdb_scalar_function_set_extra_info(function, Box::into_raw(info) as *mut c_void, Some(drop_function_info));
         duckdb_scalar_function_set_bind(function, Some(bind));
-        duckdb_scalar_function_set_function(function, Some(execute));
+        duckdb_scalar_function_set_function(function, Some(execute::execute));
         if matches!(signature.kind, Kind::Connect) {
             duckdb_scalar_function_set_volatile(function);
         } else {
@@ -223,32 +223,12 @@ unsafe fn register_set(
     Ok(())
 }
 
-unsafe fn register_options(con: duckdb_connection) -> Result<(), String> {
-    for (name, _, description) in OPTIONS {
-        let mut option = duckdb_create_config_option();
-        let cname = cstring(name);
-        let cdescription = cstring(description);
-        duckdb_config_option_set_name(option, cname.as_ptr());
-        let varchar = LogicalType::varchar();
-        duckdb_config_option_set_type(option, varchar.0);
-        let empty = cstring("");
-        let mut default = duckdb_create_varchar(empty.as_ptr());
-        duckdb_config_option_set_default_value(option, default);
-        duckdb_destroy_value(&mut default);
-        duckdb_config_option_set_description(option, cdescription.as_ptr());
-        let state = duckdb_register_config_option(con, option);
-        duckdb_destroy_config_option(&mut option);
-        if state != DuckDBSuccess {
-            return Err(format!("embedtext: DuckDB refused the setting {name}"));
-        }
-    }
-    Ok(())
-}
-
 /// LOAD: the settings, embed_text(text, model[, dimensions]), embedtext_connect, and
 /// embed_text(text) when a server answers now.
 pub unsafe fn load(con: duckdb_connection) -> Result<(), String> {
-    register_options(con)?;
+    for (name, _, description) in OPTIONS {
+        register_text_option(con, name, description)?;
+    }
     let extension = Arc::new(Extension {
         connection: Mutex::new(Some(con)),
         typed: Mutex::new(None),
@@ -392,101 +372,6 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
             })
         }
     }
-}
-
-unsafe extern "C" fn execute(info: duckdb_function_info, input: duckdb_data_chunk, output: duckdb_vector) {
-    let result = catch_unwind(AssertUnwindSafe(|| execute_chunk(info, input, output)));
-    let error = match result {
-        Ok(Ok(())) => return,
-        Ok(Err(message)) => message,
-        Err(_) => "embedtext: internal error while embedding".to_string(),
-    };
-    let message = cstring(&error);
-    duckdb_scalar_function_set_error(info, message.as_ptr());
-}
-
-unsafe fn execute_chunk(
-    info: duckdb_function_info,
-    input: duckdb_data_chunk,
-    output: duckdb_vector,
-) -> Result<(), String> {
-    let bound = &*(duckdb_scalar_function_get_bind_data(info) as *const Bound);
-    let count = duckdb_data_chunk_get_size(input) as usize;
-    if let Output::Text(text) = &bound.output {
-        for row in 0..count {
-            duckdb_vector_assign_string_element_len(
-                output,
-                row as idx_t,
-                text.as_ptr() as *const _,
-                text.len() as idx_t,
-            );
-        }
-        return Ok(());
-    }
-    let rows = varchar_rows(duckdb_data_chunk_get_vector(input, 0), count);
-    let plan = chunk::plan(rows.into_iter());
-    let dim = bound.dim;
-    let vectors = if plan.distinct.is_empty() {
-        None
-    } else {
-        let client = local::client(&bound.settings)?;
-        let deadline = Instant::now() + bound.timeout;
-        Some(
-            local::block_on(chunk::embed_all(&client, &plan.distinct, &bound.options, dim, deadline))
-                .map_err(|e| e.0)?,
-        )
-    };
-    // Each row's float32 bytes go straight from the reply's buffer into DuckDB's vector memory.
-    let copy_row = |out: &mut [f32], slot: u32| {
-        let source = vectors.as_ref().unwrap().row_bytes(slot as usize);
-        let target = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, dim * 4) };
-        target.copy_from_slice(source);
-    };
-    match bound.output {
-        Output::Array => {
-            let child = duckdb_array_vector_get_child(output);
-            let out = std::slice::from_raw_parts_mut(duckdb_vector_get_data(child) as *mut f32, count * dim);
-            for (row, slot) in plan.slots.iter().enumerate() {
-                match slot {
-                    Some(s) => copy_row(&mut out[row * dim..(row + 1) * dim], *s),
-                    None => set_null(output, row),
-                }
-            }
-        }
-        Output::List => {
-            let filled = plan.slots.iter().filter(|s| s.is_some()).count();
-            if duckdb_list_vector_reserve(output, (filled * dim) as idx_t) != DuckDBSuccess
-                || duckdb_list_vector_set_size(output, (filled * dim) as idx_t) != DuckDBSuccess
-            {
-                return Err("embedtext: DuckDB could not make room for the vectors".into());
-            }
-            let entries = duckdb_vector_get_data(output) as *mut duckdb_list_entry;
-            let child = duckdb_list_vector_get_child(output);
-            let out = std::slice::from_raw_parts_mut(duckdb_vector_get_data(child) as *mut f32, filled * dim);
-            let mut offset = 0usize;
-            for (row, slot) in plan.slots.iter().enumerate() {
-                match slot {
-                    Some(s) => {
-                        copy_row(&mut out[offset..offset + dim], *s);
-                        *entries.add(row) = duckdb_list_entry {
-                            offset: offset as u64,
-                            length: dim as u64,
-                        };
-                        offset += dim;
-                    }
-                    None => {
-                        *entries.add(row) = duckdb_list_entry {
-                            offset: offset as u64,
-                            length: 0,
-                        };
-                        set_null(output, row);
-                    }
-                }
-            }
-        }
-        Output::Text(_) => unreachable!(),
-    }
-    Ok(())
 }
 
 /// The extension's entry, after DuckDB handed it the API: connect, register, keep nothing global.

@@ -5,6 +5,7 @@
 pub mod chunk;
 pub mod client;
 mod duck;
+mod execute;
 mod functions;
 mod local;
 pub mod settings;
