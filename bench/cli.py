@@ -141,8 +141,8 @@ def bench_command(
     """Benchmarks, side by side in rotating rounds: ratios on one machine.
 
     embed_text against vLLM in-process, vLLM's HTTP/JSON server and the CPU peers; transports (null
-    engine), latency under load, scaling, mixed workloads, the engines' own host work, start-up,
-    dtypes and SQL rewrites."""
+    engine), latency under load, scaling, mixed workloads, the engines' own host work, the DuckDB
+    extension and start-up."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
     from embedtext.bench.plan import make_plan

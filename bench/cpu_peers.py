@@ -41,7 +41,6 @@ import numpy as np
 import pyarrow as pa
 
 from embedtext.bench.baselines import as_fixed_size_list
-from embedtext.bench.dtype_quality import row_cosines
 from embedtext.bench.matmul_floor import EncoderShape, MatmulFloor
 
 # Rows per model call of sentence-transformers: its default (fastembed keeps its own, 256).
@@ -182,7 +181,7 @@ def run_cpu_peers(
         ),
     }
     # A user's server computes in --dtype auto: bfloat16 on a CPU with bfloat16 instructions
-    # (quality: --only dtype). Timed beside the float32 comparison the targets are set on.
+    # (quality: bench/results/dtype.json). Timed beside the float32 comparison the targets are set on.
     auto = resolve(ServerConfig(engine_loop="packed"), "cpu", memory_bytes=0).dtype.dtype
     with ExitStack() as stack:
         server = stack.enter_context(embedtext_server(["default"], args=["--dtype", "float32", *args]))
@@ -196,7 +195,9 @@ def run_cpu_peers(
 
         def min_cosine(vectors: np.ndarray) -> float:
             """The worst row's cosine to embed_text's float32 vectors of the sample."""
-            return round(float(row_cosines(ours, vectors).min()), 7)
+            a, b = np.asarray(ours, np.float64), np.asarray(vectors, np.float64)
+            cosines = (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))
+            return round(float(cosines.min()), 7)
 
         agreement = {name: min_cosine(peer.embed(sample)) for name, peer in peers.items()}
         progress(f"cpu peers: min cosine to embed_text on 64 rows: {agreement}")

@@ -17,11 +17,7 @@ SUITES = (
     "mixed",
     "engine-overhead",
     "extension",
-    "dtype",
     "startup",
-    "sql-rewrites",
-    "allocator",
-    "compile",
     "gpu",
 )
 # cpu-peers: the cpu suite's peers alone. The others from mixed on run only when named.
@@ -47,7 +43,6 @@ class BenchPlan:
     latency_chunk_requests: int  # 2048-row requests per load step
     scaling_rows: tuple[int, ...]
     scaling_tokens: int
-    allocator_rows: tuple[int, ...]  # the allocator suite's sizes (16-token rows, like scaling)
     # Quick runs start engines eagerly (no torch.compile: a shorter start for each engine); full runs
     # as a server starts them by default (enforce_eager=auto: by the device and CPU). Every engine
     # of a run, vLLM's own paths in the cpu suite too, gets the same setting: ratios stay like for like.
@@ -59,9 +54,6 @@ class BenchPlan:
     # The cpu suite's peers on the default model (bench/cpu_peers.py): a real model runs at a tenth
     # of the tiny one's rows/s, so fewer rows than the tiny model's paths.
     cpu_peer_work: tuple[tuple[int, int], ...] = ((50, 1024), (512, 128))
-    # The compile suite's scans on the default model: a few seconds each at its bfloat16 speed.
-    compile_work: tuple[tuple[int, int], ...] = ((50, 1024), (512, 128))
-    sql_rewrite_rows: int = 5_000  # the sql-rewrites suite's table
     workdir: Path | None = None  # set by make_plan
 
     @property
@@ -86,7 +78,6 @@ QUICK = BenchPlan(
     latency_chunk_requests=2,
     scaling_rows=(2_000, 5_000, 10_000),
     scaling_tokens=16,
-    allocator_rows=(2_000, 10_000, 20_000),
     eager=True,
     eager_reason="enforce_eager=on",
     cpu_rounds=2,
@@ -101,11 +92,8 @@ FULL = replace(
     latency_single_s=10.0,
     latency_chunk_requests=8,
     scaling_rows=(10_000, 100_000, 1_000_000),
-    allocator_rows=(10_000, 100_000, 400_000),
     cpu_rounds=5,
     cpu_peer_work=((50, 4096), (512, 512)),
-    compile_work=((50, 4096), (512, 512)),
-    sql_rewrite_rows=20_000,
 )
 
 

@@ -12,11 +12,11 @@ from embedtext.bench.plan import BenchPlan, GeneratedModels
 
 LATENCY_TOKENS = 50
 # The suites that share one embedtext server on the tiny model.
-TINY_SERVER_SUITES = ("cpu", "latency", "scaling", "sql-rewrites")
+TINY_SERVER_SUITES = ("cpu", "latency", "scaling")
 
 
 # Suites whose variants set the compile setting themselves: the plan's is not theirs.
-OWN_ENGINE_SETTING_SUITES = ("startup", "compile")
+OWN_ENGINE_SETTING_SUITES = ("startup",)
 
 
 def engines_note(plan: BenchPlan, suites: Sequence[str]) -> str:
@@ -28,8 +28,8 @@ def engines_note(plan: BenchPlan, suites: Sequence[str]) -> str:
     'compiled (enforce_eager=auto on this CPU: compiled)'
     >>> engines_note(full, ["startup"])
     'set per variant by the suite (startup)'
-    >>> engines_note(make_plan(True, workdir="."), ["mixed", "compile"])
-    'eager (enforce_eager=on); set per variant by the suite in compile'
+    >>> engines_note(make_plan(True, workdir="."), ["mixed", "startup"])
+    'eager (enforce_eager=on); set per variant by the suite in startup'
     """
     own = [suite for suite in suites if suite in OWN_ENGINE_SETTING_SUITES]
     if not own:
@@ -127,11 +127,6 @@ def run_bench(
             workdir=plan.workdir,
             progress=progress,
         )
-    for suite in ("allocator", "compile"):
-        if suite in suites:
-            from embedtext.bench.evidence import run_evidence
-
-            cases += run_evidence(suite, plan, models.tiny(), progress=progress)
     if "engine-overhead" in suites:
         from embedtext.bench.engine_overhead import OVERHEAD_MODEL, overhead_models, run_engine_overhead
 
@@ -191,16 +186,6 @@ def run_bench(
             progress=progress,
             on_phase=lambda so_far: save_partial([*cases, *so_far], "mixed"),
         )
-    if "dtype" in suites:
-        from embedtext.bench.dtype_quality import run_dtype_suite
-        from embedtext.corpus import docstring_corpus
-
-        cases += run_dtype_suite(
-            docstring_corpus()["body"],
-            rounds=2 if plan.quick else 5,
-            args=plan.engine_flags,
-            progress=progress,
-        )
     if "startup" in suites:
         from embedtext.bench.corpus import BenchCorpus
         from embedtext.bench.startup import run_startup
@@ -252,7 +237,6 @@ def _device() -> str:
 def all_ratios(cases: list[dict]) -> dict[str, float]:
     """Every ratio of ``cases``: the declared ones they carry (bench/rounds.py), and those of the
     suites that compute their own from several cases (suites absent from ``cases`` give none)."""
-    from embedtext.bench.dtype_quality import dtype_ratios
     from embedtext.bench.engine_overhead import engine_overhead_ratios
     from embedtext.bench.gpu_suite import gpu_ratios
     from embedtext.bench.mixed import mixed_ratios
@@ -263,7 +247,6 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     computed = (
         scaling_ratios,
         mixed_ratios,
-        dtype_ratios,
         startup_ratios,
         gpu_ratios,
         engine_overhead_ratios,
@@ -359,9 +342,4 @@ def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: Generated
 
             progress(f"scaling: {plan.scaling_rows} rows x {plan.scaling_tokens} tokens")
             cases += run_scaling(server, corpus, plan.scaling_rows, plan.scaling_tokens, plan.workdir)
-        rounds = 2 if plan.quick else 3
-        if "sql-rewrites" in suites:
-            from embedtext.bench.sql_rewrites import run_sql_rewrites
-
-            cases += run_sql_rewrites(server.target, plan.sql_rewrite_rows, rounds=rounds, progress=progress)
     return cases
