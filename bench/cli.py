@@ -158,20 +158,13 @@ def bench_command(
     plan = make_plan(
         quick, rows=rows, dims=_ints(dims), workdir=workdir, enforce_eager=compile_setting(enforce_eager, compiled)
     )
-    suites = tuple(only) or DEFAULT_SUITES
-    command = "embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    gpu = dict(replicas=_ints(replicas), model=gpu_model, rows=rows, http=gpu_http, processes=gpu_processes)
     run_bench(
         plan,
-        suites,
+        tuple(only) or DEFAULT_SUITES,
         json_path=json_path,
-        command=command,
-        replicas=_ints(replicas),
-        gpu_model=gpu_model,
-        gpu_http=gpu_http,
-        gpu_rows=rows,
-        gpu_processes=gpu_processes,
-        gpu_paced=gpu_paced,
-        gpu_engine_loop=gpu_engine_loop,
+        command="embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
+        gpu=gpu | dict(paced=gpu_paced, engine_loop=gpu_engine_loop),
         mixed_modes=modes,
         mixed_phases=phases,
         progress=lambda msg, t0=time.perf_counter(): _progress(t0, msg),
