@@ -17,12 +17,7 @@ SCAN_SQL = "CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs"
 
 
 async def probed_load(
-    target: str,
-    bulk_texts: Sequence[str],
-    probe_texts: Sequence[str],
-    clients: int,
-    seconds: float,
-    prober: Prober,
+    target: str, bulk_texts: Sequence[str], probe_texts: Sequence[str], clients: int, seconds: float, prober: Prober
 ) -> tuple[list[ProbeTime], int, float]:
     """``clients`` bulk loops (none if 0) that start calls for ``seconds`` and, if
     ``probe_texts``, the probes (from ``prober``'s process) until the last bulk call ends (or for

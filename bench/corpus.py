@@ -1,8 +1,5 @@
-"""Benchmark rows whose token count is exactly known, from the model's own tokenizer.
-
-Every whole word of the model's vocabulary that is one token makes a text of ``tokens - 2`` words
-exactly ``tokens`` long ([CLS] and [SEP] included). Rows are
-random draws (seeded), so they are distinct and the UDF's per-chunk dedupe saves nothing.
+"""Benchmark rows of exactly known token counts: random draws (seeded, distinct) of the vocabulary's
+one-token words.
 """
 
 from __future__ import annotations

@@ -1,9 +1,5 @@
-"""Interactive probes: single-row queries sent on a fixed schedule from a process of their own, and
-where each one's time went: ``queue`` (its rows waiting for an engine, the reply's
-``queue_time_ns``) and ``engine`` (the time its batch took on a replica, ``inference_time_ns``).
-
-The probes come from a process of their own (``Prober``), as a user's query comes from another
-process than a bulk job; the bulk clients and scans run in the bench's process.
+"""Interactive probes: single-row queries on a fixed schedule from a process of their own (as a
+user's query comes from another process than a bulk job), and each one's queue and engine time.
 """
 
 from __future__ import annotations

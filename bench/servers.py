@@ -1,6 +1,6 @@
-"""The servers a benchmark starts and stops: ours (LocalServer), vLLM's OpenAI HTTP server, and
-the bench-only null JSON server. Only one engine runs at a time on a small machine, so each is
-a context manager that stops its process tree on exit."""
+"""The servers a benchmark starts and stops, each a process tree: ours, vLLM's OpenAI server, the
+null JSON server.
+"""
 
 from __future__ import annotations
 

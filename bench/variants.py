@@ -1,14 +1,6 @@
 """Server variants side by side: the same model served with different flags or environment, each
-variant a path of the comparison runner (bench/rounds.py), all up at once.
-
-A suite that compares server settings is data: a ``VariantComparison`` (its variants and declared
-ratios) and its workloads. By default a variant runs each workload as a DuckDB scan
-(``SELECT sum(embed_text(body)[1])``) over the workload's rows, or with ``kind="parquet"`` over a
-Parquet file of them (each server process's RSS after it: ``server_rss_by_process_mb``, summed in
-``server_rss_mb``). Per scan: rows/s, the server process's CPU per row
-(``server_cpu_us_per_row``: gRPC, tokenizing, batching) and its engines' worker processes'
-(``engine_cpu_us_per_row``; None where the engine runs in the server's process). A suite with
-workloads of its own (the mixed suite) passes ``measure``.
+variant a path of the rounds runner, all up at once. A suite that compares server settings is data:
+a ``VariantComparison`` and its workloads.
 """
 
 from __future__ import annotations
