@@ -118,9 +118,7 @@ def export_onnx(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
 
 
 def fastembed_model_dir(model_dir: str | os.PathLike, onnx_path: Path, max_tokens: int) -> Path:
-    """A model directory in fastembed's layout beside the ONNX export: its tokenizer files, with
-    ``model_max_length`` at the model's own limit. The model's tokenizer_config says 512 (its
-    position table); sentence-transformers and embed_text truncate at ``max_seq_length`` (256)."""
+    """fastembed's model directory beside the ONNX export, truncating where the other paths do."""
     out = onnx_path.parent
     for name in ("tokenizer.json", "special_tokens_map.json", "config.json"):
         shutil.copyfile(Path(model_dir) / name, out / name)

@@ -66,9 +66,7 @@ def _client_case(target: str | list[str], texts: pa.Array, tokens: int, name: st
 def gpu_server_args(
     replicas: int, processes: int, *, on_gpu: bool, paced: bool = False, engine_loop: str = "auto"
 ) -> tuple[str, list[str]]:
-    """The case tag and ``embedtext serve`` arguments of each of ``processes`` servers that share
-    ``replicas`` replicas (``processes`` at most ``replicas``, dividing it); ``engine_loop`` other
-    than auto: the servers' ``--engine-loop`` (cases get ``_stepped`` or ``_packed``)."""
+    """The case tag and arguments of each of ``processes`` servers sharing ``replicas`` replicas."""
     tag = f"r{replicas}" + (f"_p{processes}" if processes > 1 else "")
     tag += "" if engine_loop == "auto" else f"_{engine_loop}"
     tag += "_paced" if paced else ""

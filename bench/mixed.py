@@ -52,12 +52,9 @@ def run_mixed(
     progress=print,
     on_phase: Callable[[list[dict]], None] | None = None,
 ) -> list[dict]:
-    """``models``: the servers' --model arguments; ``bulk_texts``: BULK_ROWS texts or more (a
-    scan cycles through them); ``probe_texts``: short texts (also the flood's rows).
-    ``slo_ms``: the paced servers' ``--interactive-slo-ms`` and the target the probes' p99 is read
-    against (None: the server's default); ``modes``: some of MODE_NAMES, the baseline among them;
-    ``phases``: which of PHASES run; ``on_phase``: called after each phase with the cases so far
-    (the bench writes them, so a run cut short keeps them)."""
+    """``bulk_texts``: BULK_ROWS texts or more; ``probe_texts``: short texts (the flood's rows too);
+    ``slo_ms``: the paced servers' target (None: the server's default); ``on_phase``: called with
+    the cases so far after each phase."""
     check_modes(modes)
     check_phases(phases)
     scan_texts = list(itertools.islice(itertools.cycle(bulk_texts), scan_rows))

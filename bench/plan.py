@@ -8,20 +8,8 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-SUITES = (
-    "cpu",
-    "cpu-peers",
-    "transport",
-    "latency",
-    "scaling",
-    "mixed",
-    "engine-overhead",
-    "extension",
-    "startup",
-    "gpu",
-)
-# cpu-peers: the cpu suite's peers alone. The others from mixed on run only when named.
-DEFAULT_SUITES = ("cpu", "cpu-peers", "transport", "latency", "scaling")
+DEFAULT_SUITES = ("cpu", "cpu-peers", "transport", "latency", "scaling")  # cpu-peers: the cpu suite's peers alone
+SUITES = (*DEFAULT_SUITES, "mixed", "engine-overhead", "extension", "startup", "gpu")  # the others: when named
 GPU_REPLICAS = (1, 2, 4, 8, 16, 32)  # the GPU suite's replica counts unless given
 
 
@@ -43,16 +31,13 @@ class BenchPlan:
     latency_chunk_requests: int  # 2048-row requests per load step
     scaling_rows: tuple[int, ...]
     scaling_tokens: int
-    # Quick runs start engines eagerly (no torch.compile: a shorter start for each engine); full runs
-    # as a server starts them by default (enforce_eager=auto: by the device and CPU). Every engine
-    # of a run, vLLM's own paths in the cpu suite too, gets the same setting: ratios stay like for like.
+    # Quick runs start engines eagerly (a shorter start), full runs as a server does (enforce_eager=auto);
+    # every engine of a run gets the same setting, vLLM's own paths too: ratios stay like for like.
     eager: bool = False
     eager_reason: str = "enforce_eager=off"  # why, for the report (server/host/cpu_features.py)
-    # The cpu suite's rotating rounds (each times every path once; ratios: medians of the rounds).
-    # Quick runs take 2 (ABCD, DCBA: each path as often early as late) to stay under 5 minutes.
+    # The cpu suite's rounds; quick runs take 2 (ABCD, DCBA: each path as often early as late).
     cpu_rounds: int = 5
-    # The cpu suite's peers on the default model (bench/cpu_peers.py): a real model runs at a tenth
-    # of the tiny one's rows/s, so fewer rows than the tiny model's paths.
+    # The cpu suite's peers on the default model: a tenth of the tiny model's rows/s, so fewer rows.
     cpu_peer_work: tuple[tuple[int, int], ...] = ((50, 1024), (512, 128))
     workdir: Path | None = None  # set by make_plan
 

@@ -57,11 +57,9 @@ class RoundsPath:
 
 @dataclass(frozen=True)
 class Ratio:
-    """``numerator`` / ``denominator`` (path labels) on ``metric``, round by round.
-
-    ``key`` may name ``{workload}`` and ``{suffix}``; one ratio per workload (of ``kind``, if
-    given) where both runs have the metric. With ``across=(numerator's, denominator's)`` workload
-    labels it is one ratio between those two workloads instead (memory growth with size)."""
+    """``numerator`` / ``denominator`` (path labels) on ``metric``, round by round: one per workload
+    (of ``kind``; ``key`` may name ``{workload}`` and ``{suffix}``), or with ``across`` one between
+    two workloads (memory growth with size)."""
 
     key: str
     numerator: str
@@ -98,11 +96,9 @@ def run_rounds(
     on_workload: Callable[[list[dict]], None] | None = None,
     progress=print,
 ) -> list[dict]:
-    """Time every path once per round for each workload; ``load`` puts a workload's rows where the
-    paths read them. The first round's runs warm up first. One case per path and workload: the
-    median round's run, or ``combine`` of every round's runs (a suite that pools them, as the mixed
-    suite pools its probes). ``settle_s``: the idle gap where the engine changes (SETTLE_S);
-    ``on_workload``: called with the cases so far after each workload (a run cut short keeps them)."""
+    """Time every path once per round for each workload (``load`` puts its rows where the paths
+    read them; the first round warms up). One case per path and workload: the median round's run,
+    or ``combine`` of every round's; ``on_workload``: called with the cases so far."""
     by_label = {p.label: p for p in paths}
     cases: dict[tuple[str, str], dict] = {}
     runs: dict[tuple[str, str], list[dict]] = {}

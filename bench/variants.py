@@ -51,9 +51,8 @@ def run_variants(
     progress=print,
     **rounds_options,
 ) -> list[dict]:
-    """Start every variant's server, then time each workload on each in rotating rounds.
-    ``measure(variant, server)``: how a variant runs a workload (default: DuckDB scans of ``corpus``'s rows);
-    ``rounds_options`` go to ``run_rounds`` (``combine``, ``settle_s``, ``on_workload``)."""
+    """Every variant's server up, each workload timed on each in rotating rounds; ``measure``: how a
+    variant runs a workload (default: DuckDB scans of ``corpus``'s rows)."""
     unknown = {w.kind for w in workloads} - set(KINDS)
     if measure is None and unknown:
         raise ValueError(f"workload kinds {sorted(unknown)}: a server variant runs {', '.join(KINDS)}")
