@@ -31,7 +31,7 @@ class CpuPeers:
 
     def __init__(self, model_dir: str, *, max_tokens: int, eager: bool = False) -> None:
         self.http = vllm_http_server(
-            model_dir, SERVED_NAME, max_tokens=max_tokens, extra=["--set", "enforce_eager=on"] if eager else []
+            model_dir, SERVED_NAME, max_tokens=max_tokens, extra=["--enforce-eager"] if eager else []
         )
         self.http.start()
         try:
