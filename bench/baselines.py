@@ -1,12 +1,5 @@
-"""The DuckDB functions we compare ``embed_text`` with.
-
-- ``OpenAIJsonEmbedder``: the naive path users build today: an Arrow UDF that posts each chunk
-  to an OpenAI-format ``/v1/embeddings`` endpoint (vLLM's own server, or the null JSON server)
-  as JSON and parses JSON floats back. Given a fair setup: requests of the same size as
-  ``embed_text``'s (512 rows) and the same concurrency (8 in flight, a thread pool, one pooled
-  HTTP/1.1 connection each).
-- ``NullInProcessEmbedder``: the null engine's vectors computed inside the UDF (tokenizer
-  included), no server at all: the ceiling of the transport suite.
+"""The DuckDB functions we compare ``embed_text`` with: a UDF posting JSON to an OpenAI-format
+endpoint (as users build today), and the null engine's vectors computed inside the UDF.
 """
 
 from __future__ import annotations
@@ -26,11 +19,17 @@ def as_fixed_size_list(vectors: np.ndarray) -> pa.FixedSizeListArray:
     return pa.FixedSizeListArray.from_arrays(pa.array(vectors.reshape(-1)), vectors.shape[1])
 
 
-def _texts(chunk: pa.ChunkedArray | pa.Array) -> list[str]:
-    return chunk.to_pylist()
+class ArrowEmbedder:
+    """A DuckDB Arrow UDF (``register_udf``) over its ``embed(texts) -> vectors``."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def __call__(self, chunk: pa.ChunkedArray | pa.Array) -> pa.FixedSizeListArray:
+        return as_fixed_size_list(self.embed(chunk.to_pylist()))
 
 
-class OpenAIJsonEmbedder:
+class OpenAIJsonEmbedder(ArrowEmbedder):
     """Chunk -> JSON requests of ``batch_rows`` texts, ``in_flight`` at once -> FLOAT[dim]."""
 
     def __init__(
@@ -61,15 +60,12 @@ class OpenAIJsonEmbedder:
         rows = [row for part in self._pool.map(self._post, parts) for row in part]
         return np.asarray(rows, dtype=np.float32)
 
-    def __call__(self, chunk) -> pa.FixedSizeListArray:
-        return as_fixed_size_list(self.embed(_texts(chunk)))
-
     def close(self) -> None:
         self._pool.shutdown()
         self._http.close()
 
 
-class NullInProcessEmbedder:
+class NullInProcessEmbedder(ArrowEmbedder):
     """The null engine's vectors for a chunk, tokenized here: no server, no wire."""
 
     def __init__(self, model_dir: str) -> None:
@@ -83,9 +79,8 @@ class NullInProcessEmbedder:
         self._tokenizer = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=1, word_cache=True)
         self._backend = NullBackend(spec, name="null-inprocess")
 
-    def __call__(self, chunk) -> pa.FixedSizeListArray:
-        ids = self._tokenizer.tokenize_sync(_texts(chunk))
-        return as_fixed_size_list(asyncio.run(self._backend.embed(ids)))
+    def embed(self, texts: list[str]) -> np.ndarray:
+        return asyncio.run(self._backend.embed(self._tokenizer.tokenize_sync(texts)))
 
 
 def register_udf(con: duckdb.DuckDBPyConnection, name: str, fn, dim: int) -> None:

@@ -17,19 +17,11 @@ SCAN_SQL = "CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs"
 
 
 async def probed_load(
-    target: str,
-    bulk_texts: Sequence[str],
-    probe_texts: Sequence[str],
-    clients: int,
-    seconds: float,
-    prober: Prober,
+    target: str, bulk_texts: Sequence[str], probe_texts: Sequence[str], clients: int, seconds: float, prober: Prober
 ) -> tuple[list[ProbeTime], int, float]:
-    """``clients`` bulk loops (none if 0) that start calls for ``seconds`` and, if
-    ``probe_texts``, the probes (from ``prober``'s process) until the last bulk call ends (or for
-    ``seconds`` without bulk loops); returns the probes' times, bulk rows served and the bulk
-    loops' elapsed seconds. The calls in flight at ``seconds`` still run to their end: on a
-    2-core CPU one round of 2048-row calls takes far longer than the phase's ``seconds``, and
-    probes that stopped there left most of the bulk work "with queries" without them."""
+    """``clients`` bulk loops that start calls for ``seconds``, probed (if ``probe_texts``) until the
+    last bulk call ends: on 2 cores one round of calls outlasts ``seconds``. Returns the probes'
+    times, bulk rows served and the loops' elapsed seconds."""
     stop_at = time.monotonic() + seconds
     bulk_rows = 0
 
@@ -80,9 +72,7 @@ def scan_seconds(target: str, texts: Sequence[str]) -> float:
 
 
 async def warm_up(target: str, bulk_texts: Sequence[str]) -> float:
-    """One untimed bulk call, so that first-use costs stay out of the timed phases: a paced engine
-    sizes its steps from a cautious start until it has measured its speed on bulk work (the H100's
-    first scan on a stepped server ran at half the rate of its second, cause not known)."""
+    """One untimed bulk call: a paced engine sizes its steps cautiously until it has timed bulk work."""
     began = time.monotonic()
     async with AsyncClient(target, timeout=600, max_batch_rows=BULK_ROWS) as client:
         await client.embed(list(bulk_texts), latency_class="bulk")

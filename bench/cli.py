@@ -1,7 +1,5 @@
-"""``embedtext bench``: run the suites side by side, print cases and ratios, write JSON.
-
-Imports only click here; each suite is imported when it runs (``embedtext --help`` stays fast).
-"""
+"""``embedtext bench``: run the suites, print cases and ratios, write JSON. Imports only click here
+(``embedtext --help`` stays fast); each suite is imported when it runs."""
 
 from __future__ import annotations
 
@@ -49,130 +47,63 @@ def compile_setting(enforce_eager: str | None, compiled: bool) -> str | None:
 @click.option("--quick", is_flag=True, help="Small sizes: the whole run in under 5 minutes on 2 cores.")
 @click.option(
     "--only",
-    "only",
     multiple=True,
     type=click.Choice(SUITES),
     help=f"Run only this suite (repeatable) [default: {', '.join(DEFAULT_SUITES)}; the others only when named].",
 )
-@click.option("--json", "json_path", type=click.Path(dir_okay=False), default=None, help="Write the report here.")
-@click.option("--rows", type=int, default=None, help="Rows per case of the cpu (50 tokens) and transport suites.")
+@click.option("--json", "json_path", type=click.Path(dir_okay=False), help="Write the report here.")
+@click.option("--rows", type=int, help="Rows per case of the cpu (50 tokens), transport and gpu suites.")
+@click.option("--dims", help="Transport suite dims, comma-separated [default: 384,768,1024; --quick: 768].")
+@click.option("--replicas", help="GPU suite: replica counts, comma-separated [default: 1,2,4,8,16,32].")
 @click.option(
-    "--dims", default=None, help="Transport suite dims, comma-separated [default: 384,768,1024; --quick: 768]."
+    "--gpu-model", type=click.Choice(["base", "tiny"]), default="base", help="GPU suite: BERT-base or tiny [base]."
 )
-@click.option("--replicas", default=None, help="GPU suite: replica counts, comma-separated [default: 1,2,4,8,16,32].")
+@click.option("--gpu-http/--no-gpu-http", default=True, help="GPU suite: also measure vLLM's HTTP/JSON server.")
 @click.option(
-    "--gpu-model",
-    type=click.Choice(["base", "tiny"]),
-    default="base",
-    show_default=True,
-    help="GPU suite model: BERT-base in arctic-embed-m-v1.5's shape, or the tiny CPU model (code-path check).",
+    "--gpu-processes", type=click.IntRange(1), default=1, help="GPU suite: server processes per replica count."
 )
-@click.option(
-    "--gpu-http/--no-gpu-http",
-    default=True,
-    show_default=True,
-    help="GPU suite: also measure vLLM's HTTP/JSON server (once is enough when replica counts are split).",
-)
-@click.option(
-    "--gpu-processes",
-    type=click.IntRange(1),
-    default=1,
-    show_default=True,
-    help="GPU suite: server processes sharing each replica count (N/K replicas each); "
-    "the client spreads calls over them.",
-)
-@click.option(
-    "--gpu-paced",
-    is_flag=True,
-    help="GPU suite: the servers keep their default interactive target (20 ms on a GPU) instead of none "
-    "(cases get _paced): what several replicas keep as a server shared with queries runs them.",
-)
+@click.option("--gpu-paced", is_flag=True, help="GPU suite: the servers keep their interactive target (cases _paced).")
 @click.option(
     "--gpu-engine-loop",
     type=click.Choice(["auto", "stepped", "packed"]),
     default="auto",
-    show_default=True,
-    help="GPU suite: the servers' --engine-loop (cases get _stepped or _packed unless auto).",
+    help="GPU suite: the servers' loop.",
 )
-@click.option(
-    "--mixed-modes",
-    default=None,
-    help="Mixed suite: its servers, comma-separated, unpaced (the baseline) among them "
-    "[default: interactive_replica,classes,unpaced].",
-)
-@click.option(
-    "--mixed-phases",
-    default=None,
-    help="Mixed suite: which phases run, comma-separated (idle, scan, scan_alone, two_scans, bulk, bulk_alone, "
-    "flood; the flood one round only) [default: all].",
-)
-@click.option("--workdir", type=click.Path(file_okay=False), default=None, help="Where generated models go.")
+@click.option("--mixed-modes", help="Mixed suite: its servers, comma-separated, unpaced among them [default: all].")
+@click.option("--mixed-phases", help="Mixed suite: its phases, comma-separated [default: all].")
+@click.option("--workdir", type=click.Path(file_okay=False), help="Where generated models go.")
 @click.option(
     "--enforce-eager",
-    "enforce_eager",
     type=click.Choice(["auto", "on", "off"]),
-    default=None,
-    help="Every engine's compile setting, as the server's option of that name [default: on with --quick (a "
-    "shorter start), else auto (a server's default: by the device and CPU)].",
+    help="Every engine's compile setting [default: on with --quick, else auto, as a server's].",
 )
-@click.option(
-    "--compiled",
-    is_flag=True,
-    help="The same as --enforce-eager off (on a GPU: CUDA graphs, as a server starts them by default).",
-)
-def bench_command(
-    quick,
-    only,
-    json_path,
-    rows,
-    dims,
-    replicas,
-    gpu_model,
-    gpu_http,
-    gpu_processes,
-    gpu_paced,
-    gpu_engine_loop,
-    mixed_modes,
-    mixed_phases,
-    workdir,
-    enforce_eager,
-    compiled,
-) -> None:
-    """Benchmarks, side by side in rotating rounds: ratios on one machine.
-
-    embed_text against vLLM in-process, vLLM's HTTP/JSON server and the CPU peers; transports (null
-    engine), latency under load, scaling, mixed workloads, the engines' own host work, start-up,
-    dtypes and SQL rewrites."""
+@click.option("--compiled", is_flag=True, help="The same as --enforce-eager off.")
+def bench_command(**opts) -> None:
+    """Benchmarks, side by side in rotating rounds: ratios on one machine (docs/benchmarks.md)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
+    from embedtext.bench.mixed import check_modes, check_phases
     from embedtext.bench.plan import make_plan
     from embedtext.bench.session import run_bench
 
-    uneven = uneven_replica_counts(_ints(replicas), gpu_processes)
+    replicas, processes = _ints(opts["replicas"]), opts["gpu_processes"]
+    uneven = uneven_replica_counts(replicas, processes)
     if uneven:
-        raise click.UsageError(f"replica counts {uneven} do not split evenly over --gpu-processes {gpu_processes}")
-    from embedtext.bench.mixed import check_modes, check_phases
-
-    modes = _checked_names(mixed_modes, check_modes, "--mixed-modes")
-    phases = _checked_names(mixed_phases, check_phases, "--mixed-phases")
+        raise click.UsageError(f"replica counts {uneven} do not split evenly over --gpu-processes {processes}")
+    setting = compile_setting(opts["enforce_eager"], opts["compiled"])
     plan = make_plan(
-        quick, rows=rows, dims=_ints(dims), workdir=workdir, enforce_eager=compile_setting(enforce_eager, compiled)
+        opts["quick"], rows=opts["rows"], dims=_ints(opts["dims"]), workdir=opts["workdir"], enforce_eager=setting
     )
-    suites = tuple(only) or DEFAULT_SUITES
-    command = "embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:])
+    gpu = dict(
+        replicas=replicas, model=opts["gpu_model"], rows=opts["rows"], http=opts["gpu_http"], processes=processes
+    )
     run_bench(
         plan,
-        suites,
-        json_path=json_path,
-        command=command,
-        replicas=_ints(replicas),
-        gpu_model=gpu_model,
-        gpu_http=gpu_http,
-        gpu_rows=rows,
-        gpu_processes=gpu_processes,
-        gpu_paced=gpu_paced,
-        gpu_engine_loop=gpu_engine_loop,
-        mixed_modes=modes,
-        mixed_phases=phases,
+        opts["only"] or DEFAULT_SUITES,
+        json_path=opts["json_path"],
+        command="embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
+        gpu=gpu | dict(paced=opts["gpu_paced"], engine_loop=opts["gpu_engine_loop"]),
+        mixed_modes=_checked_names(opts["mixed_modes"], check_modes, "--mixed-modes"),
+        mixed_phases=_checked_names(opts["mixed_phases"], check_phases, "--mixed-phases"),
         progress=lambda msg, t0=time.perf_counter(): _progress(t0, msg),
     )

@@ -1,8 +1,5 @@
-"""Benchmark rows whose token count is exactly known, from the model's own tokenizer.
-
-Every whole word of the model's vocabulary that is one token makes a text of ``tokens - 2`` words
-exactly ``tokens`` long ([CLS] and [SEP] included). Rows are
-random draws (seeded), so they are distinct and the UDF's per-chunk dedupe saves nothing.
+"""Benchmark rows of exactly known token counts: random draws (seeded, distinct) of the vocabulary's
+one-token words.
 """
 
 from __future__ import annotations
@@ -49,9 +46,6 @@ class BenchCorpus:
         return [e.ids for e in self.tokenizer.encode_batch(texts)]
 
     def repeated(self, rows: int, tokens: int, pool: int = 16384, seed: int = 1) -> pa.StringArray:
-        """``rows`` rows drawn in order from a pool of distinct texts (for very large tables).
-
-        Any 2048 consecutive rows are distinct as long as ``pool`` >= 2048.
-        """
+        """``rows`` rows cycling through ``pool`` distinct texts (any 2048 in a row distinct)."""
         texts = pa.array(self.texts(min(rows, pool), tokens, seed), pa.string())
         return texts.take(pa.array(np.arange(rows, dtype=np.int64) % len(texts)))

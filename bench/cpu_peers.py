@@ -1,30 +1,7 @@
-"""The cpu suite's peers: what a data engineer on a CPU would call inside a DuckDB UDF instead.
-
-The paths embed the same rows with the same weights (the default model, all-MiniLM-L6-v2; float32
-but for the ``auto`` path) and the same thread budget (every core), in rotating rounds
-(bench/rounds.py):
-
-  udf_embed_text_default_{T}tok       DuckDB ``embed_text`` on an embedtext server (``--dtype float32``)
-  udf_sentence_transformers_{T}tok    an Arrow UDF calling ``SentenceTransformer.encode``
-  udf_fastembed_onnxruntime_{T}tok    an Arrow UDF calling fastembed's ``TextEmbedding.embed`` on an ONNX
-                                      export of the model (ONNX Runtime; fastembed's defaults otherwise)
-  matmul_floor_float32_{T}tok         the model's linear layers' matrix products alone, in torch, at the
-                                      same threads (bench/matmul_floor.py): about the most any path can do
-  udf_embed_text_auto_{T}tok          where ``--dtype auto`` picks bfloat16 on this CPU: a server as a
-                                      user gets it (the peers stay at their own default, float32)
-  udf_sentence_transformers_auto_{T}tok, matmul_floor_{dtype}_{T}tok
-                                      the same in that dtype: sentence-transformers loaded in it, the floor
-
-Ratios ``udf_vs_sentence_transformers`` and ``udf_vs_onnxruntime`` (``_512`` at 512 tokens; the
-model truncates at 256 on every path), ``udf_auto_vs_*`` for the auto path against the peers at
-their defaults, and ``udf_auto_vs_sentence_transformers_same_dtype``. ``*_share_of_matmul_floor``:
-each path's rows/s over the floor's at its dtype; one path can be at most 1 / share ahead of
-another there. Every case carries ``linear_gflop_per_s``, the linear layers' FLOPs it computed a
-second. Before timing, each peer's vectors are checked against embed_text's on the same rows
-(``peer_min_cosine``).
-
-The ONNX model is exported here from the model directory (``torch.onnx.export``) and handed to
-fastembed as a local model directory (``specific_model_path``): no hub.
+"""The cpu suite's peers: what a data engineer on a CPU would call inside a DuckDB UDF instead
+(sentence-transformers, fastembed on ONNX Runtime), on the default model at the same threads, with
+the model's matrix products alone as the floor (bench/matmul_floor.py). docs/benchmarks.md lists
+the cases and ratios. The ONNX model is exported here from the model directory: no hub.
 """
 
 from __future__ import annotations
@@ -38,27 +15,58 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 
-from embedtext.bench.baselines import as_fixed_size_list
-from embedtext.bench.dtype_quality import row_cosines
+from embedtext.bench.baselines import ArrowEmbedder
 from embedtext.bench.matmul_floor import EncoderShape, MatmulFloor
+from embedtext.bench.rounds import Ratio, RoundsPath, Workload, run_rounds
 
 # Rows per model call of sentence-transformers: its default (fastembed keeps its own, 256).
 PEER_BATCH_ROWS = 32
+# label -> (case prefix, what the path runs); the auto paths in the dtype ``--dtype auto`` picks.
+PATHS = {
+    "ours": ("udf_embed_text_default", "DuckDB embed_text -> embedtext gRPC -> vLLM (float32)"),
+    "sentence_transformers": ("udf_sentence_transformers", "DuckDB Arrow UDF -> SentenceTransformer.encode"),
+    "onnxruntime": (
+        "udf_fastembed_onnxruntime",
+        "DuckDB Arrow UDF -> fastembed TextEmbedding -> ONNX Runtime (local ONNX export)",
+    ),
+    "ours_auto": ("udf_embed_text_auto", "DuckDB embed_text -> embedtext gRPC -> vLLM (--dtype auto: {auto})"),
+    "sentence_transformers_auto": (
+        "udf_sentence_transformers_auto",
+        "DuckDB Arrow UDF -> SentenceTransformer.encode ({auto} weights)",
+    ),
+}
+# A peer path's label -> the key of its vectors' agreement with embed_text's (peer_min_cosine).
+AGREEMENT = {
+    "sentence_transformers": "st",
+    "onnxruntime": "ort",
+    "ours_auto": "auto",
+    "sentence_transformers_auto": "st_auto",
+}
+# Rows/s, numerator / denominator (no suffix at 50 tokens, _512 at 512); *_share_of_matmul_floor: a
+# path's rows/s over the floor's at its dtype (one path can be at most 1 / share ahead of another).
+RATIOS = (
+    Ratio("udf_vs_sentence_transformers{suffix}", "ours", "sentence_transformers"),
+    Ratio("udf_vs_onnxruntime{suffix}", "ours", "onnxruntime"),
+    Ratio("udf_share_of_matmul_floor{suffix}", "ours", "matmul_floor"),
+    Ratio("sentence_transformers_share_of_matmul_floor{suffix}", "sentence_transformers", "matmul_floor"),
+    Ratio("onnxruntime_share_of_matmul_floor{suffix}", "onnxruntime", "matmul_floor"),
+)
+AUTO_RATIOS = (
+    Ratio("udf_auto_vs_sentence_transformers{suffix}", "ours_auto", "sentence_transformers"),
+    Ratio("udf_auto_vs_onnxruntime{suffix}", "ours_auto", "onnxruntime"),
+    Ratio("udf_auto_vs_sentence_transformers_same_dtype{suffix}", "ours_auto", "sentence_transformers_auto"),
+    Ratio("udf_auto_share_of_matmul_floor{suffix}", "ours_auto", "matmul_floor_auto"),
+    Ratio(
+        "sentence_transformers_auto_share_of_matmul_floor{suffix}", "sentence_transformers_auto", "matmul_floor_auto"
+    ),
+)
 
 
-class SentenceTransformersEmbedder:
+class SentenceTransformersEmbedder(ArrowEmbedder):
     """``SentenceTransformer(model_dir).encode(chunk)`` as a DuckDB Arrow UDF."""
 
-    def __init__(
-        self,
-        model_dir: str | os.PathLike,
-        *,
-        threads: int,
-        batch_rows: int = PEER_BATCH_ROWS,
-        dtype: str = "float32",
-    ) -> None:
+    def __init__(self, model_dir, *, threads: int, batch_rows: int = PEER_BATCH_ROWS, dtype: str = "float32") -> None:
         import torch
         from sentence_transformers import SentenceTransformer
 
@@ -68,9 +76,6 @@ class SentenceTransformersEmbedder:
 
     def embed(self, texts: list[str]) -> np.ndarray:
         return self.model.encode(texts, batch_size=self.batch_rows, convert_to_numpy=True, normalize_embeddings=True)
-
-    def __call__(self, chunk) -> pa.FixedSizeListArray:
-        return as_fixed_size_list(self.embed(chunk.to_pylist()))
 
 
 def export_onnx(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
@@ -113,9 +118,7 @@ def export_onnx(model_dir: str | os.PathLike, out: str | os.PathLike) -> Path:
 
 
 def fastembed_model_dir(model_dir: str | os.PathLike, onnx_path: Path, max_tokens: int) -> Path:
-    """A model directory in fastembed's layout beside the ONNX export: its tokenizer files, with
-    ``model_max_length`` at the model's own limit. The model's tokenizer_config says 512 (its
-    position table); sentence-transformers and embed_text truncate at ``max_seq_length`` (256)."""
+    """fastembed's model directory beside the ONNX export, truncating where the other paths do."""
     out = onnx_path.parent
     for name in ("tokenizer.json", "special_tokens_map.json", "config.json"):
         shutil.copyfile(Path(model_dir) / name, out / name)
@@ -125,7 +128,7 @@ def fastembed_model_dir(model_dir: str | os.PathLike, onnx_path: Path, max_token
     return out
 
 
-class FastembedEmbedder:
+class FastembedEmbedder(ArrowEmbedder):
     """fastembed's ``TextEmbedding`` on the local ONNX export, as a DuckDB Arrow UDF: ONNX Runtime
     with fastembed's own tokenizing, batching (256 rows), pooling and session settings."""
 
@@ -151,9 +154,6 @@ class FastembedEmbedder:
     def embed(self, texts: list[str]) -> np.ndarray:
         return np.asarray(list(self.model.embed(texts)), dtype=np.float32)
 
-    def __call__(self, chunk) -> pa.FixedSizeListArray:
-        return as_fixed_size_list(self.embed(chunk.to_pylist()))
-
 
 def run_cpu_peers(
     corpus, work: Sequence[tuple[int, int]], *, rounds: int, workdir: Path, args: Sequence[str] = (), progress=print
@@ -164,137 +164,77 @@ def run_cpu_peers(
     import embedtext
     from embedtext.bench.baselines import register_udf
     from embedtext.bench.queries import load_docs, scan_measure
-    from embedtext.bench.rounds import Ratio, RoundsPath, Workload, run_rounds
     from embedtext.bench.servers import embedtext_server
     from embedtext.server.config.resolve import resolve
     from embedtext.server.config.settings import ServerConfig
     from embedtext.server.models.source import load_model_spec
 
-    suite = "cpu"
     spec = load_model_spec("default")
     threads = len(os.sched_getaffinity(0))  # every core this process may use, as the server's engines
     progress(f"cpu peers: {spec.name}, float32, {threads} threads each: sentence-transformers and fastembed UDFs")
-    onnx_path = export_onnx(spec.path, workdir / "onnx" / "model.onnx")
+    onnx_dir = fastembed_model_dir(spec.path, export_onnx(spec.path, workdir / "onnx" / "model.onnx"), spec.max_tokens)
     peers = {
         "st": SentenceTransformersEmbedder(spec.path, threads=threads),
-        "ort": FastembedEmbedder(
-            fastembed_model_dir(spec.path, onnx_path, spec.max_tokens), dim=spec.dim, threads=threads
-        ),
+        "ort": FastembedEmbedder(onnx_dir, dim=spec.dim, threads=threads),
     }
     # A user's server computes in --dtype auto: bfloat16 on a CPU with bfloat16 instructions
-    # (quality: --only dtype). Timed beside the float32 comparison the targets are set on.
+    # (quality: bench/results/dtype.json). Timed beside the float32 comparison the targets are set on.
     auto = resolve(ServerConfig(engine_loop="packed"), "cpu", memory_bytes=0).dtype.dtype
+    shape = EncoderShape.of(spec.path)
+    sample = corpus.texts(64, 50, seed=3)
     with ExitStack() as stack:
-        server = stack.enter_context(embedtext_server(["default"], args=["--dtype", "float32", *args]))
-        con = stack.enter_context(duckdb.connect())
-        embedtext.register(con, server.target)
-        register_udf(con, "st_embed", peers["st"], spec.dim)
-        register_udf(con, "ort_embed", peers["ort"], spec.dim)
-        sample = corpus.texts(64, 50, seed=3)
-        with embedtext.Client(server.target) as client:
-            ours = client.embed(sample)
+
+        def server_connection(dtype_args: list[str]):
+            server = stack.enter_context(embedtext_server(["default"], args=[*dtype_args, *args]))
+            con = stack.enter_context(duckdb.connect())
+            embedtext.register(con, server.target)
+            with embedtext.Client(server.target) as client:
+                return server, con, client.embed(sample)
+
+        server, con, ours = server_connection(["--dtype", "float32"])
 
         def min_cosine(vectors: np.ndarray) -> float:
             """The worst row's cosine to embed_text's float32 vectors of the sample."""
-            return round(float(row_cosines(ours, vectors).min()), 7)
+            a, b = np.asarray(ours, np.float64), np.asarray(vectors, np.float64)
+            return round(float(((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))).min()), 7)
 
-        agreement = {name: min_cosine(peer.embed(sample)) for name, peer in peers.items()}
-        progress(f"cpu peers: min cosine to embed_text on 64 rows: {agreement}")
+        def scan(label: str, connection, fn: str, pid: int | None) -> RoundsPath:
+            prefix, description = PATHS[label]
+            return RoundsPath(label, prefix, description.format(auto=auto), scan_measure(connection, "cpu", fn, pid))
+
         paths = [
-            RoundsPath(
-                "ours",
-                "udf_embed_text_default",
-                "DuckDB embed_text -> embedtext gRPC -> vLLM (float32)",
-                scan_measure(con, suite, "embed_text", server.pid),
-            ),
-            RoundsPath(
-                "sentence_transformers",
-                "udf_sentence_transformers",
-                "DuckDB Arrow UDF -> SentenceTransformer.encode",
-                scan_measure(con, suite, "st_embed", None),
-            ),
-            RoundsPath(
-                "onnxruntime",
-                "udf_fastembed_onnxruntime",
-                "DuckDB Arrow UDF -> fastembed TextEmbedding -> ONNX Runtime (local ONNX export)",
-                scan_measure(con, suite, "ort_embed", None),
-            ),
+            scan("ours", con, "embed_text", server.pid),
+            scan("sentence_transformers", con, "st_embed", None),
+            scan("onnxruntime", con, "ort_embed", None),
+            _floor_path("matmul_floor", "float32", shape, spec.max_tokens, threads),
         ]
-        shape = EncoderShape.of(spec.path)
-        paths.append(_floor_path("matmul_floor", "float32", shape, spec.max_tokens, threads))
-        ratios = [
-            Ratio("udf_vs_sentence_transformers{suffix}", "ours", "sentence_transformers"),
-            Ratio("udf_vs_onnxruntime{suffix}", "ours", "onnxruntime"),
-            Ratio("udf_share_of_matmul_floor{suffix}", "ours", "matmul_floor"),
-            Ratio("sentence_transformers_share_of_matmul_floor{suffix}", "sentence_transformers", "matmul_floor"),
-            Ratio("onnxruntime_share_of_matmul_floor{suffix}", "onnxruntime", "matmul_floor"),
-        ]
-        connections = [con]
+        ratios, connections, agreement = RATIOS, [con], {}
         if auto != "float32":
-            auto_server = stack.enter_context(embedtext_server(["default"], args=list(args)))
-            auto_con = stack.enter_context(duckdb.connect())
-            embedtext.register(auto_con, auto_server.target)
-            connections.append(auto_con)
-            with embedtext.Client(auto_server.target) as client:
-                agreement["auto"] = min_cosine(client.embed(sample))
-            progress(f"cpu peers: --dtype auto is {auto} here; min cosine to float32 on 64 rows: {agreement['auto']}")
-            paths.append(
-                RoundsPath(
-                    "ours_auto",
-                    "udf_embed_text_auto",
-                    f"DuckDB embed_text -> embedtext gRPC -> vLLM (--dtype auto: {auto})",
-                    scan_measure(auto_con, suite, "embed_text", auto_server.pid),
-                )
-            )
-            # The same dtype on the peer's side: sentence-transformers loaded in it, and the floor.
+            auto_server, auto_con, auto_vectors = server_connection([])
+            agreement["auto"] = min_cosine(auto_vectors)
             peers["st_auto"] = SentenceTransformersEmbedder(spec.path, threads=threads, dtype=auto)
-            agreement["st_auto"] = min_cosine(peers["st_auto"].embed(sample))
-            register_udf(con, "st_auto_embed", peers["st_auto"], spec.dim)
+            progress(f"cpu peers: --dtype auto is {auto} here; the same dtype on the peer's side and the floor")
             paths += [
-                RoundsPath(
-                    "sentence_transformers_auto",
-                    "udf_sentence_transformers_auto",
-                    f"DuckDB Arrow UDF -> SentenceTransformer.encode ({auto} weights)",
-                    scan_measure(con, suite, "st_auto_embed", None),
-                ),
+                scan("ours_auto", auto_con, "embed_text", auto_server.pid),
+                scan("sentence_transformers_auto", con, "st_auto_embed", None),
                 _floor_path("matmul_floor_auto", auto, shape, spec.max_tokens, threads),
             ]
-            ratios += [
-                Ratio("udf_auto_vs_sentence_transformers{suffix}", "ours_auto", "sentence_transformers"),
-                Ratio("udf_auto_vs_onnxruntime{suffix}", "ours_auto", "onnxruntime"),
-                Ratio(
-                    "udf_auto_vs_sentence_transformers_same_dtype{suffix}", "ours_auto", "sentence_transformers_auto"
-                ),
-                Ratio("udf_auto_share_of_matmul_floor{suffix}", "ours_auto", "matmul_floor_auto"),
-                Ratio(
-                    "sentence_transformers_auto_share_of_matmul_floor{suffix}",
-                    "sentence_transformers_auto",
-                    "matmul_floor_auto",
-                ),
-            ]
+            ratios += AUTO_RATIOS
+            connections.append(auto_con)
+        for name, peer in peers.items():
+            register_udf(con, f"{name}_embed", peer, spec.dim)
+            agreement[name] = min_cosine(peer.embed(sample))
+        progress(f"cpu peers: min cosine to embed_text's float32 vectors on 64 rows: {agreement}")
 
         def load(workload: Workload) -> None:
             rows = corpus.texts(workload.rows, workload.tokens)
             for connection in connections:
                 load_docs(connection, rows)
 
-        cases = run_rounds(
-            paths,
-            [Workload(tokens, rows) for tokens, rows in work],
-            suite=suite,
-            rounds=rounds,
-            ratios=ratios,
-            progress=progress,
-            load=load,
-        )
-    prefixes = {
-        "udf_sentence_transformers_auto": "st_auto",
-        "udf_sentence_transformers": "st",
-        "udf_fastembed_onnxruntime": "ort",
-        "udf_embed_text_auto": "auto",
-    }
+        workloads = [Workload(tokens, rows) for tokens, rows in work]
+        cases = run_rounds(paths, workloads, suite="cpu", rounds=rounds, ratios=ratios, progress=progress, load=load)
     for case in cases:
-        peer = prefixes.get(case["name"].removesuffix("_" + case["workload"]))
+        peer = AGREEMENT.get(case["path_label"])
         if peer:
             case["peer_min_cosine"] = agreement[peer]
         tokens = min(int(case["tokens_per_row"]), spec.max_tokens)  # the model truncates; FLOPs of what it computes
@@ -304,8 +244,6 @@ def run_cpu_peers(
 
 def _floor_path(label: str, dtype: str, shape: EncoderShape, max_tokens: int, threads: int):
     """The matrix-product floor as a rounds path (its engine: torch's threads in this process)."""
-    from embedtext.bench.rounds import RoundsPath
-
     floor = MatmulFloor(shape, dtype=dtype, threads=threads)
 
     def measure(workload, warmup: bool) -> dict:

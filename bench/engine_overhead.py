@@ -1,23 +1,6 @@
-"""Engine overhead: the host CPU each engine path spends per row, besides the model's own compute.
-
-Each engine path is a server variant (bench/variants.py), up side by side, timed on DuckDB scans in
-rotating rounds, as the server feeds its engines: one bulk engine per server, stepping unpaced as a
-bulk engine beside the interactive replica does, on one compute thread as a 2-core host's bulk
-engines do (``--replicas 1 --interactive-replica off --interactive-slo-ms 0 --bulk-threads 1``).
-Per case, a row's whole host budget: ``engine_cpu_us_per_row`` (the engine's worker process: its
-engine loop and, on one thread, the model), ``server_cpu_us_per_row`` (the server process: gRPC,
-tokenizing, batching and dispatch) and ``rows_per_s``.
-
-Two models: ``overhead``, a generated BERT of little compute (1 layer, hidden 32), where a path's
-per-row work weighs most beside the model; and the default model. Rows of 50 and 512 tokens (the
-default model: 256, the most it takes). Paths: ``packed`` (vLLM's model on each step's rows packed
-end to end), ``stepped`` (vLLM's ``LLMEngine``, a request per row: the baseline) and, on the
-overhead model, ``null`` (no model: the server's own cost), and ``packed_2`` and ``null_2``, the
-same with two replicas. Ratios: ``engine_overhead_{metric}_{model}_{path}{suffix}`` with metric
-``engine_cpu_us``, ``server_cpu_us`` and ``rows_per_s`` (suffix: none at 50 tokens, ``_512``), and
-``engine_overhead_rows_per_s_{model}_packed_vs_stepped{suffix}`` and ``..._{path}_2_replicas_vs_1{suffix}``.
-
-    uv run --extra cpu embedtext bench --only engine-overhead
+"""Engine overhead: the host CPU each engine path spends per row besides the model's own compute,
+each path a server variant with one bulk engine on one thread (bench/variants.py). Cases and ratios:
+docs/benchmarks.md.
 """
 
 from __future__ import annotations

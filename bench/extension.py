@@ -1,17 +1,5 @@
-"""Extension suite: ``embed_text`` as a native DuckDB extension (udf/extension) against the Python
-Arrow UDF, the same rows through the same server, in rotating rounds (bench/rounds.py).
-
-  extension_{server}_{workload}    LOAD 'embedtext.duckdb_extension'; SELECT embed_text(body) ...
-  python_udf_{server}_{workload}   embedtext.register(con, target); SELECT embed_text(body) ...
-
-Two servers, each its own comparison: the null engine (fixed vectors after the real tokenizer: the
-pipeline's own ceiling) and the default model; rows of 50 and 512 tokens (the default model cuts
-them to its 256). Each case carries ``client_cpu_us_per_row``, the CPU of this process (DuckDB,
-the function, its gRPC client) per row, and ``server_cpu_us_per_row``. Ratios, extension over UDF:
-``extension_vs_udf_{server}{suffix}`` (rows/s) and ``extension_cpu_vs_udf_{server}{suffix}``
-(client CPU per row).
-
-    uv run --extra cpu embedtext bench --only extension
+"""Extension suite: the native DuckDB extension (udf/extension) against the Python Arrow UDF, the same
+rows through the same server (null engine, default model), in rotating rounds; docs/benchmarks.md.
 """
 
 from __future__ import annotations

@@ -1,32 +1,6 @@
-"""GPU suite: our full path vs vLLM's HTTP/JSON server on one GPU, replicas 1..32.
-
-Model: BERT-base with random weights in snowflake-arctic-embed-m-v1.5's shape (12 layers, 768,
-12 heads, 512 tokens, CLS pooling: the same cost). Rows of 50 and 512 tokens. Per replica count:
-
-  gpu_udf_embed_text_{T}tok_r{N}   DuckDB ``SELECT sum(embed_text(body)[1]) FROM read_parquet(...)``
-                                   (row groups of 16,384 rows, so DuckDB calls the UDF from many threads)
-  gpu_client_embed_{T}tok_r{N}     the Python client alone (2048-row requests, 32 in flight): shows
-                                   whether DuckDB's side or the server is the limit
-  gpu_vllm_http_json_{T}tok        vLLM's OpenAI server (one engine, JSON floats), the same Arrow UDF
-                                   as the CPU suite's naive path
-
-Each case also reports its share of the compute ceiling (BERT-base on an H200: 4.60M tokens/s at
-50 tokens, 4.19M at 512, as published for vLLM). Targets: >= 2.3M tokens/s at 50, >= 2.1M at 512.
-
-``--gpu-processes K`` splits each replica count over K embedtext server processes (N/K replicas and
-1/K of the device memory each; cases ``..._r{N}_p{K}``); the client and DuckDB spread calls over
-all of them. The servers hold no interactive target (``--interactive-slo-ms 0``): the suite is bulk
-work alone, as a server that only runs indexing jobs is set up; ``--gpu-paced`` keeps the servers'
-default target (20 ms on a GPU; cases ``..._paced``), as a server shared with queries runs.
-Each engine lives in a worker process of its own, stepped there.
-
-A GPU machine allows 10 minutes per command: run one replica count per command and merge:
-
-    embedtext bench --only gpu --replicas 1 --json bench/results/gpu-r1.json
-    embedtext bench --only gpu --replicas 4 --no-gpu-http --json bench/results/gpu-r4.json
-    python -m embedtext.bench.report merge bench/results/gpu.json bench/results/gpu-r*.json
-
-On a CPU, ``--gpu-model tiny --replicas 1 --rows 200`` checks the code path in a minute or two.
+"""GPU suite: our full path (DuckDB over Parquet, the client alone) vs vLLM's HTTP/JSON server on one
+GPU, replicas 1..32, on a BERT-base-shaped model. A GPU machine allows 10 minutes a command: run one
+replica count per command and merge them (``python -m embedtext.bench.report merge``); docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -90,16 +64,9 @@ def _client_case(target: str | list[str], texts: pa.Array, tokens: int, name: st
 
 
 def gpu_server_args(
-    replicas: int,
-    processes: int,
-    *,
-    on_gpu: bool,
-    paced: bool = False,
-    engine_loop: str = "auto",
+    replicas: int, processes: int, *, on_gpu: bool, paced: bool = False, engine_loop: str = "auto"
 ) -> tuple[str, list[str]]:
-    """The case tag and ``embedtext serve`` arguments of each of ``processes`` servers that share
-    ``replicas`` replicas (``processes`` at most ``replicas``, dividing it); ``engine_loop`` other
-    than auto: the servers' ``--engine-loop`` (cases get ``_stepped`` or ``_packed``)."""
+    """The case tag and arguments of each of ``processes`` servers sharing ``replicas`` replicas."""
     tag = f"r{replicas}" + (f"_p{processes}" if processes > 1 else "")
     tag += "" if engine_loop == "auto" else f"_{engine_loop}"
     tag += "_paced" if paced else ""
@@ -144,6 +111,12 @@ def run_gpu_suite(
         files[tokens] = (path, texts)
     gc.collect()
     cases: list[dict] = []
+
+    def scan(con, name: str, fn: str, pid: int, n: int | None, tokens: int, **extra) -> None:
+        path, texts = files[tokens]
+        query = dict(fn=fn, source=f"read_parquet('{path}')", rows=len(texts), tokens_per_row=tokens, server_pid=pid)
+        cases.append(_with_ceiling(embed_query_case(con, name, SUITE, **query, **extra), tokens, n, model))
+
     for n in replicas or GPU_REPLICAS:
         k = min(processes, n)
         progress(f"gpu: embedtext server, {n} replica(s)" + (f" in {k} processes" if k > 1 else ""))
@@ -154,58 +127,29 @@ def run_gpu_suite(
                 for _ in range(k)
             ]
             targets = [s.target for s in servers]
-            # Memory: the first server's process tree (the others hold the same).
-            pid = servers[0].pid
-            con = duckdb.connect()
+            pid = servers[0].pid  # memory: the first server's process tree (the others hold the same)
+            con = stack.enter_context(duckdb.connect())
             embedtext.register(con, targets)
-            for tokens, (path, texts) in files.items():
-                case = embed_query_case(
-                    con,
-                    f"gpu_udf_embed_text_{tokens}tok_{tag}",
-                    SUITE,
-                    fn="embed_text",
-                    source=f"read_parquet('{path}')",
-                    rows=len(texts),
-                    tokens_per_row=tokens,
-                    server_pid=pid,
-                    processes=k,
-                )
-                cases.append(_with_ceiling(case, tokens, n, model))
+            for tokens, (_, texts) in files.items():
+                scan(con, f"gpu_udf_embed_text_{tokens}tok_{tag}", "embed_text", pid, n, tokens, processes=k)
                 case = _client_case(targets, texts, tokens, f"gpu_client_embed_{tokens}tok_{tag}", pid)
-                case["processes"] = k
-                case["paced"] = paced
-                cases.append(_with_ceiling(case, tokens, n, model))
-            con.close()
+                cases.append(_with_ceiling(case | {"processes": k, "paced": paced}, tokens, n, model))
     if http:
         progress("gpu: vLLM OpenAI HTTP server (JSON)")
         from embedtext.server.models.source import load_model_spec
 
         spec = load_model_spec(str(model_dir))
-        with vllm_http_server(
-            str(model_dir),
-            model,
-            max_tokens=spec.max_tokens,
-            dtype="auto" if on_gpu else "float32",
-            memory_fraction=0.9 if on_gpu else 0.2,
-            on_cpu=not on_gpu,
-        ) as server:
-            con = duckdb.connect()
+        settings = dict(dtype="auto", memory_fraction=0.9) if on_gpu else dict(dtype="float32", memory_fraction=0.2)
+        with ExitStack() as stack:
+            server = stack.enter_context(
+                vllm_http_server(str(model_dir), model, max_tokens=spec.max_tokens, on_cpu=not on_gpu, **settings)
+            )
+            con = stack.enter_context(duckdb.connect())
             embedder = OpenAIJsonEmbedder(server.url, model)
+            stack.callback(embedder.close)
             register_udf(con, "http_embed", embedder, spec.dim)
-            for tokens, (path, texts) in files.items():
-                case = embed_query_case(
-                    con,
-                    f"gpu_vllm_http_json_{tokens}tok",
-                    SUITE,
-                    fn="http_embed",
-                    source=f"read_parquet('{path}')",
-                    rows=len(texts),
-                    tokens_per_row=tokens,
-                    server_pid=server.pid,
-                )
-                cases.append(_with_ceiling(case, tokens, None, model))
-            embedder.close()
-            con.close()
+            for tokens in files:
+                scan(con, f"gpu_vllm_http_json_{tokens}tok", "http_embed", server.pid, None, tokens)
     return cases
 
 

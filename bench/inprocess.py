@@ -1,8 +1,5 @@
-"""The ceiling: vLLM's ``LLM.embed`` in-process on pre-tokenized ids (no server, no DuckDB).
-
-Runs in a process of its own (``python -m embedtext.bench.inprocess``), which stays up and times
-one run per line it reads (``ResidentInProcess``, a path of the cpu suite's rotating rounds). The
-rows are the same as the other paths' (``BenchCorpus`` is deterministic).
+"""The ceiling: vLLM's ``LLM.embed`` in-process (no server, no DuckDB), in a child process that stays
+up and times one run per line it reads (``ResidentInProcess``).
 """
 
 from __future__ import annotations
@@ -54,10 +51,6 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--suite", default="cpu")
-    parser.add_argument("--dtype", default="float32")
-    parser.add_argument("--memory-fraction", type=float, default=0.2)
-    parser.add_argument("--max-batch-tokens", type=int, default=16384)
-    parser.add_argument("--max-num-seqs", type=int, default=1024)
     parser.add_argument("--enforce-eager", action="store_true")
     args = parser.parse_args()
 
@@ -70,15 +63,16 @@ def main() -> None:
 
     spec = load_model_spec(args.model)
     corpus = BenchCorpus(spec.path)
+    # What the server's engines are built with, at the settings vLLM's HTTP server gets (bench/servers.py).
     settings = EngineSettings(
-        memory_fraction=args.memory_fraction,
-        max_batch_tokens=args.max_batch_tokens,
-        max_num_seqs=args.max_num_seqs,
+        memory_fraction=0.2,
+        max_batch_tokens=16384,
+        max_num_seqs=1024,
         device="auto",
-        dtype=args.dtype,
+        dtype="float32",
         enforce_eager=args.enforce_eager,
     )
-    llm = LLM(**engine_arguments(spec, settings))  # what the server's engines are built with
+    llm = LLM(**engine_arguments(spec, settings))
     # Up: one timed run per 'TOKENS ROWS [warmup] [text]' line read from stdin.
     print("READY", flush=True)
     for line in sys.stdin:
@@ -87,42 +81,20 @@ def main() -> None:
 
 
 class ResidentInProcess:
-    """The ceiling's engine kept up in a child process (``--serve``), timed a run at a time: for
-    comparisons in rotating rounds with other engines resident beside it (bench/rounds.py). The
-    child starts at construction; ``wait_ready`` (or ``with``) waits for its engine, so other
-    engines can start meanwhile."""
+    """The ceiling's engine kept up in a child process, timed a run at a time. The child starts at
+    construction; ``wait_ready`` waits for its engine, so other engines can start meanwhile."""
 
-    def __init__(
-        self, model_dir: str, *, suite: str, eager: bool = False, dtype: str = "float32", memory_fraction: float = 0.2
-    ) -> None:
-        command = [
-            sys.executable,
-            "-m",
-            "embedtext.bench.inprocess",
-            "--model",
-            model_dir,
-            "--suite",
-            suite,
-            "--dtype",
-            dtype,
-            "--memory-fraction",
-            str(memory_fraction),
-        ]
-        if eager:
-            command.append("--enforce-eager")
+    def __init__(self, model_dir: str, *, suite: str, eager: bool = False) -> None:
+        command = [sys.executable, "-m", "embedtext.bench.inprocess", "--model", model_dir, "--suite", suite]
+        command += ["--enforce-eager"] if eager else []
         env = {**os.environ, **host_tuning("cpu").env}
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
         self._ready = False
 
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def wait_ready(self) -> ResidentInProcess:
+    def wait_ready(self) -> None:
         if not self._ready:
             self._expect("READY")
             self._ready = True
-        return self
 
     def _expect(self, prefix: str) -> str:
         for line in self.process.stdout:
@@ -145,16 +117,6 @@ class ResidentInProcess:
             except subprocess.TimeoutExpired:
                 self.process.kill()
                 self.process.wait()
-
-    def __enter__(self) -> ResidentInProcess:
-        try:
-            return self.wait_ready()
-        except BaseException:
-            self.close()
-            raise
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 if __name__ == "__main__":

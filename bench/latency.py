@@ -1,16 +1,5 @@
-"""Latency under load (SLO-first serving): open-loop Poisson arrivals against the real server.
-
-For each client, a single-row one and one sending 2048-row chunks, first its closed-loop maximum
-(single rows: ``SINGLE_ROW_CALLERS`` callers sending one row after another; chunks: 2048-row
-requests, 8 sub-batches in flight), then offered loads of 25/50/75/100/125% of that maximum. Each
-client is loaded relative to its own maximum: a row alone costs the server a call, a tokenizer
-hand-off and a batcher entry, so single rows saturate well below the chunks' rows/s (here ~600
-vs ~2,000 rows/s), and a fraction of the chunks' maximum would overload them at "50%". Arrivals do
-not wait for replies (open loop), and each latency counts from the planned arrival, so a server
-that falls behind shows it. Per load: p50/p99, the share over 200 ms, the achieved rate, errors,
-and RESOURCE_EXHAUSTED (overload) counted apart.
-
-    uv run --extra cpu embedtext bench --only latency
+"""Latency under load: open-loop Poisson arrivals at fractions of each client's own closed-loop
+maximum (single rows saturate far below 2048-row chunks), latency counted from the planned arrival.
 """
 
 from __future__ import annotations

@@ -1,15 +1,6 @@
 """The model's matrix products alone: about the most rows/s any path can reach on this CPU at one dtype.
 
-A BERT encoder's cost is nearly all in its linear layers. ``MatmulFloor`` runs exactly those
-products for a workload's rows, at the model's shapes, on the same threads and in the dtype given,
-and nothing else: no tokenizing, attention, normalization, activation, pooling or DuckDB. Timed
-beside the real paths (the cpu-peers suite), a path's rows/s over the floor's is its share of
-what the CPU's matrix products allow, and the most one path can be ahead of another at that
-dtype is 1 / the other's share. (torch's own kernels set the floor; a library with faster ones
-could pass it a little.)
-
->>> shape = EncoderShape(layers=6, hidden=384, intermediate=1536)  # all-MiniLM-L6-v2
->>> shape.linear_flops(50)  # one 50-token row, a multiply-add counted as two
+>>> EncoderShape(layers=6, hidden=384, intermediate=1536).linear_flops(50)  # all-MiniLM-L6-v2, one 50-token row
 1061683200
 """
 

@@ -10,26 +10,25 @@ from collections.abc import Iterable
 import numpy as np
 
 
-def _children(pid: int) -> list[int]:
-    out: list[int] = []
+def _proc(pid: int, name: str) -> str:
+    """``/proc/{pid}/{name}``, or "" once the process is gone."""
     try:
-        for tid in os.listdir(f"/proc/{pid}/task"):
-            with open(f"/proc/{pid}/task/{tid}/children") as fh:
-                out += [int(c) for c in fh.read().split()]
+        with open(f"/proc/{pid}/{name}") as fh:
+            return fh.read()
     except OSError:
-        pass
-    return out
+        return ""
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return []
+    return [int(c) for tid in tasks for c in _proc(pid, f"task/{tid}/children").split()]
 
 
 def _rss_kib(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/status") as fh:
-            for line in fh:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return next((int(line.split()[1]) for line in _proc(pid, "status").splitlines() if line.startswith("VmRSS:")), 0)
 
 
 def _tree(pid: int) -> list[int]:
@@ -44,18 +43,9 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _comm(pid: int) -> str | None:
-    """The process name, or None once it is gone."""
-    try:
-        with open(f"/proc/{pid}/comm") as fh:
-            return fh.read().strip()
-    except OSError:
-        return None
-
-
 def tree_rss_by_process(pid: int) -> dict[str, float]:
     """RSS (MB) of ``pid`` and each descendant, keyed ``name[pid]``: which process holds the memory."""
-    names = {p: name for p in _tree(pid) if (name := _comm(p)) is not None}
+    names = {p: name for p in _tree(pid) if (name := _proc(p, "comm").strip())}
     return {f"{name}[{p}]": round(_rss_kib(p) / 1024, 1) for p, name in names.items()}
 
 
@@ -64,22 +54,13 @@ _CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 def _cpu_seconds(pid: int) -> float:
     """User + system CPU seconds of one process so far (0 once gone)."""
-    try:
-        with open(f"/proc/{pid}/stat") as fh:
-            fields = fh.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
-    except (OSError, IndexError, ValueError):
-        return 0.0
+    fields = _proc(pid, "stat").rsplit(")", 1)[-1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if len(fields) > 12 else 0.0  # utime, stime
 
 
 class CpuSplit:
-    """CPU seconds spent inside the block, per process: where a path's CPU goes (on a machine
-    whose cores the model already fills, every CPU-second of the rest is taken from the model).
-
-    ``pids`` are counted alone (the client: its children are servers counted apart), ``trees``
-    with their descendants, each named ``label/process-name`` (``server/replica-worker``: a
-    server's engines run in worker processes of their own). ``seconds`` holds the totals once the
-    block ends.
+    """CPU seconds spent inside the block, per process: ``pids`` alone, ``trees`` with their
+    descendants, named ``label/process-name`` (a server's engines run in worker processes).
 
     >>> with CpuSplit({}, {"tree": os.getpid()}) as split:
     ...     _ = sum(range(10**6))
@@ -97,7 +78,7 @@ class CpuSplit:
         out: dict[int, tuple[str, float]] = {}
         for label, root in self.trees.items():
             for pid in _tree(root):
-                name = label if pid == root else f"{label}/{_comm(pid) or '?'}"
+                name = label if pid == root else f"{label}/{_proc(pid, 'comm').strip() or '?'}"
                 out.setdefault(pid, (name, _cpu_seconds(pid)))
         for label, pid in self.pids.items():
             out[pid] = (label, _cpu_seconds(pid))
@@ -114,15 +95,9 @@ class CpuSplit:
 
 
 class PeakRss:
-    """Samples RSS in a thread; ``peaks`` holds the maxima (MB) per name.
-
-    ``pids`` are measured alone (the client process: its children are servers measured apart),
-    ``trees`` with all their descendants (a server and its engine processes).
-
-    The sampler runs in the measuring process, beside the path it measures, so it must be cheap:
-    a tree is walked again only every ``TREE_EVERY_S`` (finding a process's children reads a file
-    per thread, and vLLM's processes have dozens; walking the server's tree 20 times a second cost
-    the client ~5% of a core during the 512-token runs, CPU a 2-core machine's model was short of).
+    """Samples RSS in a thread; ``peaks`` holds the maxima (MB) per name: ``pids`` alone, ``trees``
+    with their descendants. A tree is walked again only every ``TREE_EVERY_S``: walking it 20 times
+    a second cost the client ~5% of a core, taken from the model on 2 cores.
 
     >>> with PeakRss({"client": os.getpid()}) as rss:
     ...     _ = bytearray(10)

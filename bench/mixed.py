@@ -1,37 +1,6 @@
-"""Mixed workloads: single-row interactive calls while bulk work loads the same server.
-
-Three servers (``MODES``, server variants: bench/variants.py) run side by side on the same model:
-the defaults (an engine of its own for the queries: ``interactive_replica``), queries and bulk work
-on shared engines whose steps are paced to ``--interactive-slo-ms`` (250 ms on a CPU, 20 ms on a
-GPU: ``classes``), and the baseline every ratio is over: shared engines stepping bulk work flat
-out, with no target (``unpaced``). Each phase is a workload of the rounds runner (bench/rounds.py):
-every server runs it once a round, in rotating order. Each server first gets one untimed bulk call
-and one untimed round of probes. Cases ``mixed_{mode}_{phase}``:
-
-  idle            interactive single rows, one started every 50 ms whether or not the last was
-                  answered (open loop), nothing else running
-  scan            the same probes during one DuckDB scan
-                  (CREATE TABLE v AS SELECT id, embed_text(body) FROM docs); rows/s is the scan's
-  scan_alone      the same scan without the probes
-  two_scans       two such scans started together; the slower's seconds over the faster's
-                  (``scan_ratio``, the worst round's; each round's in ``scan_ratio_by_round``)
-  bulk{N}         the probes while N clients each send 2048-row bulk calls in a loop; rows/s is the
-                  bulk clients'
-  bulk{N}_alone   the N bulk clients without the probes
-  flood{M}        M clients each calling embed(2048 short rows) in a loop (one round): calls
-                  served, calls failed at the caller, rows lost (``errors`` by type)
-
-A case pools its rounds: p50 and p99 over every round's probes, with their ``queue`` and ``engine``
-parts (bench/probes.py), rows over the rounds' seconds.
-
-Ratios (the defaults / unpaced): ``mixed_interactive_p99_{phase}`` (lower is better),
-``mixed_bulk_rows_per_s`` and ``mixed_bulk_rows_per_s_alone`` (target: at least 0.95),
-``mixed_scan_rows_per_s`` and ``..._alone``; for the defaults alone ``mixed_interactive_p99_ms_{phase}``
-and ``mixed_interactive_p99_vs_slo_{phase}`` (over the target the server holds; target: at most 1),
-``mixed_two_scans_ratio`` (target: at most 1.25) and ``mixed_flood_errors`` (target: 0). The same
-keys prefixed ``mixed_classes_`` for the shared engines paced to the target.
-
-    uv run --extra cpu embedtext bench --only mixed
+"""Mixed workloads: single-row queries while bulk work loads the same server, on the three servers of
+``MODES`` side by side (bench/variants.py), each phase a workload of the rounds runner. Phases, cases
+and ratios: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -83,12 +52,9 @@ def run_mixed(
     progress=print,
     on_phase: Callable[[list[dict]], None] | None = None,
 ) -> list[dict]:
-    """``models``: the servers' --model arguments; ``bulk_texts``: BULK_ROWS texts or more (a
-    scan cycles through them); ``probe_texts``: short texts (also the flood's rows).
-    ``slo_ms``: the paced servers' ``--interactive-slo-ms`` and the target the probes' p99 is read
-    against (None: the server's default); ``modes``: some of MODE_NAMES, the baseline among them;
-    ``phases``: which of PHASES run; ``on_phase``: called after each phase with the cases so far
-    (the bench writes them, so a run cut short keeps them)."""
+    """``bulk_texts``: BULK_ROWS texts or more; ``probe_texts``: short texts (the flood's rows too);
+    ``slo_ms``: the paced servers' target (None: the server's default); ``on_phase``: called with
+    the cases so far after each phase."""
     check_modes(modes)
     check_phases(phases)
     scan_texts = list(itertools.islice(itertools.cycle(bulk_texts), scan_rows))

@@ -1,10 +1,5 @@
-"""Bench only: an OpenAI-format ``POST /v1/embeddings`` JSON server over the NULL ENGINE.
-
-It tokenizes for real (the same TokenizerPool as ``embedtext serve``) and answers the null
-engine's vectors as JSON floats: the transport suite's JSON baseline, to compare wire formats
-with the model taken out. Not a product; never serves real embeddings.
-
-    python -m embedtext.bench.null_json_server --port 8011 --model d384=/tmp/d384
+"""Bench only: an OpenAI-format ``POST /v1/embeddings`` JSON server over the NULL ENGINE (a real
+tokenizer, fixed vectors): the transport suite's JSON baseline. Never serves real embeddings.
 """
 
 from __future__ import annotations

@@ -8,24 +8,8 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-SUITES = (
-    "cpu",
-    "cpu-peers",
-    "transport",
-    "latency",
-    "scaling",
-    "mixed",
-    "engine-overhead",
-    "extension",
-    "dtype",
-    "startup",
-    "sql-rewrites",
-    "allocator",
-    "compile",
-    "gpu",
-)
-# cpu-peers: the cpu suite's peers alone. The others from mixed on run only when named.
-DEFAULT_SUITES = ("cpu", "cpu-peers", "transport", "latency", "scaling")
+DEFAULT_SUITES = ("cpu", "cpu-peers", "transport", "latency", "scaling")  # cpu-peers: the cpu suite's peers alone
+SUITES = (*DEFAULT_SUITES, "mixed", "engine-overhead", "extension", "startup", "gpu")  # the others: when named
 GPU_REPLICAS = (1, 2, 4, 8, 16, 32)  # the GPU suite's replica counts unless given
 
 
@@ -47,21 +31,14 @@ class BenchPlan:
     latency_chunk_requests: int  # 2048-row requests per load step
     scaling_rows: tuple[int, ...]
     scaling_tokens: int
-    allocator_rows: tuple[int, ...]  # the allocator suite's sizes (16-token rows, like scaling)
-    # Quick runs start engines eagerly (no torch.compile: a shorter start for each engine); full runs
-    # as a server starts them by default (enforce_eager=auto: by the device and CPU). Every engine
-    # of a run, vLLM's own paths in the cpu suite too, gets the same setting: ratios stay like for like.
+    # Quick runs start engines eagerly (a shorter start), full runs as a server does (enforce_eager=auto);
+    # every engine of a run gets the same setting, vLLM's own paths too: ratios stay like for like.
     eager: bool = False
     eager_reason: str = "enforce_eager=off"  # why, for the report (server/host/cpu_features.py)
-    # The cpu suite's rotating rounds (each times every path once; ratios: medians of the rounds).
-    # Quick runs take 2 (ABCD, DCBA: each path as often early as late) to stay under 5 minutes.
+    # The cpu suite's rounds; quick runs take 2 (ABCD, DCBA: each path as often early as late).
     cpu_rounds: int = 5
-    # The cpu suite's peers on the default model (bench/cpu_peers.py): a real model runs at a tenth
-    # of the tiny one's rows/s, so fewer rows than the tiny model's paths.
+    # The cpu suite's peers on the default model: a tenth of the tiny model's rows/s, so fewer rows.
     cpu_peer_work: tuple[tuple[int, int], ...] = ((50, 1024), (512, 128))
-    # The compile suite's scans on the default model: a few seconds each at its bfloat16 speed.
-    compile_work: tuple[tuple[int, int], ...] = ((50, 1024), (512, 128))
-    sql_rewrite_rows: int = 5_000  # the sql-rewrites suite's table
     workdir: Path | None = None  # set by make_plan
 
     @property
@@ -86,7 +63,6 @@ QUICK = BenchPlan(
     latency_chunk_requests=2,
     scaling_rows=(2_000, 5_000, 10_000),
     scaling_tokens=16,
-    allocator_rows=(2_000, 10_000, 20_000),
     eager=True,
     eager_reason="enforce_eager=on",
     cpu_rounds=2,
@@ -101,11 +77,8 @@ FULL = replace(
     latency_single_s=10.0,
     latency_chunk_requests=8,
     scaling_rows=(10_000, 100_000, 1_000_000),
-    allocator_rows=(10_000, 100_000, 400_000),
     cpu_rounds=5,
     cpu_peer_work=((50, 4096), (512, 512)),
-    compile_work=((50, 4096), (512, 512)),
-    sql_rewrite_rows=20_000,
 )
 
 

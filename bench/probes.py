@@ -1,9 +1,5 @@
-"""Interactive probes: single-row queries sent on a fixed schedule from a process of their own, and
-where each one's time went: ``queue`` (its rows waiting for an engine, the reply's
-``queue_time_ns``) and ``engine`` (the time its batch took on a replica, ``inference_time_ns``).
-
-The probes come from a process of their own (``Prober``), as a user's query comes from another
-process than a bulk job; the bulk clients and scans run in the bench's process.
+"""Interactive probes: single-row queries on a fixed schedule from a process of their own (as a
+user's query comes from another process than a bulk job), and each one's queue and engine time.
 """
 
 from __future__ import annotations
@@ -74,12 +70,8 @@ def probe_parts_ms(got: dict) -> dict[str, float]:
 async def send_probes(
     send: Callable[[str], Awaitable], probe_texts: Sequence[str], done: Callable[[], bool]
 ) -> list[ProbeTime]:
-    """Single interactive rows (``send``) on a fixed schedule, one every ``PROBE_GAP_S`` whether or
-    not the earlier ones were answered, until ``done()`` (and ``MIN_PROBES`` sent); their
-    latencies from each one's scheduled start, with the server's parts where ``send`` returns its
-    reply. Open loop: a slow server does not slow the probes down, so both modes get the same
-    queries and every wait is counted (a prober that waits for each answer sends fewer queries to
-    the slower server and misses the waits it skipped)."""
+    """Single rows (``send``) one every ``PROBE_GAP_S`` until ``done()``, timed from each one's
+    scheduled start. Open loop: a slow server gets the same queries and every wait is counted."""
     times: list[ProbeTime] = []
 
     async def probe(text: str, scheduled: float) -> None:
@@ -125,10 +117,8 @@ def _prober_main(conn, stop) -> None:
 
 
 class Prober:
-    """Sends the probes from a process of its own, as a user's query comes from another process
-    than a bulk job's: the bench's bulk clients and DuckDB scans do not delay the probes' calls
-    and replies in a shared event loop and GIL (which made about a third of the probes' p99 rest
-    on the 2-core CPU). Started once for a run; ``probe`` as ``_probing``."""
+    """Sends the probes from a process of its own: in the bench's event loop and GIL, its bulk
+    clients and scans made about a third of the probes' p99 on 2 cores."""
 
     def __init__(self) -> None:
         context = multiprocessing.get_context("spawn")

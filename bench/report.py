@@ -1,17 +1,17 @@
-"""The report of a bench run: targets checked against the ratios, a printed table, the JSON file."""
+"""The report of a bench run: its cases, the ratios checked against their targets, tables, JSON."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 
 # ratio key (or key prefix ending in '_') -> (how it is judged, target)
 TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     "udf_vs_inprocess": (">=", 0.95),
     "udf_vs_inprocess_512": (">=", 0.95),
     "udf_vs_http_json": (">=", 1.3),
-    "index_vs_raw_udf": (">=", 0.9),
     "bytes_vs_repeated_float": (">=", 20.0),
     "wire_bytes_vs_repeated_float": (">=", 20.0),
     "scaling_rows_per_s_": ("within", (0.9, 1.1)),  # flat within 10%
@@ -21,9 +21,6 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     "mixed_bulk_rows_per_s_alone": (">=", 0.95),
     "mixed_two_scans_ratio": ("<=", 1.25),
     "mixed_flood_errors": ("<=", 0),
-    # --dtype auto picks bfloat16 on a CPU only where these hold (server/host/cpu_features.py).
-    "dtype_bf16_cosine_p01": (">=", 0.999),
-    "dtype_bf16_top10_overlap": (">=", 0.95),
     # The cpu suite's peers on all-MiniLM-L6-v2 at 50 tokens, 2 cores, same dtype.
     "udf_vs_sentence_transformers": (">=", 2.0),
     "udf_vs_onnxruntime": (">=", 1.5),
@@ -47,27 +44,43 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
 
 # Width of the case and ratio name column: the longest ratio keys (cpu-peers' floor shares) fit.
 NAME_WIDTH = 52
+# Suites whose variants set the compile setting themselves: the plan's is not theirs.
+OWN_ENGINE_SETTING_SUITES = ("startup",)
 
 _CHECKS: dict[str, Callable[[float, object], bool]] = {
     ">=": lambda v, t: v >= t,
     "<=": lambda v, t: v <= t,
     "within": lambda v, t: t[0] <= v <= t[1],
 }
-
-
-def _target_for(key: str):
-    if key in TARGETS:
-        return TARGETS[key]
-    for prefix, target in TARGETS.items():
-        if prefix.endswith("_") and key.startswith(prefix):
-            return target
-    return None
+# Each table's columns: (heading, width in the printed table, the row's field, its format).
+CASE_COLUMNS = (
+    ("case", NAME_WIDTH, "name", ""),
+    ("rows", 9, "rows", ","),
+    ("tok/row", 7, "tokens_per_row", "g"),
+    ("rows/s", 10, "rows_per_s", ",.0f"),
+    ("tokens/s", 11, "tokens_per_s", ",.0f"),
+    ("p50 ms", 8, "p50_ms", ".1f"),
+    ("p99 ms", 8, "p99_ms", ".1f"),
+    ("RSS MB", 7, "peak_rss_mb", ",.0f"),
+    ("srv MB", 7, "server_peak_rss_mb", ",.0f"),
+)
+LATENCY_COLUMNS = (
+    ("latency case", 30, "name", ""),
+    ("offered/s", 10, "offered_requests_per_s", ",.2f"),
+    ("achieved/s", 10, "achieved_requests_per_s", ",.2f"),
+    ("p50 ms", 8, "p50_ms", ".1f"),
+    ("p99 ms", 9, "p99_ms", ".1f"),
+    (">200ms", 7, "share_over_200ms", ".1%"),
+    ("errors", 6, "errors", ""),
+    ("RES_EXH", 7, "resource_exhausted", ""),
+)
+RATIO_COLUMNS = (("ratio", NAME_WIDTH, "name", ""), ("value", 9, "value", ".3f"), ("target", 14, "target", ""))
 
 
 def check_targets(ratios: dict[str, float]) -> dict[str, dict]:
     out = {}
     for key, value in ratios.items():
-        found = _target_for(key)
+        found = TARGETS.get(key) or next((t for p, t in TARGETS.items() if p[-1] == "_" and key.startswith(p)), None)
         if found is None or value is None:
             continue
         op, target = found
@@ -76,90 +89,119 @@ def check_targets(ratios: dict[str, float]) -> dict[str, dict]:
     return out
 
 
-def _fmt(v, spec: str = ",.0f") -> str:
-    return "-" if v is None else format(v, spec)
+def all_ratios(cases: list[dict]) -> dict[str, float]:
+    """Every ratio of ``cases``: the declared ones they carry (bench/rounds.py), and those of the
+    suites that compute their own from several cases (suites absent from ``cases`` give none)."""
+    from embedtext.bench.engine_overhead import engine_overhead_ratios
+    from embedtext.bench.gpu_suite import gpu_ratios
+    from embedtext.bench.mixed import mixed_ratios
+    from embedtext.bench.rounds import declared_ratios
+    from embedtext.bench.scaling import scaling_ratios
+    from embedtext.bench.startup import startup_ratios
+
+    computed = (scaling_ratios, mixed_ratios, startup_ratios, gpu_ratios, engine_overhead_ratios)
+    return {**declared_ratios(cases), **{k: v for ratios in computed for k, v in ratios(cases).items()}}
 
 
-def format_table(cases: list[dict], ratios: dict[str, float], targets: dict[str, dict]) -> str:
-    lines = [
-        f"{'case':{NAME_WIDTH}} {'rows':>9} {'tok/row':>7} {'rows/s':>10} {'tokens/s':>11} {'p50 ms':>8} "
-        f"{'p99 ms':>8} {'RSS MB':>7} {'srv MB':>7}"
-    ]
-    for c in cases:
-        lines.append(
-            f"{c['name']:{NAME_WIDTH}} {c['rows']:>9,} {_fmt(c['tokens_per_row'], 'g'):>7} {_fmt(c['rows_per_s']):>10} "
-            f"{_fmt(c['tokens_per_s']):>11} {_fmt(c['p50_ms'], '.1f'):>8} {_fmt(c['p99_ms'], '.1f'):>8} "
-            f"{_fmt(c['peak_rss_mb']):>7} {_fmt(c.get('server_peak_rss_mb')):>7}"
-        )
-    lines.append("")
-    lines.append(f"{'ratio':{NAME_WIDTH}} {'value':>9} {'target':>14} {'':>7}")
-    for key, value in ratios.items():
-        t = targets.get(key)
-        if t is None:
-            lines.append(f"{key:{NAME_WIDTH}} {value:>9.3f}")
-            continue
-        shown = f"{t['target'][0]}..{t['target'][1]}" if t["op"] == "within" else f"{t['op']} {t['target']:g}"
-        lines.append(f"{key:{NAME_WIDTH}} {value:>9.3f} {shown:>14} {'met' if t['met'] else 'MISSED':>7}")
-    return "\n".join(lines)
+def engines_note(plan, suites: Sequence[str]) -> str:
+    """The report's word on the servers' compile setting: the plan's, or the suites' own.
+
+    >>> from embedtext.bench.plan import make_plan
+    >>> full = make_plan(False, workdir=".", device="cpu", flags=frozenset({"avx2", "avx512f"}))
+    >>> engines_note(full, ["mixed"]), engines_note(full, ["startup"])
+    ('compiled (enforce_eager=auto on this CPU: compiled)', 'set per variant by the suite (startup)')
+    >>> engines_note(make_plan(True, workdir="."), ["mixed", "startup"])
+    'eager (enforce_eager=on); set per variant by the suite in startup'
+    """
+    own = [suite for suite in suites if suite in OWN_ENGINE_SETTING_SUITES]
+    if not own:
+        return plan.engines
+    if len(own) == len(suites):
+        return f"set per variant by the suite ({', '.join(own)})"
+    return f"{plan.engines}; set per variant by the suite in {', '.join(own)}"
 
 
-def latency_table(cases: list[dict]) -> str:
-    rows = [c for c in cases if c["suite"] == "latency" and "offered_load" in c]
-    if not rows:
-        return ""
-    lines = [
-        f"{'latency case':30} {'offered/s':>10} {'achieved/s':>10} {'p50 ms':>8} {'p99 ms':>9} "
-        f"{'>200ms':>7} {'errors':>6} {'RES_EXH':>7}"
-    ]
-    for c in rows:
-        lines.append(
-            f"{c['name']:30} {c['offered_requests_per_s']:>10,.2f} {_fmt(c['achieved_requests_per_s'], ',.2f'):>10} "
-            f"{_fmt(c['p50_ms'], '.1f'):>8} {_fmt(c['p99_ms'], '.1f'):>9} {_fmt(c['share_over_200ms'], '.1%'):>7} "
-            f"{c['errors']:>6} {c['resource_exhausted']:>7}"
-        )
-    return "\n".join(lines)
+def _with_ratios(fields: dict, cases: list[dict], unfinished: str | None) -> dict:
+    ratios = all_ratios(cases)
+    report = {**fields, "cases": cases, "ratios": ratios, "targets": check_targets(ratios)}
+    return report | ({"unfinished": unfinished} if unfinished else {})
 
 
-def format_markdown(report: dict) -> str:
-    """Markdown tables of a report (for docs/benchmarks.md)."""
-    lines = [
-        "| case | rows | tokens/row | rows/s | tokens/s | p50 ms | p99 ms | client RSS MB | server RSS MB |",
-        "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-    ]
-    for c in report["cases"]:
-        if "offered_load" in c:
-            continue
-        lines.append(
-            f"| `{c['name']}` | {c['rows']:,} | {_fmt(c['tokens_per_row'], 'g')} | {_fmt(c['rows_per_s'])} | "
-            f"{_fmt(c['tokens_per_s'])} | {_fmt(c['p50_ms'], '.1f')} | {_fmt(c['p99_ms'], '.1f')} | "
-            f"{_fmt(c['peak_rss_mb'])} | {_fmt(c.get('server_peak_rss_mb'))} |"
-        )
-    lat = [c for c in report["cases"] if "offered_load" in c]
-    if lat:
-        lines += [
-            "",
-            "| latency case | offered req/s | achieved req/s | p50 ms | p99 ms | > 200 ms | errors "
-            "| RESOURCE_EXHAUSTED |",
-            "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
-        ]
-        for c in lat:
-            lines.append(
-                f"| `{c['name']}` | {c['offered_requests_per_s']:,.2f} | "
-                f"{_fmt(c['achieved_requests_per_s'], ',.2f')} | "
-                f"{_fmt(c['p50_ms'], '.1f')} | {_fmt(c['p99_ms'], '.1f')} | {_fmt(c['share_over_200ms'], '.1%')} | "
-                f"{c['errors']} | {c['resource_exhausted']} |"
-            )
-    lines += ["", "| ratio | value | target | |", "| --- | ---: | ---: | --- |"]
+def make_report(cases: list[dict], *, plan, suites: Sequence[str], command: str, started: float, unfinished=None):
+    """A run's report: its cases, their ratios and the targets. ``unfinished``: the suite still
+    running when a partial report was written (a run cut short leaves that one)."""
+    from embedtext.bench.hardware import hardware_info
+
+    fields = {
+        "hardware": hardware_info(),
+        "command": command,
+        "quick": plan.quick,
+        "suites": list(suites),
+        "engines": engines_note(plan, suites),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+        "seconds": round(time.time() - started, 1),
+    }
+    return _with_ratios(fields, cases, unfinished)
+
+
+def merge_reports(paths: Sequence[str]) -> dict:
+    """One report from several runs' JSON (the GPU suite runs one replica count per command)."""
+    reports = [json.loads(open(p).read()) for p in paths]
+    fields = {
+        "hardware": reports[0]["hardware"],
+        "command": " + ".join(r["command"] for r in reports),
+        "quick": any(r.get("quick") for r in reports),
+        "suites": sorted({s for r in reports for s in r.get("suites", [])}),
+        "seconds": sum(r.get("seconds") or 0 for r in reports),
+    }
+    unfinished = ", ".join(sorted({r["unfinished"] for r in reports if r.get("unfinished")}))
+    return _with_ratios(fields, [c for r in reports for c in r["cases"]], unfinished)
+
+
+def _table(columns, rows: list[dict], markdown: bool) -> list[str]:
+    def cell(value, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
+    if markdown:
+        lines = ["| " + " | ".join(h for h, *_ in columns) + " |", "| --- |" + " ---: |" * (len(columns) - 1)]
+        for row in rows:
+            cells = [f"`{row['name']}`", *(cell(row.get(field), spec) for _, _, field, spec in columns[1:])]
+            lines.append("| " + " | ".join(cells) + " |")
+        return lines
+    lines = [" ".join(f"{h:{'<' if i == 0 else '>'}{w}}" for i, (h, w, *_) in enumerate(columns))]
+    for row in rows:
+        cells = (f"{cell(row.get(f), s):{'<' if i == 0 else '>'}{w}}" for i, (_, w, f, s) in enumerate(columns))
+        lines.append(" ".join(cells))
+    return lines
+
+
+def format_report(report: dict, markdown: bool = False) -> str:
+    """The report's tables: cases, latency cases (under load), ratios with their targets."""
+    cases = [c for c in report["cases"] if "offered_load" not in c]
+    latency = [c for c in report["cases"] if "offered_load" in c]
+    ratios = []
     for key, value in report["ratios"].items():
         t = report["targets"].get(key)
-        shown = (
-            ""
-            if t is None
-            else (f"{t['target'][0]}..{t['target'][1]}" if t["op"] == "within" else f"{t['op']} {t['target']:g}")
-        )
-        verdict = "" if t is None else ("met" if t["met"] else "**missed**")
-        lines.append(f"| `{key}` | {value:.3f} | {shown} | {verdict} |")
-    return "\n".join(lines)
+        shown = verdict = None
+        if t is not None:
+            shown = f"{t['target'][0]}..{t['target'][1]}" if t["op"] == "within" else f"{t['op']} {t['target']:g}"
+            verdict = "met" if t["met"] else "MISSED"
+        ratios.append({"name": key, "value": value, "target": shown, "verdict": verdict})
+    tables = [_table(CASE_COLUMNS, cases, markdown)]
+    if latency:
+        tables.append(_table(LATENCY_COLUMNS, latency, markdown))
+    tables.append(_table((*RATIO_COLUMNS, ("", 7, "verdict", "")), ratios, markdown))
+    return "\n\n".join("\n".join(table) for table in tables)
+
+
+def print_report(report: dict) -> None:
+    from embedtext.bench.hardware import hardware_line
+
+    print(f"\nhardware: {hardware_line(report['hardware'])}")
+    print(f"command: {report['command']}  ({report.get('seconds') or 0:.0f} s)")
+    if report.get("unfinished"):
+        print(f"UNFINISHED: cut short in the {report['unfinished']} suite; its cases are the phases it finished")
+    print("\n" + format_report(report))
 
 
 # An absolute path's folders (not a URL's): what names the machine a result was made on.
@@ -192,8 +234,6 @@ def main(argv: list[str] | None = None) -> None:
     """``python -m embedtext.bench.report merge OUT IN...``, ``show IN...`` or ``markdown IN...``."""
     import argparse
 
-    from embedtext.bench.session import merge_reports, print_report
-
     parser = argparse.ArgumentParser(description="Merge or show bench reports.")
     parser.add_argument("action", choices=["merge", "show", "markdown"])
     parser.add_argument("paths", nargs="+")
@@ -204,7 +244,7 @@ def main(argv: list[str] | None = None) -> None:
     else:
         report = merge_reports(args.paths)
     if args.action == "markdown":
-        print(format_markdown(report))
+        print(format_report(report, markdown=True))
     else:
         print_report(report)
 

@@ -1,18 +1,8 @@
 """The one comparison runner: paths x workloads, every path resident, timed in rotating rounds.
 
-On this project's hosts, timing paths one after the other was not like for like: the same engine,
-model and rows ran 22% slower per row ten minutes later. So every
-path stays up for the whole comparison, each round times each path once in an order that
-rotates and reverses from round to round (``round_order``), and a ratio is the median of its
-per-round ratios: drift hits every path alike. Idle engines do not compete: before each timed run
-the others have been idle for ``SETTLE_S`` (vLLM-CPU busy-polls for 1 s after an engine's last
-step).
-
-A path is anything that times one run of a workload: a server variant (bench/variants.py), a
-peer library in a DuckDB UDF, vLLM in-process, a server started afresh (the startup suite). Ratios
-are declared as (numerator, denominator) pairs of paths on one metric; each is stored, round by
-round, in its numerator's case (``ratios_by_round``), and ``declared_ratios`` reads them back from
-any list of cases. Every suite that compares paths runs through ``run_rounds``.
+Paths timed one after another were not like for like (the same run 22% slower ten minutes later), so
+each round times every path once in an order that rotates and reverses (``round_order``), and a
+ratio, declared as a pair of paths on one metric, is the median of its per-round ratios.
 """
 
 from __future__ import annotations
@@ -67,11 +57,9 @@ class RoundsPath:
 
 @dataclass(frozen=True)
 class Ratio:
-    """``numerator`` / ``denominator`` (path labels) on ``metric``, round by round.
-
-    ``key`` may name ``{workload}`` and ``{suffix}``; one ratio per workload (of ``kind``, if
-    given) where both runs have the metric. With ``across=(numerator's, denominator's)`` workload
-    labels it is one ratio between those two workloads instead (memory growth with size)."""
+    """``numerator`` / ``denominator`` (path labels) on ``metric``, round by round: one per workload
+    (of ``kind``; ``key`` may name ``{workload}`` and ``{suffix}``), or with ``across`` one between
+    two workloads (memory growth with size)."""
 
     key: str
     numerator: str
@@ -108,11 +96,9 @@ def run_rounds(
     on_workload: Callable[[list[dict]], None] | None = None,
     progress=print,
 ) -> list[dict]:
-    """Time every path once per round for each workload; ``load`` puts a workload's rows where the
-    paths read them. The first round's runs warm up first. One case per path and workload: the
-    median round's run, or ``combine`` of every round's runs (a suite that pools them, as the mixed
-    suite pools its probes). ``settle_s``: the idle gap where the engine changes (SETTLE_S);
-    ``on_workload``: called with the cases so far after each workload (a run cut short keeps them)."""
+    """Time every path once per round for each workload (``load`` puts its rows where the paths
+    read them; the first round warms up). One case per path and workload: the median round's run,
+    or ``combine`` of every round's; ``on_workload``: called with the cases so far."""
     by_label = {p.label: p for p in paths}
     cases: dict[tuple[str, str], dict] = {}
     runs: dict[tuple[str, str], list[dict]] = {}

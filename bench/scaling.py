@@ -1,18 +1,6 @@
-"""Scaling: 10k, 100k and 1M rows through ``SELECT embed_text(body)`` on the real server.
-
-The rows are read from a Parquet file, so the client's memory is what the query path holds, not
-the table. Row groups hold 10,240 rows, so every size from 20k up is scanned by as many DuckDB
-threads as the machine has, each with its own ``embed_text`` calls in flight. With the 122,880-row
-groups used before, the 100k file was one group, scanned by one thread, and the 1M file by two,
-so the client's memory went up 1.15-1.19x from 100k to 1M for the second thread's buffers, not
-for the rows (measured with 10,240-row groups: 281 MB at 100k, at 1M, and at 1M again). Quick
-sizes (at most 10k) are one group each. Per size: rows/s, and the peak RSS of the DuckDB client
-process and of the server's process tree. Ratios ``scaling_rows_per_s_{L}_vs_{M}`` and
-``scaling_peak_rss_{L}_vs_{M}`` (largest vs middle size; 1m_vs_100k in full mode). Full mode
-uses shorter rows (16 tokens, in the case names) so 1M rows fit in minutes on 2 cores; quick
-mode uses smaller sizes (2k/5k/10k), also in the names.
-
-    uv run --extra cpu embedtext bench --only scaling
+"""Scaling: growing row counts through ``SELECT embed_text(body)`` from Parquet, so the client's
+memory is the query path's. Row groups of 10,240 rows: every size from 20k up is scanned by every
+DuckDB thread (one large group per file made memory grow with the size, not the rows).
 """
 
 from __future__ import annotations
@@ -35,13 +23,7 @@ SUITE = "scaling"
 ROW_GROUP_ROWS = 10_240
 
 
-def run_scaling(
-    server,
-    corpus: BenchCorpus,
-    sizes: Sequence[int],
-    tokens: int,
-    workdir: Path,
-) -> list[dict]:
+def run_scaling(server, corpus: BenchCorpus, sizes: Sequence[int], tokens: int, workdir: Path) -> list[dict]:
     """One case per size, in order, all on ``server`` (so later sizes see what earlier ones left)."""
     cases = []
     for rows in sizes:

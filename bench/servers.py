@@ -1,6 +1,6 @@
-"""The servers a benchmark starts and stops: ours (LocalServer), vLLM's OpenAI HTTP server, and
-the bench-only null JSON server. Only one engine runs at a time on a small machine, so each is
-a context manager that stops its process tree on exit."""
+"""The servers a benchmark starts and stops, each a process tree: ours, vLLM's OpenAI server, the
+null JSON server.
+"""
 
 from __future__ import annotations
 
@@ -93,37 +93,22 @@ def vllm_http_command(
 ) -> list[str]:
     """The command line of vLLM's OpenAI-compatible server for a pooling model (the GPU kit's checks
     parse it with the installed vLLM)."""
-    return [
-        sys.executable,
-        "-m",
-        "vllm.entrypoints.openai.api_server",
-        "--model",
-        model_dir,
-        "--served-model-name",
-        served_name,
-        "--runner",
-        "pooling",
-        "--convert",
-        "embed",
-        "--dtype",
-        dtype,
-        "--gpu-memory-utilization",
-        str(memory_fraction),
-        "--max-model-len",
-        str(max_tokens),
-        "--max-num-batched-tokens",
-        str(max(max_batch_tokens, max_tokens)),
-        "--max-num-seqs",
-        str(max_num_seqs),
-        "--no-enable-prefix-caching",
-        "--disable-log-stats",
-        "--uvicorn-log-level",
-        "warning",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(port),
-    ]
+    flags = {
+        "--model": model_dir,
+        "--served-model-name": served_name,
+        "--runner": "pooling",
+        "--convert": "embed",
+        "--dtype": dtype,
+        "--gpu-memory-utilization": memory_fraction,
+        "--max-model-len": max_tokens,
+        "--max-num-batched-tokens": max(max_batch_tokens, max_tokens),
+        "--max-num-seqs": max_num_seqs,
+        "--uvicorn-log-level": "warning",
+        "--host": "127.0.0.1",
+        "--port": port,
+    }
+    command = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--no-enable-prefix-caching"]
+    return command + ["--disable-log-stats", *(str(x) for flag, value in flags.items() for x in (flag, value))]
 
 
 def null_json_server(models: dict[str, str]) -> HttpServerProcess:

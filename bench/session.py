@@ -7,66 +7,181 @@ import functools
 import time
 from collections.abc import Callable, Sequence
 from contextlib import nullcontext
+from dataclasses import dataclass
 
 from embedtext.bench.plan import BenchPlan, GeneratedModels
 
 LATENCY_TOKENS = 50
-# The suites that share one embedtext server on the tiny model.
-TINY_SERVER_SUITES = ("cpu", "latency", "scaling", "sql-rewrites")
 
 
-# Suites whose variants set the compile setting themselves: the plan's is not theirs.
-OWN_ENGINE_SETTING_SUITES = ("startup", "compile")
+@dataclass(frozen=True)
+class Run:
+    """What each step of a run is given. ``options``: the command line's suite options (``gpu``:
+    ``run_gpu_suite``'s keywords; ``mixed_modes``, ``mixed_phases``)."""
+
+    plan: BenchPlan
+    suites: Sequence[str]
+    models: GeneratedModels
+    options: dict
+    progress: Callable[[str], None]
+    save_partial: Callable[[list[dict], str], None]  # a long suite's cases so far, and its name
+
+    def sized(self, quick, full):
+        """A quick run's size, or a full run's."""
+        return quick if self.plan.quick else full
 
 
-def engines_note(plan: BenchPlan, suites: Sequence[str]) -> str:
-    """The report's word on the servers' compile setting: the plan's, or the suites' own.
+def _default_corpus():
+    """Rows for the default model (what ``--model default`` serves), and its spec."""
+    from embedtext.bench.corpus import BenchCorpus
+    from embedtext.server.models.source import load_model_spec
 
-    >>> from embedtext.bench.plan import make_plan
-    >>> full = make_plan(False, workdir=".", device="cpu", flags=frozenset({"avx2", "avx512f"}))
-    >>> engines_note(full, ["mixed"])
-    'compiled (enforce_eager=auto on this CPU: compiled)'
-    >>> engines_note(full, ["startup"])
-    'set per variant by the suite (startup)'
-    >>> engines_note(make_plan(True, workdir="."), ["mixed", "compile"])
-    'eager (enforce_eager=on); set per variant by the suite in compile'
-    """
-    own = [suite for suite in suites if suite in OWN_ENGINE_SETTING_SUITES]
-    if not own:
-        return plan.engines
-    if len(own) == len(suites):
-        return f"set per variant by the suite ({', '.join(own)})"
-    return f"{plan.engines}; set per variant by the suite in {', '.join(own)}"
+    spec = load_model_spec("default")
+    return BenchCorpus(spec.path), spec
 
 
-def make_report(
-    cases: list[dict],
-    *,
-    plan: BenchPlan,
-    suites: Sequence[str],
-    command: str,
-    started: float,
-    unfinished: str | None = None,
-) -> dict:
-    """A run's report: its cases, their ratios and the targets. ``unfinished``: the suite still
-    running when a partial report was written (a run cut short leaves that one)."""
-    from embedtext.bench.hardware import hardware_info
-    from embedtext.bench.report import check_targets
+def _transport(run: Run) -> list[dict]:
+    from embedtext.bench.transport import run_transport
 
-    ratios = all_ratios(cases)
-    report = {
-        "hardware": hardware_info(),
-        "command": command,
-        "quick": plan.quick,
-        "suites": list(suites),
-        "engines": engines_note(plan, suites),
-        "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
-        "seconds": round(time.time() - started, 1),
-        "cases": cases,
-        "ratios": ratios,
-        "targets": check_targets(ratios),
+    plan = run.plan
+    run.progress(
+        f"transport (NULL ENGINE): {plan.transport_rows} rows x {plan.transport_tokens} tokens, dims {plan.dims}"
+    )
+    models = {d: run.models.null_dim(d) for d in plan.dims}
+    return run_transport(
+        models, plan.transport_rows, plan.transport_tokens, rounds=run.sized(2, 3), progress=run.progress
+    )
+
+
+def _tiny_model_suites(run: Run) -> list[dict]:
+    """cpu, latency and scaling share one embedtext server. The cpu suite's other engines (vLLM's
+    HTTP server, in-process ``LLM``) start beside it and stop before latency and scaling run."""
+    from embedtext.bench.corpus import BenchCorpus
+    from embedtext.bench.cpu_suite import CpuPeers, run_cpu_suite
+    from embedtext.bench.latency import CHUNK_ROWS, run_latency
+    from embedtext.bench.scaling import run_scaling
+    from embedtext.bench.servers import embedtext_server
+    from embedtext.server.models.source import load_model_spec
+
+    plan, progress, tiny = run.plan, run.progress, run.models.tiny()
+    spec = load_model_spec(str(tiny))
+    corpus = BenchCorpus(tiny)
+    cases: list[dict] = []
+    peers = nullcontext()
+    if "cpu" in run.suites:
+        progress("starting vLLM's OpenAI server and in-process LLM (the cpu suite's other paths)")
+        peers = CpuPeers(str(tiny), max_tokens=spec.max_tokens, eager=plan.eager)
+    progress("starting the embedtext server (vLLM-CPU, tiny model, 1 replica)")
+    with peers, embedtext_server([f"tiny={tiny}"], args=plan.engine_flags) as server:
+        if "cpu" in run.suites:
+            # Quick runs leave out LLM.embed on the texts (not a target's path) to stay under 5 minutes.
+            rounds = dict(rounds=plan.cpu_rounds, texts_path=not plan.quick, progress=progress)
+            cases += run_cpu_suite(server, peers, corpus, spec.dim, plan.cpu_work, **rounds)
+            peers.close()  # latency and scaling run with our engine alone
+        if "latency" in run.suites:
+            progress(f"latency: loads {plan.loads}")
+            texts = corpus.texts(4 * CHUNK_ROWS, LATENCY_TOKENS)
+            sizes = dict(single_s=plan.latency_single_s, chunk_requests=plan.latency_chunk_requests)
+            cases += run_latency(server.target, texts, LATENCY_TOKENS, loads=plan.loads, **sizes)
+        if "scaling" in run.suites:
+            progress(f"scaling: {plan.scaling_rows} rows x {plan.scaling_tokens} tokens")
+            cases += run_scaling(server, corpus, plan.scaling_rows, plan.scaling_tokens, plan.workdir)
+    return cases
+
+
+def _cpu_peers(run: Run) -> list[dict]:
+    from embedtext.bench.cpu_peers import run_cpu_peers
+
+    # Compiled even in quick runs: the peers run their own optimized kernels, and an eager
+    # engine would understate embed_text against them.
+    plan = run.plan
+    work = plan.cpu_peer_work
+    return run_cpu_peers(
+        _default_corpus()[0], work, rounds=plan.cpu_rounds, workdir=plan.workdir, progress=run.progress
+    )
+
+
+def _engine_overhead(run: Run) -> list[dict]:
+    from embedtext.bench.engine_overhead import OVERHEAD_MODEL, overhead_models, run_engine_overhead
+
+    spec = _default_corpus()[1]
+    overhead = run.models.get("overhead", **OVERHEAD_MODEL)
+    models = overhead_models(run.plan.quick, overhead, spec.path, default_max_tokens=spec.max_tokens)
+    return run_engine_overhead(models, rounds=run.sized(2, 3), args=run.plan.engine_flags, progress=run.progress)
+
+
+def _extension(run: Run) -> list[dict]:
+    from embedtext.bench.extension import run_extension
+
+    work = {
+        "null": run.sized(((50, 20_000), (512, 4000)), ((50, 100_000), (512, 20_000))),
+        "model": run.sized(((50, 2048), (512, 256)), ((50, 6000), (512, 1024))),
     }
-    return report | ({"unfinished": unfinished} if unfinished else {})
+    corpus = _default_corpus()[0]
+    return run_extension(corpus, work, rounds=run.sized(2, 3), args=run.plan.engine_flags, progress=run.progress)
+
+
+def _mixed(run: Run) -> list[dict]:
+    from embedtext.bench.bulk_loads import BULK_ROWS
+    from embedtext.bench.hardware import gpu_name
+    from embedtext.bench.mixed import MODE_NAMES, PHASES, run_mixed
+    from embedtext.server.config.resolve import GPU_INTERACTIVE_SLO_MS, GPU_MEMORY_FRACTION
+
+    corpus = _default_corpus()[0]  # the default model, as a new user runs it
+    # A GPU embeds 6,000 rows in well under a second: its scans are longer.
+    gpu = gpu_name() is not None
+    modes = tuple(run.options.get("mixed_modes") or MODE_NAMES)
+    # Its servers share one GPU: each takes its part of what a server takes alone (vLLM refuses
+    # to start an engine whose share is more than the device has free).
+    share = ["--set", f"memory_fraction={GPU_MEMORY_FRACTION / len(modes):.2f}"] if gpu else []
+    return run_mixed(
+        ["default"],
+        corpus.texts(BULK_ROWS, 50),
+        corpus.texts(200, 12, seed=2),
+        clients=run.sized(4, 16),
+        seconds=run.sized(8.0, 20.0),
+        rounds=run.sized(2, 3),
+        scan_rows=run.sized(10_000, 100_000) if gpu else run.sized(2048, 6000),
+        flood_clients=run.sized(16, 64),
+        flood_seconds=run.sized(10.0, 60.0),
+        args=[*run.plan.engine_flags, *share],
+        slo_ms=GPU_INTERACTIVE_SLO_MS if gpu else None,
+        modes=modes,
+        phases=tuple(run.options.get("mixed_phases") or PHASES),
+        progress=run.progress,
+        on_phase=lambda so_far: run.save_partial(so_far, "mixed"),
+    )
+
+
+def _startup(run: Run) -> list[dict]:
+    from embedtext.bench.startup import run_startup
+
+    corpus = _default_corpus()[0]
+    return run_startup(corpus, rounds=run.sized(1, 2), scan_rows=run.sized(512, 2048), progress=run.progress)
+
+
+def _gpu(run: Run) -> list[dict]:
+    from embedtext.bench.gpu_suite import run_gpu_suite
+
+    options = run.options.get("gpu", {})
+    run.progress(
+        f"gpu: model {options.get('model', 'base')}, replicas {tuple(options.get('replicas', ())) or 'default'}"
+    )
+    return run_gpu_suite(run.models, quick=run.plan.quick, progress=run.progress, **options)
+
+
+# Each step runs when any of its suites is asked for, in this order (each engine starts once). The
+# cpu suite runs its peers too; cpu-peers runs them alone.
+STEPS: tuple[tuple[tuple[str, ...], Callable[[Run], list[dict]]], ...] = (
+    (("transport",), _transport),
+    (("cpu", "latency", "scaling"), _tiny_model_suites),
+    (("cpu", "cpu-peers"), _cpu_peers),
+    (("engine-overhead",), _engine_overhead),
+    (("extension",), _extension),
+    (("mixed",), _mixed),
+    (("startup",), _startup),
+    (("gpu",), _gpu),
+)
 
 
 def run_bench(
@@ -75,158 +190,23 @@ def run_bench(
     *,
     json_path: str | None,
     command: str,
-    replicas: Sequence[int] = (),
-    gpu_model: str = "base",
-    gpu_http: bool = True,
-    gpu_rows: int | None = None,
-    gpu_processes: int = 1,
-    gpu_paced: bool = False,
-    gpu_engine_loop: str = "auto",
-    mixed_modes: Sequence[str] = (),
-    mixed_phases: Sequence[str] = (),
     progress: Callable[[str], None] = print,
+    **options,
 ) -> dict:
-    from embedtext.bench.report import write_json
+    """Every step of ``suites``; the report printed, and written to ``json_path`` (also as it goes)."""
+    from embedtext.bench.report import make_report, print_report, write_json
 
-    models = GeneratedModels(plan.workdir)
     cases: list[dict] = []
-    started = time.time()
+    report_of = functools.partial(make_report, plan=plan, suites=suites, command=command, started=time.time())
 
-    report_of = functools.partial(make_report, plan=plan, suites=suites, command=command, started=started)
+    def save_partial(so_far: list[dict], suite: str) -> None:
+        if json_path:  # over the report as it goes: a run cut short keeps them
+            write_json(json_path, report_of([*cases, *so_far], unfinished=suite))
 
-    def save_partial(cases: list[dict], suite: str) -> None:
-        # A long suite's cases so far, over the report as it goes: a run cut short keeps them.
-        if json_path:
-            write_json(json_path, report_of(cases, unfinished=suite))
-
-    if "transport" in suites:
-        from embedtext.bench.transport import run_transport
-
-        progress(
-            f"transport (NULL ENGINE): {plan.transport_rows} rows x {plan.transport_tokens} tokens, dims {plan.dims}"
-        )
-        cases += run_transport(
-            {d: models.null_dim(d) for d in plan.dims},
-            plan.transport_rows,
-            plan.transport_tokens,
-            rounds=2 if plan.quick else 3,
-            progress=progress,
-        )
-    if set(TINY_SERVER_SUITES) & set(suites):
-        cases += _tiny_model_suites(plan, suites, models, progress)
-    if {"cpu", "cpu-peers"} & set(suites):
-        from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.cpu_peers import run_cpu_peers
-
-        # Compiled even in quick runs: the peers run their own optimized kernels, and an eager
-        # engine would understate embed_text against them.
-        cases += run_cpu_peers(
-            BenchCorpus(_default_model().path),
-            plan.cpu_peer_work,
-            rounds=plan.cpu_rounds,
-            workdir=plan.workdir,
-            progress=progress,
-        )
-    for suite in ("allocator", "compile"):
-        if suite in suites:
-            from embedtext.bench.evidence import run_evidence
-
-            cases += run_evidence(suite, plan, models.tiny(), progress=progress)
-    if "engine-overhead" in suites:
-        from embedtext.bench.engine_overhead import OVERHEAD_MODEL, overhead_models, run_engine_overhead
-
-        default = _default_model()
-        cases += run_engine_overhead(
-            overhead_models(
-                plan.quick,
-                models.get("overhead", **OVERHEAD_MODEL),
-                default.path,
-                default_max_tokens=default.max_tokens,
-            ),
-            rounds=2 if plan.quick else 3,
-            args=plan.engine_flags,
-            progress=progress,
-        )
-    if "extension" in suites:
-        from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.extension import run_extension
-
-        cases += run_extension(
-            BenchCorpus(_default_model().path),
-            {
-                "null": ((50, 20_000), (512, 4000)) if plan.quick else ((50, 100_000), (512, 20_000)),
-                "model": ((50, 2048), (512, 256)) if plan.quick else ((50, 6000), (512, 1024)),
-            },
-            rounds=2 if plan.quick else 3,
-            args=plan.engine_flags,
-            progress=progress,
-        )
-    if "mixed" in suites:
-        from embedtext.bench.bulk_loads import BULK_ROWS
-        from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.mixed import MODE_NAMES, PHASES, run_mixed
-        from embedtext.server.config.resolve import GPU_INTERACTIVE_SLO_MS, GPU_MEMORY_FRACTION
-
-        corpus = BenchCorpus(_default_model().path)  # the default model, as a new user runs it
-        # A GPU embeds 6,000 rows in well under a second: its scans are longer.
-        gpu = _device() == "cuda"
-        modes = tuple(mixed_modes) or MODE_NAMES
-        # Its servers share one GPU: each takes its part of what a server takes alone (vLLM refuses
-        # to start an engine whose share is more than the device has free).
-        share = ["--set", f"memory_fraction={GPU_MEMORY_FRACTION / len(modes):.2f}"] if gpu else []
-        cases += run_mixed(
-            ["default"],
-            corpus.texts(BULK_ROWS, 50),
-            corpus.texts(200, 12, seed=2),
-            clients=4 if plan.quick else 16,
-            seconds=8.0 if plan.quick else 20.0,
-            rounds=2 if plan.quick else 3,
-            scan_rows=(10_000 if plan.quick else 100_000) if gpu else (2048 if plan.quick else 6000),
-            flood_clients=16 if plan.quick else 64,
-            flood_seconds=10.0 if plan.quick else 60.0,
-            args=[*plan.engine_flags, *share],
-            slo_ms=GPU_INTERACTIVE_SLO_MS if gpu else None,
-            modes=modes,
-            phases=tuple(mixed_phases) or PHASES,
-            progress=progress,
-            on_phase=lambda so_far: save_partial([*cases, *so_far], "mixed"),
-        )
-    if "dtype" in suites:
-        from embedtext.bench.dtype_quality import run_dtype_suite
-        from embedtext.corpus import docstring_corpus
-
-        cases += run_dtype_suite(
-            docstring_corpus()["body"],
-            rounds=2 if plan.quick else 5,
-            args=plan.engine_flags,
-            progress=progress,
-        )
-    if "startup" in suites:
-        from embedtext.bench.corpus import BenchCorpus
-        from embedtext.bench.startup import run_startup
-
-        cases += run_startup(
-            BenchCorpus(_default_model().path),
-            rounds=1 if plan.quick else 2,
-            scan_rows=512 if plan.quick else 2048,
-            progress=progress,
-        )
-    if "gpu" in suites:
-        from embedtext.bench.gpu_suite import run_gpu_suite
-
-        progress(f"gpu: model {gpu_model}, replicas {tuple(replicas) or 'default'}")
-        cases += run_gpu_suite(
-            models,
-            quick=plan.quick,
-            replicas=replicas,
-            model=gpu_model,
-            rows=gpu_rows,
-            http=gpu_http,
-            processes=gpu_processes,
-            paced=gpu_paced,
-            engine_loop=gpu_engine_loop,
-            progress=progress,
-        )
+    run = Run(plan, suites, GeneratedModels(plan.workdir), options, progress, save_partial)
+    for names, step in STEPS:
+        if set(names) & set(suites):
+            cases += step(run)
     report = report_of(cases)
     if json_path:  # first: a report that fails to print loses no measurement
         write_json(json_path, report)
@@ -234,134 +214,3 @@ def run_bench(
     if json_path:
         print(f"\nwrote {json_path}")
     return report
-
-
-def _default_model():
-    """The default model's spec (what ``--model default`` serves): its directory, dim and length."""
-    from embedtext.server.models.source import load_model_spec
-
-    return load_model_spec("default")
-
-
-def _device() -> str:
-    from embedtext.bench.hardware import gpu_name
-
-    return "cuda" if gpu_name() else "cpu"
-
-
-def all_ratios(cases: list[dict]) -> dict[str, float]:
-    """Every ratio of ``cases``: the declared ones they carry (bench/rounds.py), and those of the
-    suites that compute their own from several cases (suites absent from ``cases`` give none)."""
-    from embedtext.bench.dtype_quality import dtype_ratios
-    from embedtext.bench.engine_overhead import engine_overhead_ratios
-    from embedtext.bench.gpu_suite import gpu_ratios
-    from embedtext.bench.mixed import mixed_ratios
-    from embedtext.bench.rounds import declared_ratios
-    from embedtext.bench.scaling import scaling_ratios
-    from embedtext.bench.startup import startup_ratios
-
-    computed = (
-        scaling_ratios,
-        mixed_ratios,
-        dtype_ratios,
-        startup_ratios,
-        gpu_ratios,
-        engine_overhead_ratios,
-    )
-    return {**declared_ratios(cases), **{k: v for ratios in computed for k, v in ratios(cases).items()}}
-
-
-def print_report(report: dict) -> None:
-    from embedtext.bench.hardware import hardware_line
-    from embedtext.bench.report import format_table, latency_table
-
-    print(f"\nhardware: {hardware_line(report['hardware'])}")
-    print(f"command: {report['command']}  ({report.get('seconds') or 0:.0f} s)")
-    if report.get("unfinished"):
-        print(f"UNFINISHED: cut short in the {report['unfinished']} suite; its cases are the phases it finished")
-    print()
-    print(format_table(report["cases"], report["ratios"], report["targets"]))
-    lat = latency_table(report["cases"])
-    if lat:
-        print("\n" + lat)
-
-
-def merge_reports(paths: Sequence[str]) -> dict:
-    """One report from several runs' JSON (the GPU suite runs one replica count per command)."""
-    import json
-
-    from embedtext.bench.report import check_targets
-
-    reports = [json.loads(open(p).read()) for p in paths]
-    cases = [c for r in reports for c in r["cases"]]
-    ratios = all_ratios(cases)
-    unfinished = sorted({r["unfinished"] for r in reports if r.get("unfinished")})
-    return ({"unfinished": ", ".join(unfinished)} if unfinished else {}) | {
-        "hardware": reports[0]["hardware"],
-        "command": " + ".join(r["command"] for r in reports),
-        "quick": any(r.get("quick") for r in reports),
-        "suites": sorted({s for r in reports for s in r.get("suites", [])}),
-        "seconds": sum(r.get("seconds") or 0 for r in reports),
-        "cases": cases,
-        "ratios": ratios,
-        "targets": check_targets(ratios),
-    }
-
-
-def _tiny_model_suites(plan: BenchPlan, suites: Sequence[str], models: GeneratedModels, progress) -> list[dict]:
-    """cpu, latency and scaling share one embedtext server. The cpu suite's other engines (vLLM's
-    HTTP server, in-process ``LLM``) start beside it and stop before latency and scaling run."""
-    from embedtext.bench.corpus import BenchCorpus
-    from embedtext.bench.servers import embedtext_server
-    from embedtext.server.models.source import load_model_spec
-
-    tiny = models.tiny()
-    spec = load_model_spec(str(tiny))
-    corpus = BenchCorpus(tiny)
-    cases: list[dict] = []
-    peers = nullcontext()
-    if "cpu" in suites:
-        from embedtext.bench.cpu_suite import CpuPeers
-
-        progress("starting vLLM's OpenAI server and in-process LLM (the cpu suite's other paths)")
-        peers = CpuPeers(str(tiny), max_tokens=spec.max_tokens, eager=plan.eager)
-    progress("starting the embedtext server (vLLM-CPU, tiny model, 1 replica)")
-    with peers, embedtext_server([f"tiny={tiny}"], args=plan.engine_flags) as server:
-        if "cpu" in suites:
-            from embedtext.bench.cpu_suite import run_cpu_suite
-
-            # Quick runs leave out LLM.embed on the texts (not a target's path) to stay under 5 minutes.
-            cases += run_cpu_suite(
-                server,
-                peers,
-                corpus,
-                spec.dim,
-                plan.cpu_work,
-                rounds=plan.cpu_rounds,
-                texts_path=not plan.quick,
-                progress=progress,
-            )
-            peers.close()  # latency and scaling run with our engine alone
-        if "latency" in suites:
-            from embedtext.bench.latency import CHUNK_ROWS, run_latency
-
-            progress(f"latency: loads {plan.loads}")
-            cases += run_latency(
-                server.target,
-                corpus.texts(4 * CHUNK_ROWS, LATENCY_TOKENS),
-                LATENCY_TOKENS,
-                loads=plan.loads,
-                single_s=plan.latency_single_s,
-                chunk_requests=plan.latency_chunk_requests,
-            )
-        if "scaling" in suites:
-            from embedtext.bench.scaling import run_scaling
-
-            progress(f"scaling: {plan.scaling_rows} rows x {plan.scaling_tokens} tokens")
-            cases += run_scaling(server, corpus, plan.scaling_rows, plan.scaling_tokens, plan.workdir)
-        rounds = 2 if plan.quick else 3
-        if "sql-rewrites" in suites:
-            from embedtext.bench.sql_rewrites import run_sql_rewrites
-
-            cases += run_sql_rewrites(server.target, plan.sql_rewrite_rows, rounds=rounds, progress=progress)
-    return cases

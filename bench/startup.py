@@ -1,16 +1,5 @@
-"""startup suite: how long a server takes to become ready on a warm machine, and where the time goes.
-
-Four server variants start in turn, in rotating rounds, each after one untimed start that fills
-vLLM's compile cache:
-- the default: on a CPU the engine stepped in the replica's worker process, vLLM imported once
-  (server/engine/vllm_stepped.py); ready with one bulk engine, then the queries' engine and, on 2
-  cores, a second bulk one started behind it;
-- the default with ``--enforce-eager on`` (nothing to compile) and ``off`` (compiled; ``auto``
-  picks one of the two by the CPU);
-- the default without the interactive replica (``--interactive-replica off``: what its engine's
-  start-up costs).
-Each start is timed to "ready" and split by its log into phases; a short DuckDB scan right after
-it (while any later engines start) checks that rows/s hold; then the time until every engine is up.
+"""startup suite: how long a server takes to become ready on a warm machine, and where the time goes:
+each variant started in turn, in rotating rounds, after one untimed start that fills the compile cache.
 """
 
 from __future__ import annotations

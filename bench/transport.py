@@ -1,28 +1,6 @@
-"""Transport suite, NULL ENGINE: what the wire format and the server cost, with the model taken out.
-
-Every case names the null engine: ``embedtext serve --engine null`` answers fixed vectors of the
-model's dimension after a real tokenizer stage, so the cases compare transports, not models.
-Many rows of short text, so overhead dominates. At each dim (384, 768, 1024; 1-layer generated
-models), the same rows through DuckDB:
-
-  null_engine_udf_bytes_d{D}           embed_text, Client(reply_dtype="float32"): one bytes field
-  null_engine_udf_repeated_float_d{D}  embed_text, Client(reply_dtype="float32-repeated")
-  null_engine_http_json_d{D}           an Arrow UDF posting to an OpenAI-format /v1/embeddings JSON
-                                       server over the same null vectors (bench/null_json_server.py)
-  null_inprocess_udf_d{D}              the same vectors computed inside the UDF (tokenizer included),
-                                       no server at all: the ceiling
-
-And the wire format alone (no server, no DuckDB), one 2048-row reply per repetition, the
-server's encoding + serialization + the client's parse + conversion to Arrow:
-
-  wire_bytes_d{D}                      ``embeddings_f32le`` bytes (spliced and viewed by reply_wire)
-  wire_repeated_float_d{D}             ``embeddings_f32`` repeated float (as the servicer fills it)
-
-Every server is up at once and every path timed once a round, in rotating rounds (bench/rounds.py).
-Ratios ``bytes_vs_repeated_float`` and ``bytes_vs_json`` (rows/s end to end; headline at 768, and
-per dim ``_d{D}``), ``bytes_vs_null_inprocess_d{D}``, and ``wire_bytes_vs_repeated_float`` (+ ``_d{D}``).
-
-    uv run --extra cpu embedtext bench --only transport --rows 20000 --dims 384
+"""Transport suite, NULL ENGINE: what the wire format and the server cost with the model taken out
+(raw bytes vs protobuf repeated float vs JSON vs in-process, and the wire format alone). Cases and
+ratios: docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -49,11 +27,19 @@ from embedtext.protocol import embedding_pb2 as pb
 SUITE = "transport"
 HEADLINE_DIM = 768
 _REPLIES = (("bytes", "float32"), ("repeated_float", "float32-repeated"))
+# label -> (case prefix, what it runs)
+PATHS = {
+    "bytes": ("null_engine_udf_bytes", "embed_text -> gRPC float32 reply (NULL ENGINE)"),
+    "repeated_float": ("null_engine_udf_repeated_float", "embed_text -> gRPC float32-repeated reply (NULL ENGINE)"),
+    "http_json": ("null_engine_http_json", "Arrow UDF -> OpenAI-format JSON HTTP (NULL ENGINE)"),
+    "inprocess": ("null_inprocess_udf", "Arrow UDF computing the null vectors in-process (tokenizer, no server)"),
+    "wire_bytes": ("wire_bytes", "protobuf encode + parse + Arrow, no server"),
+    "wire_repeated_float": ("wire_repeated_float", "protobuf encode + parse + Arrow, no server"),
+}
 
 
 def run_transport(models: dict[int, Path], rows: int, tokens: int, *, rounds: int = 3, progress=print) -> list[dict]:
-    """``models``: dim -> generated model dir. Every server up at once, each dim a workload, every
-    path timed once a round in rotating rounds (bench/rounds.py). No path has a vLLM engine polling
+    """``models``: dim -> generated model dir; each dim a workload. No path has a vLLM engine polling
     after its runs, so none waits for another to settle (one engine name for all)."""
     corpus = BenchCorpus(next(iter(models.values())))  # the generated models share one vocabulary
     with ExitStack() as stack:
@@ -86,69 +72,29 @@ def run_transport(models: dict[int, Path], rows: int, tokens: int, *, rounds: in
         def wire(repeated: bool):
             return lambda workload, warmup: wire_run(dim_of[workload.label], repeated)
 
-        paths = [
-            RoundsPath(
-                "bytes",
-                "null_engine_udf_bytes",
-                "embed_text -> gRPC float32 reply (NULL ENGINE)",
-                scan("et_bytes", server.pid),
-                engine="null",
-            ),
-            RoundsPath(
-                "repeated_float",
-                "null_engine_udf_repeated_float",
-                "embed_text -> gRPC float32-repeated reply (NULL ENGINE)",
-                scan("et_repeated_float", server.pid),
-                engine="null",
-            ),
-            RoundsPath(
-                "http_json",
-                "null_engine_http_json",
-                "Arrow UDF -> OpenAI-format JSON HTTP (NULL ENGINE)",
-                scan("json", http.pid),
-                engine="null",
-            ),
-            RoundsPath(
-                "inprocess",
-                "null_inprocess_udf",
-                "Arrow UDF computing the null vectors in-process (tokenizer, no server)",
-                scan("inproc", None),
-                engine="null",
-            ),
-            RoundsPath(
-                "wire_bytes", "wire_bytes", "protobuf encode + parse + Arrow, no server", wire(False), engine="null"
-            ),
-            RoundsPath(
-                "wire_repeated_float",
-                "wire_repeated_float",
-                "protobuf encode + parse + Arrow, no server",
-                wire(True),
-                engine="null",
-            ),
-        ]
+        measures = {
+            "bytes": scan("et_bytes", server.pid),
+            "repeated_float": scan("et_repeated_float", server.pid),
+            "http_json": scan("json", http.pid),
+            "inprocess": scan("inproc", None),
+            "wire_bytes": wire(False),
+            "wire_repeated_float": wire(True),
+        }
+        paths = [RoundsPath(label, *PATHS[label], measure, engine="null") for label, measure in measures.items()]
         headline = f"d{HEADLINE_DIM if HEADLINE_DIM in models else next(iter(models))}"
+        at_headline = dict(across=(headline, headline))  # the headline ratios, at the headline dim
         ratios = [
-            *(
-                ratio
-                for key, peer in (("bytes_vs_repeated_float", "repeated_float"), ("bytes_vs_json", "http_json"))
-                for ratio in (
-                    Ratio(key + "_{workload}", "bytes", peer),
-                    Ratio(key, "bytes", peer, across=(headline, headline)),
-                )
-            ),
+            Ratio("bytes_vs_repeated_float_{workload}", "bytes", "repeated_float"),
+            Ratio("bytes_vs_repeated_float", "bytes", "repeated_float", **at_headline),
+            Ratio("bytes_vs_json_{workload}", "bytes", "http_json"),
+            Ratio("bytes_vs_json", "bytes", "http_json", **at_headline),
             Ratio("bytes_vs_null_inprocess_{workload}", "bytes", "inprocess"),
             Ratio("wire_bytes_vs_repeated_float_{workload}", "wire_bytes", "wire_repeated_float"),
-            Ratio("wire_bytes_vs_repeated_float", "wire_bytes", "wire_repeated_float", across=(headline, headline)),
+            Ratio("wire_bytes_vs_repeated_float", "wire_bytes", "wire_repeated_float", **at_headline),
         ]
         progress(f"transport: {len(paths)} paths, dims {list(models)}, {rounds} rotating rounds")
-        return run_rounds(
-            paths,
-            [Workload(tokens, rows, name=label) for label in dim_of],
-            suite=SUITE,
-            rounds=rounds,
-            ratios=ratios,
-            progress=progress,
-        )
+        workloads = [Workload(tokens, rows, name=label) for label in dim_of]
+        return run_rounds(paths, workloads, suite=SUITE, rounds=rounds, ratios=ratios, progress=progress)
 
 
 def _wire_round_trip(vectors: np.ndarray, repeated: bool) -> pa.FixedSizeListArray:

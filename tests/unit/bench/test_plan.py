@@ -32,3 +32,10 @@ def test_the_bench_refuses_a_compile_setting_it_cannot_follow():
     # click refuses an unknown setting before the bench starts anything.
     result = CliRunner().invoke(bench_command, ["--quick", "--only", "cpu", "--enforce-eager", "sometimes"])
     assert result.exit_code == 2 and "'sometimes' is not one of" in result.output, result.output
+
+
+def test_every_suite_the_cli_offers_has_a_step_in_a_run():
+    from embedtext.bench.plan import DEFAULT_SUITES, SUITES
+    from embedtext.bench.session import STEPS
+
+    assert {suite for names, _ in STEPS for suite in names} == set(SUITES) >= set(DEFAULT_SUITES)

@@ -4,8 +4,7 @@ import json
 
 from embedtext.bench.measure import make_case
 from embedtext.bench.plan import make_plan
-from embedtext.bench.report import write_json
-from embedtext.bench.session import make_report, merge_reports, print_report
+from embedtext.bench.report import make_report, merge_reports, print_report, write_json
 
 
 def _case(mode: str, rows: int) -> dict:

@@ -103,7 +103,7 @@ def test_a_ratio_across_workloads_and_one_limited_to_a_kind(monkeypatch):
 
 def test_every_case_has_the_fields_a_report_prints(monkeypatch):
     """A path may return no more than its seconds; the report's table still prints its case."""
-    from embedtext.bench.report import format_markdown, format_table
+    from embedtext.bench.report import format_report
 
     monkeypatch.setattr(rounds, "SETTLE_S", 0)
 
@@ -120,5 +120,6 @@ def test_every_case_has_the_fields_a_report_prints(monkeypatch):
     )
     assert cases[0]["rows_per_s"] == 200 and cases[0]["calls"] == 3 and cases[0]["p50_ms"] is None
     assert declared_ratios(cases) == {"only_vs_other": 2.0}
-    assert "only_20tok" in format_table(cases, {}, {})
-    assert "only_20tok" in format_markdown({"cases": cases, "ratios": {}, "targets": {}})
+    report = {"cases": cases, "ratios": declared_ratios(cases), "targets": {}}
+    assert "only_20tok" in format_report(report) and "only_vs_other" in format_report(report)
+    assert "| `only_20tok` | 100 | 20 | 200 |" in format_report(report, markdown=True)

@@ -161,7 +161,7 @@ AVX2 = frozenset({"avx2", "fma"})
 @pytest.mark.parametrize(
     ("setting", "device", "flags", "eager"),
     [
-        ("auto", "cpu", AMX, True),  # the compiled model ran slower there (bench: --only compile)
+        ("auto", "cpu", AMX, True),  # the compiled model ran slower there (the compile suite's results)
         ("auto", "cpu", AVX2, True),  # as fast as compiled there, and it starts sooner
         ("auto", "cpu", AVX512_BF16, False),
         ("auto", "cpu", frozenset(), False),  # flags unknown: vLLM's default
