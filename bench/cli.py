@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 import time
 
@@ -97,6 +98,9 @@ def bench_command(**opts) -> None:
     gpu = dict(
         replicas=replicas, model=opts["gpu_model"], rows=opts["rows"], http=opts["gpu_http"], processes=processes
     )
+    # SIGTERM (a timeout, a scheduler) unwinds like Ctrl-C, so each suite's servers are stopped on
+    # the way out; unhandled, it left them and their engines running.
+    signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(128 + signum))
     run_bench(
         plan,
         opts["only"] or DEFAULT_SUITES,
