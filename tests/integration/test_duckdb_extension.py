@@ -11,36 +11,25 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
-import urllib.request
-from contextlib import contextmanager
 from pathlib import Path
 
 import duckdb
 import numpy as np
 import psutil
 import pytest
+from server_metrics import read_metrics, summed
 
 import embedtext
 from embedtext.bench.extension import extension_path as built_extension
+from embedtext.bench.servers import free_port
 from embedtext.server.engine.base import WORKER_NAME
 
+ROWS = "embedtext_rows_total"  # the rows the server embedded
+REFUSALS = 'embedtext_requests_total{code="RESOURCE_EXHAUSTED"'  # the server's refused calls
 LONG_TEXT = "the cat sat on the bank of the river " * 54_000  # about 2 million characters
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _rows_served(metrics_port: int) -> float:
-    """The server's embedtext_rows_total, summed over its labels."""
-    text = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).read().decode()
-    return sum(float(line.rpartition(" ")[2]) for line in text.splitlines() if line.startswith("embedtext_rows_total"))
 
 
 @pytest.fixture(scope="session")
@@ -52,24 +41,11 @@ def extension_path() -> str:
     return path
 
 
-@contextmanager
-def _environ(**values: str):
-    saved = {k: os.environ.get(k) for k in values}
-    os.environ.update(values)
-    try:
-        yield
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-
-
 def extension_connection(path: str, target: str, **config) -> duckdb.DuckDBPyConnection:
     """A DuckDB connection that LOADs the extension with EMBEDTEXT_TARGET set, as a shell would."""
     con = duckdb.connect(config={"allow_unsigned_extensions": "true", **config})
-    with _environ(EMBEDTEXT_TARGET=target):
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("EMBEDTEXT_TARGET", target)
         con.execute(f"LOAD '{path}'")
     con.execute(f"SET embedtext_target = '{target}'")
     return con
@@ -195,9 +171,9 @@ def test_model_and_dimensions_forms_match_python_udf(servers, extension_path):
 
 def test_repeated_texts_in_a_chunk_are_sent_once(servers, extension_path):
     con = extension_connection(extension_path, servers.tiny.target)
-    before = _rows_served(servers.tiny_metrics_port)
+    before = summed(servers.tiny_metrics(), ROWS)
     rows = con.sql("SELECT i % 7 AS k, embed_text('word ' || (i % 7)) FROM range(2048) t(i)").fetchall()
-    assert _rows_served(servers.tiny_metrics_port) - before == 7  # one chunk of 2048 rows, 7 distinct texts
+    assert summed(servers.tiny_metrics(), ROWS) - before == 7  # one chunk of 2048 rows, 7 distinct texts
     by_key: dict = {}
     for k, v in rows:
         assert v == by_key.setdefault(k, v)
@@ -247,7 +223,7 @@ def test_bad_arguments_are_clear_errors(servers, extension_path, sql, message):
 
 
 def test_dead_server_is_a_clear_error(extension_path, tmp_path):
-    for target in (f"unix:{tmp_path}/nobody.sock", f"127.0.0.1:{_free_port()}"):
+    for target in (f"unix:{tmp_path}/nobody.sock", f"127.0.0.1:{free_port()}"):
         con = extension_connection(extension_path, target)
         with pytest.raises(duckdb.Error) as raised:
             con.sql("SELECT embedtext_connect()").fetchall()
@@ -289,7 +265,7 @@ def null_server(tmp_path_factory):
     bookkeeping across DuckDB's threads, not the model's arithmetic."""
     from embedtext.connectors.local_server import LocalServer
 
-    metrics_port = _free_port()
+    metrics_port = free_port()
     server = LocalServer(
         ["default"],
         args=["--set", "engine=null", "--metrics-port", str(metrics_port)],
@@ -306,12 +282,12 @@ def null_server(tmp_path_factory):
 def test_scan_of_100000_rows_on_two_threads(null_server, extension_path, tmp_path):
     con = extension_connection(extension_path, null_server.target, threads=2)
     docs = parallel_docs(con, tmp_path, 100_000, "'document number ' || i")
-    before = _rows_served(null_server.metrics_port)
+    before = summed(read_metrics(null_server.metrics_port), ROWS)
     count, filled = con.execute(
         f"SELECT count(*), count(v) FROM (SELECT embed_text(body) AS v FROM {docs})"
     ).fetchall()[0]
     assert (count, filled) == (100_000, 100_000)
-    assert _rows_served(null_server.metrics_port) - before == 100_000  # every distinct row once
+    assert summed(read_metrics(null_server.metrics_port), ROWS) - before == 100_000  # every distinct row once
     sample = con.sql(f"SELECT body, embed_text(body) FROM {docs} WHERE id % 9973 = 0 ORDER BY id").fetchall()
     with embedtext.Client(null_server.target) as client:
         np.testing.assert_allclose([v for _, v in sample], client.embed([b for b, _ in sample]), atol=1e-6)
@@ -331,10 +307,10 @@ def test_replica_killed_mid_scan_the_query_still_succeeds(servers, extension_pat
         except Exception as exc:  # noqa: BLE001 - the test inspects it
             outcome["error"] = exc
 
-    before = _rows_served(servers.tiny_metrics_port)
+    before = summed(servers.tiny_metrics(), ROWS)
     worker = threading.Thread(target=scan)
     worker.start()
-    while _rows_served(servers.tiny_metrics_port) < before + 2048:  # the scan is under way
+    while summed(servers.tiny_metrics(), ROWS) < before + 2048:  # the scan is under way
         assert worker.is_alive(), outcome
         threading.Event().wait(0.05)
     workers = [p for p in psutil.Process(servers.tiny.pid).children(recursive=True) if p.name() == WORKER_NAME]
@@ -349,17 +325,13 @@ def test_replica_killed_mid_scan_the_query_still_succeeds(servers, extension_pat
         np.testing.assert_allclose([v for _, v in sample], expected, atol=1e-5)
 
 
-def _refusals(metrics: dict[str, float]) -> float:
-    return sum(v for k, v in metrics.items() if k.startswith("embedtext_requests_total") and "RESOURCE_EXHAUSTED" in k)
-
-
 def test_a_full_queue_is_retried_after_the_servers_hint(servers, extension_path, tmp_path):
     """Eight DuckDB threads put 16,384 rows in flight on a server that queues 4,096: the refused
     requests come back after the server's retry hint, and the query succeeds."""
     con = extension_connection(extension_path, servers.tiny.target, threads=8)
     docs = parallel_docs(con, tmp_path, 40_000, "'queue ' || i")
-    before = _refusals(servers.tiny_metrics())
+    before = summed(servers.tiny_metrics(), REFUSALS)
     query = f"SELECT count(*), count(v) FROM (SELECT embed_text(body) AS v FROM {docs})"
     count, filled = con.execute(query).fetchall()[0]
     assert (count, filled) == (40_000, 40_000)
-    assert _refusals(servers.tiny_metrics()) > before  # the bound was hit: the rows above came through retries
+    assert summed(servers.tiny_metrics(), REFUSALS) > before  # the bound was hit: the rows above came through retries
