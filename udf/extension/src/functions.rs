@@ -126,7 +126,7 @@ pub(crate) struct Bound {
 
 #[derive(Clone, Copy)]
 enum Kind {
-    Typed,
+    Typed(usize), // embed_text(text) -> FLOAT[dim]
     Options,
     Connect,
 }
@@ -134,33 +134,33 @@ enum Kind {
 struct Signature {
     kind: Kind,
     params: Vec<DUCKDB_TYPE>,
-    returns: fn(usize) -> LogicalType,
-    dim: usize,
 }
 
 impl Signature {
     fn typed(dim: usize) -> Signature {
         Signature {
-            kind: Kind::Typed,
+            kind: Kind::Typed(dim),
             params: vec![DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR],
-            returns: LogicalType::float_array,
-            dim,
         }
     }
     fn options(params: Vec<DUCKDB_TYPE>) -> Signature {
         Signature {
             kind: Kind::Options,
             params,
-            returns: |_| LogicalType::float_list(),
-            dim: 0,
         }
     }
     fn connect(params: Vec<DUCKDB_TYPE>) -> Signature {
         Signature {
             kind: Kind::Connect,
             params,
-            returns: |_| LogicalType::varchar(),
-            dim: 0,
+        }
+    }
+
+    fn returns(&self) -> LogicalType {
+        match self.kind {
+            Kind::Typed(dim) => LogicalType::float_array(dim),
+            Kind::Options => LogicalType::float_list(),
+            Kind::Connect => LogicalType::varchar(),
         }
     }
 }
@@ -197,7 +197,7 @@ unsafe fn register_set(
             let t = LogicalType::of(*param);
             duckdb_scalar_function_add_parameter(function, t.0);
         }
-        let returns = (signature.returns)(signature.dim);
+        let returns = signature.returns();
         duckdb_scalar_function_set_return_type(function, returns.0);
         let info = Box::new(FunctionInfo {
             extension: extension.clone(),
@@ -311,7 +311,7 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                 output: Output::Text(text),
             })
         }
-        Kind::Typed | Kind::Options => {
+        Kind::Typed(_) | Kind::Options => {
             let settings = extension.settings(Some(&context), None)?;
             let server = extension.info(&settings, None)?;
             let (model_name, dimensions) = if matches!(function.kind, Kind::Options) {
@@ -344,7 +344,7 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                 Some(d) => d as usize,
                 None => full,
             };
-            let output = if matches!(function.kind, Kind::Typed) {
+            let output = if matches!(function.kind, Kind::Typed(_)) {
                 let typed = extension.typed.lock().unwrap().clone();
                 if typed.as_ref().is_some_and(|t| t.dim != dim) {
                     return Err(format!(
