@@ -1,11 +1,8 @@
-"""Append DuckDB's extension metadata footer to a shared library, making it a loadable
-``.duckdb_extension`` (unsigned: DuckDB loads it with ``allow_unsigned_extensions``).
+"""Append DuckDB's metadata footer to the built library, making it a loadable extension file
+(unsigned: DuckDB loads it where unsigned extensions are allowed). scripts/build_extension.sh runs it.
 
-The footer is a WebAssembly custom section named ``duckdb_signature``: eight 32-byte fields,
-last first (metadata version, platform, C API version, extension version, ABI type, three empty),
-then 256 bytes for a signature, left empty.
-
-Usage: python3 scripts/extension_footer.py LIBRARY OUTPUT [--version V]
+The footer holds eight 32-byte fields, last first (metadata version, platform, C API version,
+extension version, ABI type, three empty), then 256 bytes for a signature, left empty.
 """
 
 from __future__ import annotations
