@@ -32,21 +32,6 @@ def extension_path() -> str:
     return built.stdout.strip().splitlines()[-1]
 
 
-def _per_row(measure, rows_key: str = "rows"):
-    """A scan's measure, with its CPU seconds as microseconds a row (client: this process)."""
-
-    def per_row(workload: Workload, warmup: bool) -> dict:
-        run = measure(workload, warmup)
-        cpu = run.get("cpu_s_per_run", {})
-        rows = run[rows_key]
-        for who in ("client", "server"):
-            if cpu.get(who) is not None:
-                run[f"{who}_cpu_us_per_row"] = round(cpu[who] / rows * 1e6, 2)
-        return run
-
-    return per_row
-
-
 def run_extension(
     corpus: BenchCorpus,
     work: dict[str, tuple[tuple[int, int], ...]],
@@ -67,6 +52,12 @@ def run_extension(
         native = stack.enter_context(duckdb.connect(config={"allow_unsigned_extensions": "true"}))
         native.execute(f"LOAD '{path}'")
         python = stack.enter_context(duckdb.connect())
+
+        def load(workload: Workload) -> None:
+            texts = corpus.texts(workload.rows, int(workload.tokens))
+            load_docs(native, texts)
+            load_docs(python, texts)
+
         for name, server in servers.items():
             native.execute(f"SELECT embedtext_connect('{server.target}')").fetchall()
             embedtext.register(python, server.target, name=f"embed_{name}")
@@ -82,22 +73,17 @@ def run_extension(
                     "extension",
                     f"extension_{name}",
                     f"DuckDB extension (Rust, gRPC) -> {name} server",
-                    _per_row(native_scan),
+                    native_scan,
                     engine=name,
                 ),
                 RoundsPath(
                     "python_udf",
                     f"python_udf_{name}",
                     f"Python Arrow UDF (embedtext.register) -> {name} server",
-                    _per_row(scan_measure(python, SUITE, f"embed_{name}", server.pid)),
+                    scan_measure(python, SUITE, f"embed_{name}", server.pid),
                     engine=name,
                 ),
             ]
-
-            def load(workload: Workload) -> None:
-                texts = corpus.texts(workload.rows, int(workload.tokens))
-                load_docs(native, texts)
-                load_docs(python, texts)
 
             cases += run_rounds(
                 paths,

@@ -53,6 +53,13 @@ def embed_query_case(
     ):
         runs = [timed(lambda: con.execute(query).fetchall())[0] for _ in range(max(1, repeats))]
     server_rss = rss.peaks.get("server")
+    per_run = _per_run(cpu.seconds, len(runs))
+    # Each process's own CPU a row (client: this process; server: its main process, engines apart).
+    per_row = {
+        f"{who}_cpu_us_per_row": round(1e6 * seconds / rows, 2) if seconds else None
+        for who, seconds in per_run.items()
+        if "/" not in who
+    }
     return make_case(
         name,
         suite,
@@ -63,7 +70,8 @@ def embed_query_case(
         server_peak_rss_mb=round(server_rss, 1) if server_rss else None,
         query=query,
         runs_s=[round(r, 3) for r in runs],
-        cpu_s_per_run=_per_run(cpu.seconds, len(runs)),
+        cpu_s_per_run=per_run,
+        **per_row,
         **extra,
     )
 

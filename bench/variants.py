@@ -115,8 +115,7 @@ def _scan(server, con: duckdb.DuckDBPyConnection, parquet: dict[str, str], suite
         )
         cpu = run.get("cpu_s_per_run") or {}
         engines = sum(seconds for name, seconds in cpu.items() if name.startswith("server/"))
-        for key, seconds in (("server_cpu_us_per_row", cpu.get("server")), ("engine_cpu_us_per_row", engines)):
-            run[key] = round(1e6 * seconds / workload.rows, 1) if seconds else None
+        run["engine_cpu_us_per_row"] = round(1e6 * engines / workload.rows, 1) if engines else None
         if file:
             run["server_rss_by_process_mb"] = tree_rss_by_process(server.pid)  # after the query
             run["server_rss_mb"] = round(sum(run["server_rss_by_process_mb"].values()), 1)
