@@ -1,10 +1,8 @@
 """The DuckDB functions we compare ``embed_text`` with: a UDF posting JSON to an OpenAI-format
-endpoint (as users build today), and the null engine's vectors computed inside the UDF.
-"""
+endpoint, as users build today."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from concurrent.futures import ThreadPoolExecutor
 
@@ -63,24 +61,6 @@ class OpenAIJsonEmbedder(ArrowEmbedder):
     def close(self) -> None:
         self._pool.shutdown()
         self._http.close()
-
-
-class NullInProcessEmbedder(ArrowEmbedder):
-    """The null engine's vectors for a chunk, tokenized here: no server, no wire."""
-
-    def __init__(self, model_dir: str) -> None:
-        from embedtext.server.engine.null_backend import NullBackend
-        from embedtext.server.models.source import load_model_spec
-        from embedtext.server.tokenization.pool import TokenizerPool
-
-        spec = load_model_spec(model_dir)
-        self.dim = spec.dim
-        # As `embedtext serve --engine null` tokenizes (no GPU: --word-cache auto is on).
-        self._tokenizer = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=1, word_cache=True)
-        self._backend = NullBackend(spec, name="null-inprocess")
-
-    def embed(self, texts: list[str]) -> np.ndarray:
-        return asyncio.run(self._backend.embed(self._tokenizer.tokenize_sync(texts)))
 
 
 def register_udf(con: duckdb.DuckDBPyConnection, name: str, fn, dim: int) -> None:

@@ -4,21 +4,20 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Sequence
 
-from embedtext.bench.probes import Prober, ProbeTime
+from embedtext.bench.probes import Prober
 from embedtext.connectors.client import AsyncClient
 from embedtext.protocol.errors import EmbedTextError
 
 BULK_ROWS = 2048  # rows per bulk call: a DuckDB chunk, an indexing batch
-
-
 SCAN_SQL = "CREATE TABLE v AS SELECT id, embed_text(body) AS v FROM docs"
 
 
 async def probed_load(
     target: str, bulk_texts: Sequence[str], probe_texts: Sequence[str], clients: int, seconds: float, prober: Prober
-) -> tuple[list[ProbeTime], int, float]:
+) -> tuple[list[float], int, float]:
     """``clients`` bulk loops that start calls for ``seconds``, probed (if ``probe_texts``) until the
     last bulk call ends: on 2 cores one round of calls outlasts ``seconds``. Returns the probes'
     times, bulk rows served and the loops' elapsed seconds."""
@@ -52,23 +51,18 @@ async def probed_load(
 def scan_seconds(target: str, texts: Sequence[str]) -> float:
     """One DuckDB scan of ``texts`` through ``embed_text``, as a user writes it; its seconds."""
     import duckdb
-    import pyarrow as pa
 
     import embedtext
+    from embedtext.bench.queries import load_docs
 
-    con = duckdb.connect()
-    try:
-        docs = pa.table({"id": pa.array(range(len(texts)), pa.int64()), "body": pa.array(list(texts))})
-        con.register("docs_arrow", docs)
-        con.execute("CREATE TABLE docs AS SELECT * FROM docs_arrow")
+    with duckdb.connect() as con:
+        load_docs(con, list(texts))
         embedtext.register(con, target)
         started = time.perf_counter()
         con.execute(SCAN_SQL).fetchall()
         seconds = time.perf_counter() - started
-        assert con.execute("SELECT count(*) FROM v WHERE v IS NOT NULL").fetchone()[0] == len(texts)
+        assert con.execute("SELECT count(*) FROM v WHERE v IS NOT NULL").fetchall()[0][0] == len(texts)
         return seconds
-    finally:
-        con.close()
 
 
 async def warm_up(target: str, bulk_texts: Sequence[str]) -> float:
@@ -83,31 +77,23 @@ async def flood_calls(target: str, texts: Sequence[str], clients: int, seconds: 
     """``clients`` loops of embed(2048 rows) for ``seconds`` (each call ends, however long it
     takes); the callers' view: calls served, calls failed, rows lost, by error type."""
     stop_at = time.monotonic() + seconds
-    served = failed = lost = 0
-    errors: dict[str, int] = {}
+    served = [0]
+    errors: Counter[str] = Counter()
     first_errors: dict[str, str] = {}  # each type's first message: where the calls failed
 
     async def caller() -> None:
-        nonlocal served, failed, lost
         async with AsyncClient(target, max_batch_rows=BULK_ROWS) as client:  # the default deadline
             while time.monotonic() < stop_at:
                 try:
                     await client.embed(texts[:BULK_ROWS])
-                    served += 1
+                    served[0] += 1
                 except EmbedTextError as exc:
-                    failed += 1
-                    lost += BULK_ROWS
-                    errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+                    errors[type(exc).__name__] += 1
                     first_errors.setdefault(type(exc).__name__, exc.message)  # without the socket path
 
     began = time.monotonic()
     await asyncio.gather(*(caller() for _ in range(clients)))
-    return {
-        "served_calls": served,
-        "failed_calls": failed,
-        "rows_lost": lost,
-        "errors": errors,
-        "first_errors": first_errors,
-        "rows": served * BULK_ROWS,
-        "seconds": time.monotonic() - began,
-    }
+    failed = sum(errors.values())
+    calls = {"served_calls": served[0], "failed_calls": failed, "rows_lost": failed * BULK_ROWS}
+    rows = {"rows": served[0] * BULK_ROWS, "seconds": time.monotonic() - began}
+    return calls | rows | {"errors": dict(errors), "first_errors": first_errors}

@@ -33,17 +33,6 @@ def _progress(t0: float, message: str) -> None:
     click.echo(f"[{time.perf_counter() - t0:7.1f}s] {message}", err=True)
 
 
-def compile_setting(enforce_eager: str | None, compiled: bool) -> str | None:
-    """The run's ``--enforce-eager``, where ``--compiled`` says ``off``; the two must agree.
-
-    >>> compile_setting(None, True), compile_setting("auto", False), compile_setting(None, False)
-    ('off', 'auto', None)
-    """
-    if compiled and enforce_eager not in (None, "off"):
-        raise click.UsageError(f"--compiled is --enforce-eager off, not {enforce_eager}")
-    return "off" if compiled else enforce_eager
-
-
 @click.command("bench")
 @click.option("--quick", is_flag=True, help="Small sizes: the whole run in under 5 minutes on 2 cores.")
 @click.option(
@@ -78,7 +67,6 @@ def compile_setting(enforce_eager: str | None, compiled: bool) -> str | None:
     type=click.Choice(["auto", "on", "off"]),
     help="Every engine's compile setting [default: on with --quick, else auto, as a server's].",
 )
-@click.option("--compiled", is_flag=True, help="The same as --enforce-eager off.")
 def bench_command(**opts) -> None:
     """Benchmarks, side by side in rotating rounds: ratios on one machine (docs/benchmarks.md)."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -91,9 +79,12 @@ def bench_command(**opts) -> None:
     uneven = uneven_replica_counts(replicas, processes)
     if uneven:
         raise click.UsageError(f"replica counts {uneven} do not split evenly over --gpu-processes {processes}")
-    setting = compile_setting(opts["enforce_eager"], opts["compiled"])
     plan = make_plan(
-        opts["quick"], rows=opts["rows"], dims=_ints(opts["dims"]), workdir=opts["workdir"], enforce_eager=setting
+        opts["quick"],
+        rows=opts["rows"],
+        dims=_ints(opts["dims"]),
+        workdir=opts["workdir"],
+        enforce_eager=opts["enforce_eager"],
     )
     gpu = dict(
         replicas=replicas, model=opts["gpu_model"], rows=opts["rows"], http=opts["gpu_http"], processes=processes

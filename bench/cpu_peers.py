@@ -1,7 +1,6 @@
 """The cpu suite's peers: what a data engineer on a CPU would call inside a DuckDB UDF instead
-(sentence-transformers, fastembed on ONNX Runtime), on the default model at the same threads, with
-the model's matrix products alone as the floor (bench/matmul_floor.py). docs/benchmarks.md lists
-the cases and ratios. The ONNX model is exported here from the model directory: no hub.
+(sentence-transformers, fastembed on ONNX Runtime), on the default model at the same threads
+(docs/benchmarks.md). The ONNX model is exported here from the model directory: no hub.
 """
 
 from __future__ import annotations
@@ -17,7 +16,6 @@ from pathlib import Path
 import numpy as np
 
 from embedtext.bench.baselines import ArrowEmbedder
-from embedtext.bench.matmul_floor import EncoderShape, MatmulFloor
 from embedtext.bench.rounds import Ratio, RoundsPath, Workload, run_rounds
 
 # Rows per model call of sentence-transformers: its default (fastembed keeps its own, 256).
@@ -26,40 +24,22 @@ PEER_BATCH_ROWS = 32
 PATHS = {
     "ours": ("udf_embed_text_default", "DuckDB embed_text -> embedtext gRPC -> vLLM (float32)"),
     "sentence_transformers": ("udf_sentence_transformers", "DuckDB Arrow UDF -> SentenceTransformer.encode"),
-    "onnxruntime": (
-        "udf_fastembed_onnxruntime",
-        "DuckDB Arrow UDF -> fastembed TextEmbedding -> ONNX Runtime (local ONNX export)",
-    ),
+    "onnxruntime": ("udf_fastembed_onnxruntime", "DuckDB Arrow UDF -> fastembed -> ONNX Runtime (local export)"),
     "ours_auto": ("udf_embed_text_auto", "DuckDB embed_text -> embedtext gRPC -> vLLM (--dtype auto: {auto})"),
     "sentence_transformers_auto": (
         "udf_sentence_transformers_auto",
-        "DuckDB Arrow UDF -> SentenceTransformer.encode ({auto} weights)",
+        "DuckDB Arrow UDF -> SentenceTransformer ({auto})",
     ),
 }
-# A peer path's label -> the key of its vectors' agreement with embed_text's (peer_min_cosine).
-AGREEMENT = {
-    "sentence_transformers": "st",
-    "onnxruntime": "ort",
-    "ours_auto": "auto",
-    "sentence_transformers_auto": "st_auto",
-}
-# Rows/s, numerator / denominator (no suffix at 50 tokens, _512 at 512); *_share_of_matmul_floor: a
-# path's rows/s over the floor's at its dtype (one path can be at most 1 / share ahead of another).
+# Rows/s, numerator / denominator (no suffix at 50 tokens, _512 at 512).
 RATIOS = (
     Ratio("udf_vs_sentence_transformers{suffix}", "ours", "sentence_transformers"),
     Ratio("udf_vs_onnxruntime{suffix}", "ours", "onnxruntime"),
-    Ratio("udf_share_of_matmul_floor{suffix}", "ours", "matmul_floor"),
-    Ratio("sentence_transformers_share_of_matmul_floor{suffix}", "sentence_transformers", "matmul_floor"),
-    Ratio("onnxruntime_share_of_matmul_floor{suffix}", "onnxruntime", "matmul_floor"),
 )
 AUTO_RATIOS = (
     Ratio("udf_auto_vs_sentence_transformers{suffix}", "ours_auto", "sentence_transformers"),
     Ratio("udf_auto_vs_onnxruntime{suffix}", "ours_auto", "onnxruntime"),
     Ratio("udf_auto_vs_sentence_transformers_same_dtype{suffix}", "ours_auto", "sentence_transformers_auto"),
-    Ratio("udf_auto_share_of_matmul_floor{suffix}", "ours_auto", "matmul_floor_auto"),
-    Ratio(
-        "sentence_transformers_auto_share_of_matmul_floor{suffix}", "sentence_transformers_auto", "matmul_floor_auto"
-    ),
 )
 
 
@@ -173,14 +153,13 @@ def run_cpu_peers(
     threads = len(os.sched_getaffinity(0))  # every core this process may use, as the server's engines
     progress(f"cpu peers: {spec.name}, float32, {threads} threads each: sentence-transformers and fastembed UDFs")
     onnx_dir = fastembed_model_dir(spec.path, export_onnx(spec.path, workdir / "onnx" / "model.onnx"), spec.max_tokens)
-    peers = {
-        "st": SentenceTransformersEmbedder(spec.path, threads=threads),
-        "ort": FastembedEmbedder(onnx_dir, dim=spec.dim, threads=threads),
+    peers = {  # each a DuckDB function of its label's name
+        "sentence_transformers": SentenceTransformersEmbedder(spec.path, threads=threads),
+        "onnxruntime": FastembedEmbedder(onnx_dir, dim=spec.dim, threads=threads),
     }
     # A user's server computes in --dtype auto: bfloat16 on a CPU with bfloat16 instructions
     # (quality: bench/results/dtype.json). Timed beside the float32 comparison the targets are set on.
     auto = resolve(ServerConfig(engine_loop="packed"), "cpu", memory_bytes=0).dtype.dtype
-    shape = EncoderShape.of(spec.path)
     sample = corpus.texts(64, 50, seed=3)
     with ExitStack() as stack:
 
@@ -198,32 +177,31 @@ def run_cpu_peers(
             a, b = np.asarray(ours, np.float64), np.asarray(vectors, np.float64)
             return round(float(((a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1))).min()), 7)
 
-        def scan(label: str, connection, fn: str, pid: int | None) -> RoundsPath:
+        def scan(label: str, connection, fn: str | None = None, pid: int | None = None) -> RoundsPath:
             prefix, description = PATHS[label]
-            return RoundsPath(label, prefix, description.format(auto=auto), scan_measure(connection, "cpu", fn, pid))
+            measure = scan_measure(connection, "cpu", fn or label, pid)
+            return RoundsPath(label, prefix, description.format(auto=auto), measure)
 
         paths = [
             scan("ours", con, "embed_text", server.pid),
-            scan("sentence_transformers", con, "st_embed", None),
-            scan("onnxruntime", con, "ort_embed", None),
-            _floor_path("matmul_floor", "float32", shape, spec.max_tokens, threads),
+            scan("sentence_transformers", con),
+            scan("onnxruntime", con),
         ]
         ratios, connections, agreement = RATIOS, [con], {}
         if auto != "float32":
             auto_server, auto_con, auto_vectors = server_connection([])
-            agreement["auto"] = min_cosine(auto_vectors)
-            peers["st_auto"] = SentenceTransformersEmbedder(spec.path, threads=threads, dtype=auto)
-            progress(f"cpu peers: --dtype auto is {auto} here; the same dtype on the peer's side and the floor")
+            agreement["ours_auto"] = min_cosine(auto_vectors)
+            peers["sentence_transformers_auto"] = SentenceTransformersEmbedder(spec.path, threads=threads, dtype=auto)
+            progress(f"cpu peers: --dtype auto is {auto} here; the same dtype on the peer's side too")
             paths += [
                 scan("ours_auto", auto_con, "embed_text", auto_server.pid),
-                scan("sentence_transformers_auto", con, "st_auto_embed", None),
-                _floor_path("matmul_floor_auto", auto, shape, spec.max_tokens, threads),
+                scan("sentence_transformers_auto", con),
             ]
             ratios += AUTO_RATIOS
             connections.append(auto_con)
-        for name, peer in peers.items():
-            register_udf(con, f"{name}_embed", peer, spec.dim)
-            agreement[name] = min_cosine(peer.embed(sample))
+        for label, peer in peers.items():
+            register_udf(con, label, peer, spec.dim)
+            agreement[label] = min_cosine(peer.embed(sample))
         progress(f"cpu peers: min cosine to embed_text's float32 vectors on 64 rows: {agreement}")
 
         def load(workload: Workload) -> None:
@@ -234,22 +212,6 @@ def run_cpu_peers(
         workloads = [Workload(tokens, rows) for tokens, rows in work]
         cases = run_rounds(paths, workloads, suite="cpu", rounds=rounds, ratios=ratios, progress=progress, load=load)
     for case in cases:
-        peer = AGREEMENT.get(case["path_label"])
-        if peer:
-            case["peer_min_cosine"] = agreement[peer]
-        tokens = min(int(case["tokens_per_row"]), spec.max_tokens)  # the model truncates; FLOPs of what it computes
-        case["linear_gflop_per_s"] = round(case["rows_per_s"] * shape.linear_flops(tokens) / 1e9, 1)
+        if case["path_label"] in agreement:
+            case["peer_min_cosine"] = agreement[case["path_label"]]
     return cases
-
-
-def _floor_path(label: str, dtype: str, shape: EncoderShape, max_tokens: int, threads: int):
-    """The matrix-product floor as a rounds path (its engine: torch's threads in this process)."""
-    floor = MatmulFloor(shape, dtype=dtype, threads=threads)
-
-    def measure(workload, warmup: bool) -> dict:
-        tokens = min(int(workload.tokens), max_tokens)
-        if warmup:
-            floor.run(min(workload.rows, 64), tokens)
-        return {"seconds": floor.run(workload.rows, tokens)}
-
-    return RoundsPath(label, f"matmul_floor_{dtype}", f"torch matmuls alone ({dtype})", measure)

@@ -1,7 +1,6 @@
 """CPU suite: the same model and rows through DuckDB ``embed_text``, a UDF posting JSON to vLLM's
-HTTP server and vLLM in-process (on ids: the ceiling; on texts), every engine resident, in rotating
-rounds. Cases and ratios: docs/benchmarks.md.
-"""
+HTTP server and vLLM's ``LLM.embed`` in-process on token ids (the ceiling), every engine resident,
+in rotating rounds; docs/benchmarks.md."""
 
 from __future__ import annotations
 
@@ -21,7 +20,6 @@ SERVED_NAME = "tiny"
 RATIOS = (
     Ratio("udf_vs_http_json{suffix}", "ours", "http_json"),
     Ratio("udf_vs_inprocess{suffix}", "ours", "ceiling"),
-    Ratio("udf_vs_inprocess_text{suffix}", "ours", "ceiling_text"),
 )
 
 
@@ -35,7 +33,7 @@ class CpuPeers:
         )
         self.http.start()
         try:
-            self.ceiling = ResidentInProcess(model_dir, suite=SUITE, eager=eager)
+            self.ceiling = ResidentInProcess(model_dir, eager=eager)
         except BaseException:
             self.http.stop()
             raise
@@ -55,11 +53,8 @@ class CpuPeers:
         self.close()
 
 
-def run_cpu_suite(
-    server, peers: CpuPeers, corpus: BenchCorpus, dim: int, work, *, rounds: int, texts_path=True, progress=print
-):
-    """The paths in rotating rounds on a running embedtext server and ``peers``; ``work``: (tokens,
-    rows). ``texts_path=False`` leaves out ``LLM.embed`` on the texts (quick runs)."""
+def run_cpu_suite(server, peers: CpuPeers, corpus: BenchCorpus, dim: int, work, *, rounds: int, progress=print):
+    """The paths in rotating rounds on a running embedtext server and ``peers``; ``work``: (tokens, rows)."""
     peers.wait_ready()
     with duckdb.connect() as con:
         embedtext.register(con, server.target)
@@ -70,19 +65,18 @@ def run_cpu_suite(
             scan_measure(con, SUITE, "http_embed", peers.http.pid),
         )
 
-        def in_process(text: bool):
-            return lambda w, warmup: peers.ceiling.run(w.tokens, w.rows, warmup=warmup, text=text)
-
         paths = [
             RoundsPath("ours", "udf_embed_text", "DuckDB embed_text -> embedtext gRPC (bytes) -> vLLM", ours),
             RoundsPath(
                 "http_json", "udf_vllm_http_json", "DuckDB Arrow UDF -> vLLM OpenAI /v1/embeddings (JSON floats)", http
             ),
-            RoundsPath("ceiling", "inprocess_llm_embed", "vllm.LLM.embed(token ids)", in_process(False), "inprocess"),
             RoundsPath(
-                "ceiling_text", "inprocess_llm_embed_text", "vllm.LLM.embed(texts)", in_process(True), "inprocess"
+                "ceiling",
+                "inprocess_llm_embed",
+                "vllm.LLM.embed(token ids)",
+                lambda w, warmup: peers.ceiling.run(w.tokens, w.rows, warmup=warmup),
             ),
-        ][: 4 if texts_path else 3]
+        ]
         progress(f"cpu: {list(work)}, {len(paths)} paths, every engine resident, {rounds} rotating rounds")
         workloads = [Workload(tokens, rows) for tokens, rows in work]
         try:

@@ -16,27 +16,16 @@ from embedtext.bench.variants import Variant, VariantComparison, run_variants
 SUITE = "engine-overhead"
 LONG_TOKENS = 512
 PREFIX = "engine_overhead"
-# One bulk engine per server, nothing beside it: each path's cost per row alone.
-# On one compute thread, the engine thread's own: its CPU is then the model's compute and the path's
-# work, without OpenMP's waits for a second thread that the other processes on a small host delay
-# (a 2-core host's default bulk engines run so).
-ENGINE_THREADS = 1
-ONE_ENGINE = (
-    "--replicas",
-    "1",
-    "--set",
-    "interactive_replica=off",
-    "--interactive-slo-ms",
-    "0",
-    "--set",
-    f"bulk_threads={ENGINE_THREADS}",
-)
+# One bulk engine per server, nothing beside it, on one compute thread: the engine thread's CPU is
+# then the model's compute and the path's work, without OpenMP's waits for a second thread.
+ONE_ENGINE = ("--replicas", "1", "--interactive-slo-ms", "0")
+ONE_ENGINE += ("--set", "interactive_replica=off", "--set", "bulk_threads=1")
 STEPPED = Variant("stepped", ("--set", "engine_loop=stepped"))
 PACKED = Variant("packed", ("--set", "engine_loop=packed"))
-# Two replicas: whether the host side scales with engines (the later --replicas wins).
-PACKED_2 = Variant("packed_2", ("--set", "engine_loop=packed", "--replicas", "2"))
-NULL_2 = Variant("null_2", ("--set", "engine=null", "--replicas", "2"))
 NULL = Variant("null", ("--set", "engine=null"))
+# Two replicas: whether the host side scales with engines (the later --replicas wins).
+PACKED_2 = Variant("packed_2", (*PACKED.flags, "--replicas", "2"))
+NULL_2 = Variant("null_2", (*NULL.flags, "--replicas", "2"))
 # The overhead model's shape: compute negligible beside the engine's per-row work (head_dim 32,
 # the least vLLM-CPU's attention takes).
 OVERHEAD_MODEL = dict(layers=1, hidden=32, heads=1, max_tokens=512)
@@ -95,21 +84,9 @@ def run_engine_overhead(
     cases: list[dict] = []
     for model in models:
         workloads = [Workload(tokens, rows) for tokens, rows in model.rows]
-        cases += run_variants(
-            comparison(model),
-            [model.source],
-            workloads,
-            BenchCorpus(model.corpus_dir),
-            rounds=rounds,
-            args=args,
-            progress=progress,
-        )
-    for case in cases:
-        if case["suite"] == SUITE:
-            progress(
-                f"{SUITE}: {case['name']}: engine thread {case.get('engine_cpu_us_per_row')} us/row, "
-                f"server {case.get('server_cpu_us_per_row')} us/row, {case['rows_per_s']:,.0f} rows/s"
-            )
+        corpus = BenchCorpus(model.corpus_dir)
+        options = dict(rounds=rounds, args=args, progress=progress)
+        cases += run_variants(comparison(model), [model.source], workloads, corpus, **options)
     return cases
 
 

@@ -62,44 +62,21 @@ def run_extension(
             native.execute(f"SELECT embedtext_connect('{server.target}')").fetchall()
             embedtext.register(python, server.target, name=f"embed_{name}")
         for name, server in servers.items():
-            target = server.target
 
-            def native_scan(workload: Workload, warmup: bool, target=target, pid=server.pid) -> dict:
+            def native_scan(workload: Workload, warmup: bool, target=server.target, pid=server.pid) -> dict:
                 native.execute(f"SET embedtext_target = '{target}'")
                 return scan_measure(native, SUITE, "embed_text", pid)(workload, warmup)
 
+            python_scan = scan_measure(python, SUITE, f"embed_{name}", server.pid)
             paths = [
-                RoundsPath(
-                    "extension",
-                    f"extension_{name}",
-                    f"DuckDB extension (Rust, gRPC) -> {name} server",
-                    native_scan,
-                    engine=name,
-                ),
-                RoundsPath(
-                    "python_udf",
-                    f"python_udf_{name}",
-                    f"Python Arrow UDF (embedtext.register) -> {name} server",
-                    scan_measure(python, SUITE, f"embed_{name}", server.pid),
-                    engine=name,
-                ),
+                RoundsPath("extension", f"extension_{name}", f"DuckDB extension -> {name} server", native_scan, name),
+                RoundsPath("python_udf", f"python_udf_{name}", f"Python Arrow UDF -> {name} server", python_scan, name),
             ]
-
-            cases += run_rounds(
-                paths,
-                [Workload(tokens, rows) for tokens, rows in work[name]],
-                suite=SUITE,
-                rounds=rounds,
-                ratios=[
-                    Ratio(f"extension_vs_udf_{name}{{suffix}}", "extension", "python_udf"),
-                    Ratio(
-                        f"extension_cpu_vs_udf_{name}{{suffix}}",
-                        "extension",
-                        "python_udf",
-                        metric="client_cpu_us_per_row",
-                    ),
-                ],
-                load=load,
-                progress=progress,
-            )
+            ratios = [
+                Ratio(f"extension_vs_udf_{name}{{suffix}}", "extension", "python_udf"),
+                Ratio(f"extension_cpu_vs_udf_{name}{{suffix}}", "extension", "python_udf", "client_cpu_us_per_row"),
+            ]
+            workloads = [Workload(tokens, rows) for tokens, rows in work[name]]
+            options = dict(suite=SUITE, rounds=rounds, ratios=ratios, load=load, progress=progress)
+            cases += run_rounds(paths, workloads, **options)
     return cases

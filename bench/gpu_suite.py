@@ -1,4 +1,4 @@
-"""GPU suite: our full path (DuckDB over Parquet, the client alone) vs vLLM's HTTP/JSON server on one
+"""GPU suite: our full path (DuckDB over Parquet) vs vLLM's HTTP/JSON server on one
 GPU, replicas 1..32, on a BERT-base-shaped model. A GPU machine allows 10 minutes a command: run one
 replica count per command and merge them (``python -m embedtext.bench.report merge``); docs/benchmarks.md.
 """
@@ -6,7 +6,6 @@ replica count per command and merge them (``python -m embedtext.bench.report mer
 from __future__ import annotations
 
 import gc
-import os
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
@@ -18,11 +17,9 @@ import embedtext
 from embedtext.bench.baselines import OpenAIJsonEmbedder, register_udf
 from embedtext.bench.corpus import BenchCorpus
 from embedtext.bench.hardware import hardware_info
-from embedtext.bench.measure import PeakRss, make_case, timed
-from embedtext.bench.plan import GPU_REPLICAS, GeneratedModels, uneven_replica_counts
+from embedtext.bench.plan import GPU_REPLICAS, GeneratedModels
 from embedtext.bench.queries import embed_query_case
 from embedtext.bench.servers import embedtext_server, vllm_http_server
-from embedtext.connectors.client import Client
 from embedtext.server.config.resolve import CPU_MEMORY_FRACTION, GPU_MEMORY_FRACTION
 
 SUITE = "gpu"
@@ -36,31 +33,6 @@ def _rows(tokens: int, rows: int | None, quick: bool) -> int:
         return rows if tokens == 50 else max(64, rows // 10)
     full = {50: 400_000, 512: 40_000}[tokens]
     return full // 10 if quick else full
-
-
-def _with_ceiling(case: dict, tokens: int, replicas: int | None, model: str) -> dict:
-    case["replicas"] = replicas
-    case["model"] = model
-    if case["tokens_per_s"]:
-        case["pct_of_ceiling"] = round(100 * case["tokens_per_s"] / CEILING_TOKENS_PER_S[tokens], 2)
-    return case
-
-
-def _client_case(target: str | list[str], texts: pa.Array, tokens: int, name: str, server_pid: int | None) -> dict:
-    with Client(target, max_batch_rows=2048, max_in_flight=32) as client:
-        client.embed_arrow(texts[:2048])  # warm-up
-        with PeakRss({"client": os.getpid()}, {"server": server_pid}) as rss:
-            seconds, _ = timed(lambda: client.embed_arrow(texts))
-    return make_case(
-        name,
-        SUITE,
-        rows=len(texts),
-        seconds=seconds,
-        tokens_per_row=tokens,
-        peak_rss_mb=rss.peaks["client"],
-        server_peak_rss_mb=round(rss.peaks.get("server", 0), 1) or None,
-        path="embedtext.Client.embed_arrow (no DuckDB)",
-    )
 
 
 def gpu_server_args(
@@ -94,13 +66,9 @@ def run_gpu_suite(
     engine_loop: str = "auto",
     progress: Callable[[str], None] = print,
 ) -> list[dict]:
-    if model == "base":
-        model_dir = models.get("bert-base", layers=12, hidden=768, heads=12, max_tokens=512, pooling="cls")
-    else:
-        model_dir = models.tiny()
-    uneven = uneven_replica_counts(tuple(replicas), processes)
-    if uneven:  # before any engine starts
-        raise ValueError(f"replica counts {uneven} do not split evenly over {processes} server processes")
+    progress(f"gpu: model {model}, replicas {tuple(replicas) or GPU_REPLICAS}")
+    base = dict(layers=12, hidden=768, heads=12, max_tokens=512, pooling="cls")
+    model_dir = models.get("bert-base", **base) if model == "base" else models.tiny()
     on_gpu = hardware_info()["gpu"] is not None
     corpus = BenchCorpus(model_dir)
     files = {}
@@ -115,7 +83,9 @@ def run_gpu_suite(
     def scan(con, name: str, fn: str, pid: int, n: int | None, tokens: int, **extra) -> None:
         path, texts = files[tokens]
         query = dict(fn=fn, source=f"read_parquet('{path}')", rows=len(texts), tokens_per_row=tokens, server_pid=pid)
-        cases.append(_with_ceiling(embed_query_case(con, name, SUITE, **query, **extra), tokens, n, model))
+        case = embed_query_case(con, name, SUITE, **query, **extra, replicas=n, model=model)
+        case["pct_of_ceiling"] = round(100 * (case["tokens_per_s"] or 0) / CEILING_TOKENS_PER_S[tokens], 2)
+        cases.append(case)
 
     for n in replicas or GPU_REPLICAS:
         k = min(processes, n)
@@ -130,10 +100,9 @@ def run_gpu_suite(
             pid = servers[0].pid  # memory: the first server's process tree (the others hold the same)
             con = stack.enter_context(duckdb.connect())
             embedtext.register(con, targets)
-            for tokens, (_, texts) in files.items():
-                scan(con, f"gpu_udf_embed_text_{tokens}tok_{tag}", "embed_text", pid, n, tokens, processes=k)
-                case = _client_case(targets, texts, tokens, f"gpu_client_embed_{tokens}tok_{tag}", pid)
-                cases.append(_with_ceiling(case | {"processes": k, "paced": paced}, tokens, n, model))
+            for tokens in files:
+                name = f"gpu_udf_embed_text_{tokens}tok_{tag}"
+                scan(con, name, "embed_text", pid, n, tokens, processes=k, paced=paced)
     if http:
         progress("gpu: vLLM OpenAI HTTP server (JSON)")
         from embedtext.server.models.source import load_model_spec

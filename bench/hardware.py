@@ -8,26 +8,13 @@ import sys
 from importlib import metadata
 
 
-def cpu_name() -> str:
+def _proc_field(path: str, prefix: str) -> str | None:
+    """The value after ``prefix``'s colon in a /proc file ("model name", "MemTotal"), if any."""
     try:
-        with open("/proc/cpuinfo") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
+        with open(path) as fh:
+            return next((line.split(":", 1)[1].strip() for line in fh if line.startswith(prefix)), None)
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
-
-
-def _memory_gib() -> float | None:
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemTotal:"):
-                    return round(int(line.split()[1]) / 2**20, 1)
-    except OSError:
-        pass
-    return None
+        return None
 
 
 def _version(*dists: str) -> str | None:
@@ -52,10 +39,11 @@ def gpu_name() -> str | None:
 
 
 def hardware_info() -> dict:
+    memory = _proc_field("/proc/meminfo", "MemTotal")
     return {
-        "cpu": cpu_name(),
+        "cpu": _proc_field("/proc/cpuinfo", "model name") or platform.processor() or platform.machine(),
         "cores": os.cpu_count(),
-        "memory_gib": _memory_gib(),
+        "memory_gib": round(int(memory.split()[0]) / 2**20, 1) if memory else None,
         "gpu": gpu_name(),
         "platform": platform.platform(),
         "python": sys.version.split()[0],

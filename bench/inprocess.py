@@ -17,32 +17,26 @@ os.environ.setdefault("VLLM_LOGGING_LEVEL", "WARNING")
 os.environ.setdefault("VLLM_NO_USAGE_STATS", "1")
 
 
-def _measure(llm, corpus, suite: str, tokens: int, rows: int, *, text: bool, warmup: bool):
-    """Time ``LLM.embed`` on the rows' ids, or with ``text`` on their texts; print the case."""
+def _measure(llm, corpus, tokens: int, rows: int, *, warmup: bool):
+    """Time ``LLM.embed`` on the rows' token ids; print the case."""
     from vllm.inputs import tokens_input
 
-    from embedtext.bench.measure import CpuSplit, PeakRss, make_case, timed
+    from embedtext.bench.measure import ProcessWatch, make_case, timed
 
-    texts = corpus.texts(rows, tokens)
-    if text:
-        # What an in-process user writes: texts in, vLLM tokenizes (the ceiling on ids skips it).
-        prompts, name, path = texts, f"inprocess_llm_embed_text_{tokens}tok", "vllm.LLM.embed(texts)"
-    else:
-        prompts = [tokens_input(ids) for ids in corpus.token_ids(texts)]
-        name, path = f"inprocess_llm_embed_{tokens}tok", "vllm.LLM.embed(token ids)"
+    prompts = [tokens_input(ids) for ids in corpus.token_ids(corpus.texts(rows, tokens))]
     if warmup:
         llm.embed(prompts[: max(1, min(2048, rows // 4))], use_tqdm=False)  # as the DuckDB cases do
-    with PeakRss({}, {"self": os.getpid()}) as rss, CpuSplit({}, {"inprocess": os.getpid()}) as cpu:
+    with ProcessWatch({}, {"inprocess": os.getpid()}) as watch:
         seconds = timed(lambda: llm.embed(prompts, use_tqdm=False))[0]
     case = make_case(
-        name,
-        suite,
+        f"inprocess_llm_embed_{tokens}tok",
+        "cpu",
         rows=rows,
         seconds=seconds,
         tokens_per_row=tokens,
-        peak_rss_mb=rss.peaks["self"],
-        path=path,
-        cpu_s_per_run={k: round(v, 2) for k, v in cpu.seconds.items()},
+        peak_rss_mb=watch.peaks["inprocess"],
+        path="vllm.LLM.embed(token ids)",
+        cpu_s_per_run=watch.cpu_seconds,
     )
     print("CASE " + json.dumps(case), flush=True)
 
@@ -50,7 +44,6 @@ def _measure(llm, corpus, suite: str, tokens: int, rows: int, *, text: bool, war
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
-    parser.add_argument("--suite", default="cpu")
     parser.add_argument("--enforce-eager", action="store_true")
     args = parser.parse_args()
 
@@ -64,28 +57,22 @@ def main() -> None:
     spec = load_model_spec(args.model)
     corpus = BenchCorpus(spec.path)
     # What the server's engines are built with, at the settings vLLM's HTTP server gets (bench/servers.py).
-    settings = EngineSettings(
-        memory_fraction=0.2,
-        max_batch_tokens=16384,
-        max_num_seqs=1024,
-        device="auto",
-        dtype="float32",
-        enforce_eager=args.enforce_eager,
-    )
+    sizes = dict(memory_fraction=0.2, max_batch_tokens=16384, max_num_seqs=1024)
+    settings = EngineSettings(**sizes, device="auto", dtype="float32", enforce_eager=args.enforce_eager)
     llm = LLM(**engine_arguments(spec, settings))
-    # Up: one timed run per 'TOKENS ROWS [warmup] [text]' line read from stdin.
+    # Up: one timed run per 'TOKENS ROWS [warmup]' line read from stdin.
     print("READY", flush=True)
     for line in sys.stdin:
         tokens, rows, *flags = line.split()
-        _measure(llm, corpus, args.suite, int(tokens), int(rows), text="text" in flags, warmup="warmup" in flags)
+        _measure(llm, corpus, int(tokens), int(rows), warmup="warmup" in flags)
 
 
 class ResidentInProcess:
     """The ceiling's engine kept up in a child process, timed a run at a time. The child starts at
     construction; ``wait_ready`` waits for its engine, so other engines can start meanwhile."""
 
-    def __init__(self, model_dir: str, *, suite: str, eager: bool = False) -> None:
-        command = [sys.executable, "-m", "embedtext.bench.inprocess", "--model", model_dir, "--suite", suite]
+    def __init__(self, model_dir: str, *, eager: bool = False) -> None:
+        command = [sys.executable, "-m", "embedtext.bench.inprocess", "--model", model_dir]
         command += ["--enforce-eager"] if eager else []
         env = {**os.environ, **host_tuning("cpu").env}
         self.process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env)
@@ -102,10 +89,10 @@ class ResidentInProcess:
                 return line
         raise RuntimeError(f"the in-process vLLM child ended (code {self.process.wait()}) before {prefix!r}")
 
-    def run(self, tokens: int, rows: int, *, warmup: bool = False, text: bool = False) -> dict:
-        """One timed ``LLM.embed`` over the rows: on their token ids, or with ``text`` on the texts."""
+    def run(self, tokens: int, rows: int, *, warmup: bool = False) -> dict:
+        """One timed ``LLM.embed`` over the rows' token ids."""
         self.wait_ready()
-        self.process.stdin.write(f"{tokens} {rows}{' warmup' if warmup else ''}{' text' if text else ''}\n")
+        self.process.stdin.write(f"{tokens} {rows}{' warmup' if warmup else ''}\n")
         self.process.stdin.flush()
         return json.loads(self._expect("CASE ")[len("CASE ") :])
 

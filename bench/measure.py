@@ -1,4 +1,5 @@
-"""Timing, latency percentiles and peak memory (RSS of a process and its children)."""
+"""Timing, latency percentiles, and what processes spend: peak memory (RSS of a process and its
+children) and CPU seconds."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ import time
 from collections.abc import Iterable
 
 import numpy as np
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 
 
 def _proc(pid: int, name: str) -> str:
@@ -19,18 +22,6 @@ def _proc(pid: int, name: str) -> str:
         return ""
 
 
-def _children(pid: int) -> list[int]:
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return []
-    return [int(c) for tid in tasks for c in _proc(pid, f"task/{tid}/children").split()]
-
-
-def _rss_kib(pid: int) -> int:
-    return next((int(line.split()[1]) for line in _proc(pid, "status").splitlines() if line.startswith("VmRSS:")), 0)
-
-
 def _tree(pid: int) -> list[int]:
     """``pid`` and all its descendants, each once (parents before their children)."""
     out, todo, seen = [], [pid], set()
@@ -39,17 +30,16 @@ def _tree(pid: int) -> list[int]:
         if p not in seen:
             seen.add(p)
             out.append(p)
-            todo += _children(p)
+            try:
+                tasks = os.listdir(f"/proc/{p}/task")
+            except OSError:
+                tasks = []  # gone
+            todo += [int(c) for tid in tasks for c in _proc(p, f"task/{tid}/children").split()]
     return out
 
 
-def tree_rss_by_process(pid: int) -> dict[str, float]:
-    """RSS (MB) of ``pid`` and each descendant, keyed ``name[pid]``: which process holds the memory."""
-    names = {p: name for p in _tree(pid) if (name := _proc(p, "comm").strip())}
-    return {f"{name}[{p}]": round(_rss_kib(p) / 1024, 1) for p, name in names.items()}
-
-
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+def _rss_kib(pid: int) -> int:
+    return next((int(line.split()[1]) for line in _proc(pid, "status").splitlines() if line.startswith("VmRSS:")), 0)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -58,50 +48,16 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if len(fields) > 12 else 0.0  # utime, stime
 
 
-class CpuSplit:
-    """CPU seconds spent inside the block, per process: ``pids`` alone, ``trees`` with their
-    descendants, named ``label/process-name`` (a server's engines run in worker processes).
+class ProcessWatch:
+    """What processes spend inside the block: ``peaks`` (MB of RSS, sampled in a thread) and
+    ``cpu_seconds`` for ``pids`` alone and ``trees`` with their descendants. CPU is counted per
+    process, named ``label/process-name`` below a tree's root (a server's engines run in worker
+    processes). A tree is walked again only every ``TREE_EVERY_S``: walking it 20 times a second
+    cost the client ~5% of a core, taken from the model on 2 cores.
 
-    >>> with CpuSplit({}, {"tree": os.getpid()}) as split:
+    >>> with ProcessWatch({}, {"tree": os.getpid()}) as watch:
     ...     _ = sum(range(10**6))
-    >>> split.seconds["tree"] >= 0
-    True
-    """
-
-    def __init__(self, pids: dict[str, int | None], trees: dict[str, int | None] | None = None) -> None:
-        self.pids = {k: v for k, v in pids.items() if v}
-        self.trees = {k: v for k, v in (trees or {}).items() if v}
-        self.seconds: dict[str, float] = {}
-        self._before: dict[int, float] = {}
-
-    def _snapshot(self) -> dict[int, tuple[str, float]]:
-        out: dict[int, tuple[str, float]] = {}
-        for label, root in self.trees.items():
-            for pid in _tree(root):
-                name = label if pid == root else f"{label}/{_proc(pid, 'comm').strip() or '?'}"
-                out.setdefault(pid, (name, _cpu_seconds(pid)))
-        for label, pid in self.pids.items():
-            out[pid] = (label, _cpu_seconds(pid))
-        return out
-
-    def __enter__(self) -> CpuSplit:
-        self._before = {pid: cpu for pid, (_, cpu) in self._snapshot().items()}
-        return self
-
-    def __exit__(self, *exc) -> None:
-        for pid, (name, cpu) in self._snapshot().items():
-            spent = cpu - self._before.get(pid, 0.0)
-            self.seconds[name] = round(self.seconds.get(name, 0.0) + spent, 2)
-
-
-class PeakRss:
-    """Samples RSS in a thread; ``peaks`` holds the maxima (MB) per name: ``pids`` alone, ``trees``
-    with their descendants. A tree is walked again only every ``TREE_EVERY_S``: walking it 20 times
-    a second cost the client ~5% of a core, taken from the model on 2 cores.
-
-    >>> with PeakRss({"client": os.getpid()}) as rss:
-    ...     _ = bytearray(10)
-    >>> rss.peaks["client"] > 0
+    >>> watch.peaks["tree"] > 0 and watch.cpu_seconds["tree"] >= 0
     True
     """
 
@@ -114,10 +70,12 @@ class PeakRss:
         self.trees = {k: v for k, v in (trees or {}).items() if v}
         self.interval = interval
         self.peaks = {k: 0.0 for k in (*self.pids, *self.trees)}
+        self.cpu_seconds: dict[str, float] = {}
+        self._cpu_before: dict[int, float] = {}
         self._members: dict[str, list[int]] = {}
         self._walked = 0.0
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="bench-rss", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="bench-watch", daemon=True)
 
     def _sample(self, walk: bool = False) -> None:
         for name, pid in self.pids.items():
@@ -128,12 +86,23 @@ class PeakRss:
         for name, members in self._members.items():
             self.peaks[name] = max(self.peaks[name], sum(_rss_kib(p) for p in members) / 1024)
 
+    def _cpu_snapshot(self) -> dict[int, tuple[str, float]]:
+        out: dict[int, tuple[str, float]] = {}
+        for label, root in self.trees.items():
+            for pid in _tree(root):
+                name = label if pid == root else f"{label}/{_proc(pid, 'comm').strip() or '?'}"
+                out.setdefault(pid, (name, _cpu_seconds(pid)))
+        for label, pid in self.pids.items():
+            out[pid] = (label, _cpu_seconds(pid))
+        return out
+
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
             self._sample()
 
-    def __enter__(self) -> PeakRss:
+    def __enter__(self) -> ProcessWatch:
         self._sample(walk=True)
+        self._cpu_before = {pid: cpu for pid, (_, cpu) in self._cpu_snapshot().items()}
         self._thread.start()
         return self
 
@@ -141,6 +110,9 @@ class PeakRss:
         self._stop.set()
         self._thread.join()
         self._sample(walk=True)
+        for pid, (name, cpu) in self._cpu_snapshot().items():
+            spent = cpu - self._cpu_before.get(pid, 0.0)
+            self.cpu_seconds[name] = round(self.cpu_seconds.get(name, 0.0) + spent, 2)
 
 
 def percentiles_ms(seconds: Iterable[float]) -> tuple[float | None, float | None]:
@@ -178,15 +150,6 @@ def make_case(
         "peak_rss_mb": round(peak_rss_mb, 1) if peak_rss_mb else None,
         **extra,
     }
-
-
-def median_seconds(runs: Iterable[float]) -> float:
-    """The median run: short runs on a shared machine swing; every path gets the same number.
-
-    >>> median_seconds([3.0, 1.0, 2.0])
-    2.0
-    """
-    return float(np.median(list(runs)))
 
 
 def timed(fn):

@@ -12,7 +12,7 @@ from dataclasses import replace
 
 from embedtext.bench.bulk_loads import BULK_ROWS, flood_calls, probed_load, scan_seconds, warm_up
 from embedtext.bench.measure import percentiles_ms
-from embedtext.bench.probes import Prober, probe_during, probe_figures, probe_parts_ms
+from embedtext.bench.probes import Prober, probe_during
 from embedtext.bench.rounds import Workload
 from embedtext.bench.variants import Variant, VariantComparison, run_variants
 from embedtext.server.config.resolve import CPU_INTERACTIVE_SLO_MS
@@ -71,20 +71,20 @@ def run_mixed(
     async def phase(kind: str, target: str, prober: Prober) -> dict:
         if kind == "idle":
             times, _ = await probe_during(prober, target, probe_texts, asyncio.sleep(seconds / 4))
-            return {**probe_figures(times), "rows": 0, "seconds": seconds / 4}
+            return {"latencies": times, "rows": 0, "seconds": seconds / 4}
         if kind in ("scan", "scan_alone"):
             scanning = asyncio.to_thread(scan_seconds, target, scan_texts)
             if kind == "scan_alone":
                 return {"rows": scan_rows, "seconds": await scanning}
             times, took = await probe_during(prober, target, probe_texts, scanning)
-            return {**probe_figures(times), "rows": scan_rows, "seconds": took}
+            return {"latencies": times, "rows": scan_rows, "seconds": took}
         if kind == "two_scans":
             took = await asyncio.gather(*(asyncio.to_thread(scan_seconds, target, half) for _ in range(2)))
             return {"rows": 2 * len(half), "seconds": max(took), "scan_seconds": list(took)}
         if kind in ("bulk", "bulk_alone"):
             probes = probe_texts if kind == "bulk" else ()
             times, rows, elapsed = await probed_load(target, bulk_texts, probes, clients, seconds, prober)
-            return {**probe_figures(times), "rows": rows, "seconds": elapsed}
+            return {"latencies": times, "rows": rows, "seconds": elapsed}
         return await flood_calls(target, flood_texts, flood_clients, flood_seconds)
 
     with Prober() as prober:
@@ -121,17 +121,9 @@ def run_mixed(
 
 
 def mode_variants(modes: Sequence[str], slo_ms: float | None) -> tuple[Variant, ...]:
-    """The servers of ``modes``; the paced ones hold ``slo_ms`` where given (else the server's default).
-
-    >>> [v.flags for v in mode_variants(["classes", "unpaced"], 20.0)]
-    [('--set', 'interactive_replica=off', '--interactive-slo-ms', '20'), ('--set', 'interactive_replica=off', '--interactive-slo-ms', '0')]
-    """  # noqa: E501 - doctest lines are compared whole
+    """The servers of ``modes``; the paced ones hold ``slo_ms`` where given (else the server's default)."""
     target = ("--interactive-slo-ms", f"{slo_ms:g}") if slo_ms else ()
-    return tuple(
-        replace(mode, flags=(*mode.flags, *(target if mode.name in PACED else ())))
-        for mode in MODES
-        if mode.name in modes
-    )
+    return tuple(replace(m, flags=(*m.flags, *(target if m.name in PACED else ()))) for m in MODES if m.name in modes)
 
 
 def _pooled(runs: list[dict]) -> dict:
@@ -141,7 +133,6 @@ def _pooled(runs: list[dict]) -> dict:
     pooled = {k: v for k, v in runs[0].items() if k in ("mode", "slo_ms", "tokens_per_row")}
     pooled |= {"rows": sum(r["rows"] for r in runs), "seconds": sum(r["seconds"] for r in runs)}
     pooled |= {"p50_ms": p50, "p99_ms": p99, "probes": len(latencies)}
-    pooled |= probe_parts_ms({k: [t for r in runs for t in r.get(k, [])] for k in ("probe_queue", "probe_engine")})
     if "scan_seconds" in runs[0]:
         by_round = [_apart(r["scan_seconds"]) for r in runs]
         pooled |= {"scan_ratio": max(by_round), "scan_ratio_by_round": by_round}
@@ -160,17 +151,11 @@ def _apart(seconds: Sequence[float]) -> float:
 
 def _phase_line(got: dict) -> str:
     """A phase's figures for the progress line: a run cut short still leaves them in its log."""
-    line = f"{len(got.get('latencies', ()))} probes, {got['rows']} rows in {got['seconds']:.1f}s"
-    p50, p99 = percentiles_ms(got.get("latencies", ()))
-    if p99 is not None:
-        line += f", p50 {p50:.1f} ms, p99 {p99:.1f} ms"
+    p99 = percentiles_ms(got.get("latencies", ()))[1]
+    line = f"{len(got.get('latencies', ()))} probes (p99 {p99} ms), {got['rows']} rows in {got['seconds']:.1f}s"
     if "scan_seconds" in got:
         line += f" (the scans {_apart(got['scan_seconds']):.3f}x apart)"
-    if got["rows"] and got["seconds"]:
-        line += f", {got['rows'] / got['seconds']:,.0f} rows/s"
-    if "failed_calls" in got:
-        line += f", {got['failed_calls']} calls failed {got['first_errors'] or ''}"
-    return line
+    return line + (f", {got['failed_calls']} calls failed {got['first_errors']}" if "failed_calls" in got else "")
 
 
 def check_modes(modes: Sequence[str]) -> None:
@@ -180,30 +165,25 @@ def check_modes(modes: Sequence[str]) -> None:
     Traceback (most recent call last):
     ValueError: mixed modes need unpaced, the ratios' denominator: got classes
     """
-    unknown = [m for m in modes if m not in MODE_NAMES]
-    if unknown:
-        raise ValueError(f"unknown mixed modes {unknown}: choose from {', '.join(MODE_NAMES)}")
+    _check_known(modes, MODE_NAMES, "modes")
     if BASELINE not in modes:
         raise ValueError(f"mixed modes need {BASELINE}, the ratios' denominator: got {','.join(modes)}")
 
 
 def check_phases(phases: Sequence[str]) -> None:
-    """Known phases, at least one.
+    _check_known(phases, PHASES, "phases")
 
-    >>> check_phases(["scans"])
-    Traceback (most recent call last):
-    ValueError: unknown mixed phases ['scans']: choose from idle, scan, scan_alone, two_scans, bulk, bulk_alone, flood
-    """
-    unknown = [p for p in phases if p not in PHASES]
-    if unknown or not phases:
-        raise ValueError(f"unknown mixed phases {unknown}: choose from {', '.join(PHASES)}")
+
+def _check_known(names: Sequence[str], known: Sequence[str], what: str) -> None:
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ValueError(f"unknown mixed {what} {unknown}: choose from {', '.join(known)}")
 
 
 def mixed_ratios(cases: Sequence[dict]) -> dict[str, float]:
     """Each mode against the baseline: ``mixed_...`` for the defaults (``interactive_replica``, or
     ``classes`` where it did not run), ``mixed_{mode}_...`` for the others."""
-    # Reports from before the suite ran on the rounds runner name a phase its ``kind``.
-    mine = {(c["mode"], c.get("workload") or c["kind"]): c for c in cases if c["suite"] == SUITE}
+    mine = {(c["mode"], c["workload"]): c for c in cases if c["suite"] == SUITE}
     defaults = "interactive_replica" if any(m == "interactive_replica" for m, _ in mine) else "classes"
     ratios: dict[str, float] = {}
     for (mode, kind), new in sorted(mine.items()):

@@ -1,6 +1,5 @@
 """Bench only: an OpenAI-format ``POST /v1/embeddings`` JSON server over the NULL ENGINE (a real
-tokenizer, fixed vectors): the transport suite's JSON baseline. Never serves real embeddings.
-"""
+tokenizer, fixed vectors): the transport suite's JSON baseline. Never serves real embeddings."""
 
 from __future__ import annotations
 
@@ -41,14 +40,8 @@ def build_app(models: dict[str, str]) -> FastAPI:
 
         def encode() -> bytes:
             data = [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(vectors.tolist())]
-            usage = sum(len(r) for r in ids)
-            body = {
-                "object": "list",
-                "data": data,
-                "model": payload.get("model"),
-                "usage": {"prompt_tokens": usage, "total_tokens": usage},
-            }
-            return json.dumps(body).encode()
+            usage = {"prompt_tokens": sum(len(r) for r in ids), "total_tokens": sum(len(r) for r in ids)}
+            return json.dumps({"object": "list", "data": data, "model": payload.get("model"), "usage": usage}).encode()
 
         return Response(await run_in_threadpool(encode), media_type="application/json")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import subprocess
 import sys
 import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_SUITES = ("cpu", "cpu-peers", "transport", "latency", "scaling")  # cpu-peers: the cpu suite's peers alone
+DEFAULT_SUITES = ("cpu", "cpu-peers", "transport", "scaling")  # cpu-peers: the cpu suite's peers alone
 SUITES = (*DEFAULT_SUITES, "mixed", "engine-overhead", "extension", "startup", "gpu")  # the others: when named
 GPU_REPLICAS = (1, 2, 4, 8, 16, 32)  # the GPU suite's replica counts unless given
 
@@ -21,25 +21,16 @@ def uneven_replica_counts(replicas: tuple[int, ...], processes: int) -> list[int
 
 @dataclass(frozen=True)
 class BenchPlan:
+    """A run's sizes (quick or full; each suite's are in bench/session.py) and its engines' compile
+    setting: quick runs start engines eagerly (a shorter start), full runs as a server does
+    (enforce_eager=auto). Every engine of a run gets the same, vLLM's own too: ratios stay like for like."""
+
     quick: bool
-    cpu_work: tuple[tuple[int, int], ...]  # (tokens per row, rows)
-    transport_rows: int
-    transport_tokens: int
-    dims: tuple[int, ...]
-    loads: tuple[float, ...]  # fractions of the measured max throughput
-    latency_single_s: float  # length of each single-row load step
-    latency_chunk_requests: int  # 2048-row requests per load step
-    scaling_rows: tuple[int, ...]
-    scaling_tokens: int
-    # Quick runs start engines eagerly (a shorter start), full runs as a server does (enforce_eager=auto);
-    # every engine of a run gets the same setting, vLLM's own paths too: ratios stay like for like.
-    eager: bool = False
-    eager_reason: str = "enforce_eager=off"  # why, for the report (server/host/cpu_features.py)
-    # The cpu suite's rounds; quick runs take 2 (ABCD, DCBA: each path as often early as late).
-    cpu_rounds: int = 5
-    # The cpu suite's peers on the default model: a tenth of the tiny model's rows/s, so fewer rows.
-    cpu_peer_work: tuple[tuple[int, int], ...] = ((50, 1024), (512, 128))
-    workdir: Path | None = None  # set by make_plan
+    eager: bool
+    eager_reason: str  # why, for the report (server/host/cpu_features.py)
+    workdir: Path
+    rows: int | None = None  # --rows: the cpu (50 tokens), transport and gpu suites' rows
+    dims: tuple[int, ...] = ()  # --dims: the transport suite's
 
     @property
     def engine_flags(self) -> list[str]:
@@ -50,36 +41,6 @@ class BenchPlan:
     def engines(self) -> str:
         """The report's word on it: 'eager (enforce_eager=on)', 'compiled (enforce_eager=auto ...)'."""
         return f"{'eager' if self.eager else 'compiled'} ({self.eager_reason})"
-
-
-QUICK = BenchPlan(
-    quick=True,
-    cpu_work=((50, 4096), (512, 384)),
-    transport_rows=10_000,
-    transport_tokens=10,
-    dims=(768,),  # the headline dim; full runs (or --dims) cover 384 and 1024 too
-    loads=(0.5, 1.25),
-    latency_single_s=2.0,
-    latency_chunk_requests=2,
-    scaling_rows=(2_000, 5_000, 10_000),
-    scaling_tokens=16,
-    eager=True,
-    eager_reason="enforce_eager=on",
-    cpu_rounds=2,
-)
-FULL = replace(
-    QUICK,
-    quick=False,
-    cpu_work=((50, 50_000), (512, 4096)),
-    transport_rows=100_000,
-    dims=(384, 768, 1024),
-    loads=(0.25, 0.5, 0.75, 1.0, 1.25),
-    latency_single_s=10.0,
-    latency_chunk_requests=8,
-    scaling_rows=(10_000, 100_000, 1_000_000),
-    cpu_rounds=5,
-    cpu_peer_work=((50, 4096), (512, 512)),
-)
 
 
 def make_plan(
@@ -108,21 +69,11 @@ def make_plan(
     from embedtext.server.config.resolve import resolve
     from embedtext.server.config.settings import ServerConfig
 
-    plan = QUICK if quick else FULL
     setting = enforce_eager or ("on" if quick else "auto")
     # As a server resolves it (the engine loop is given: it needs no model to decide).
     resolved = resolve(ServerConfig(enforce_eager=setting, engine_loop="packed"), device, flags, memory_bytes=0)
-    eager, reason = resolved.enforce_eager, resolved.eager_reason
     workdir_path = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="embedtext-bench-"))
-    plan = replace(plan, eager=eager, eager_reason=reason, workdir=workdir_path)
-    if rows:
-        long_tokens = plan.cpu_work[1][0]
-        plan = replace(
-            plan, transport_rows=rows, cpu_work=((plan.cpu_work[0][0], rows), (long_tokens, max(64, rows // 10)))
-        )
-    if dims:
-        plan = replace(plan, dims=tuple(dims))
-    return plan
+    return BenchPlan(quick, resolved.enforce_eager, resolved.eager_reason, workdir_path, rows, tuple(dims))
 
 
 def rows_label(rows: int) -> str:

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
+import statistics
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 
-from embedtext.bench.measure import CpuSplit, PeakRss, make_case, median_seconds, timed
+from embedtext.bench.measure import ProcessWatch, make_case, timed
 
 
 def load_docs(con: duckdb.DuckDBPyConnection, texts, table: str = "docs") -> None:
@@ -18,10 +19,6 @@ def load_docs(con: duckdb.DuckDBPyConnection, texts, table: str = "docs") -> Non
     con.register("__bench_docs", docs)
     con.execute(f"CREATE OR REPLACE TABLE {table} AS SELECT * FROM __bench_docs").fetchall()
     con.unregister("__bench_docs")
-
-
-def _per_run(seconds: dict[str, float], runs: int) -> dict[str, float]:
-    return {name: round(value / runs, 2) for name, value in seconds.items()}
 
 
 def embed_query_case(
@@ -47,13 +44,10 @@ def embed_query_case(
         limit = max(1, min(2048, rows // 4))
         con.execute(f"SELECT sum({fn}(body)[1]) FROM (SELECT body FROM {source} LIMIT {limit})").fetchall()
     query = f"SELECT sum({fn}(body)[1]) FROM {source} {where}"
-    with (
-        PeakRss({"client": os.getpid()}, {"server": server_pid}) as rss,
-        CpuSplit({"client": os.getpid()}, {"server": server_pid}) as cpu,
-    ):
+    with ProcessWatch({"client": os.getpid()}, {"server": server_pid}) as watch:
         runs = [timed(lambda: con.execute(query).fetchall())[0] for _ in range(max(1, repeats))]
-    server_rss = rss.peaks.get("server")
-    per_run = _per_run(cpu.seconds, len(runs))
+    server_rss = watch.peaks.get("server")
+    per_run = {name: round(value / len(runs), 2) for name, value in watch.cpu_seconds.items()}
     # Each process's own CPU a row (client: this process; server: its main process, engines apart).
     per_row = {
         f"{who}_cpu_us_per_row": round(1e6 * seconds / rows, 2) if seconds else None
@@ -64,9 +58,9 @@ def embed_query_case(
         name,
         suite,
         rows=rows,
-        seconds=median_seconds(runs),
+        seconds=statistics.median(runs),
         tokens_per_row=tokens_per_row,
-        peak_rss_mb=rss.peaks["client"],
+        peak_rss_mb=watch.peaks["client"],
         server_peak_rss_mb=round(server_rss, 1) if server_rss else None,
         query=query,
         runs_s=[round(r, 3) for r in runs],

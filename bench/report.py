@@ -13,7 +13,6 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     "udf_vs_inprocess_512": (">=", 0.95),
     "udf_vs_http_json": (">=", 1.3),
     "bytes_vs_repeated_float": (">=", 20.0),
-    "wire_bytes_vs_repeated_float": (">=", 20.0),
     "scaling_rows_per_s_": ("within", (0.9, 1.1)),  # flat within 10%
     "scaling_peak_rss_": ("<=", 1.1),  # flat memory (less is fine)
     "mixed_interactive_p99_vs_slo_": ("<=", 1.0),  # p99 over the target: 250 ms on a CPU, 20 on a GPU
@@ -42,10 +41,7 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     "gpu_udf_vs_http_json_50tok": (">=", 20.0),  # DuckDB embed_text against vLLM's HTTP/JSON server
 }
 
-# Width of the case and ratio name column: the longest ratio keys (cpu-peers' floor shares) fit.
-NAME_WIDTH = 52
-# Suites whose variants set the compile setting themselves: the plan's is not theirs.
-OWN_ENGINE_SETTING_SUITES = ("startup",)
+NAME_WIDTH = 52  # the case and ratio name column: the longest ratio keys fit
 
 _CHECKS: dict[str, Callable[[float, object], bool]] = {
     ">=": lambda v, t: v >= t,
@@ -63,16 +59,6 @@ CASE_COLUMNS = (
     ("p99 ms", 8, "p99_ms", ".1f"),
     ("RSS MB", 7, "peak_rss_mb", ",.0f"),
     ("srv MB", 7, "server_peak_rss_mb", ",.0f"),
-)
-LATENCY_COLUMNS = (
-    ("latency case", 30, "name", ""),
-    ("offered/s", 10, "offered_requests_per_s", ",.2f"),
-    ("achieved/s", 10, "achieved_requests_per_s", ",.2f"),
-    ("p50 ms", 8, "p50_ms", ".1f"),
-    ("p99 ms", 9, "p99_ms", ".1f"),
-    (">200ms", 7, "share_over_200ms", ".1%"),
-    ("errors", 6, "errors", ""),
-    ("RES_EXH", 7, "resource_exhausted", ""),
 )
 RATIO_COLUMNS = (("ratio", NAME_WIDTH, "name", ""), ("value", 9, "value", ".3f"), ("target", 14, "target", ""))
 
@@ -103,24 +89,6 @@ def all_ratios(cases: list[dict]) -> dict[str, float]:
     return {**declared_ratios(cases), **{k: v for ratios in computed for k, v in ratios(cases).items()}}
 
 
-def engines_note(plan, suites: Sequence[str]) -> str:
-    """The report's word on the servers' compile setting: the plan's, or the suites' own.
-
-    >>> from embedtext.bench.plan import make_plan
-    >>> full = make_plan(False, workdir=".", device="cpu", flags=frozenset({"avx2", "avx512f"}))
-    >>> engines_note(full, ["mixed"]), engines_note(full, ["startup"])
-    ('compiled (enforce_eager=auto on this CPU: compiled)', 'set per variant by the suite (startup)')
-    >>> engines_note(make_plan(True, workdir="."), ["mixed", "startup"])
-    'eager (enforce_eager=on); set per variant by the suite in startup'
-    """
-    own = [suite for suite in suites if suite in OWN_ENGINE_SETTING_SUITES]
-    if not own:
-        return plan.engines
-    if len(own) == len(suites):
-        return f"set per variant by the suite ({', '.join(own)})"
-    return f"{plan.engines}; set per variant by the suite in {', '.join(own)}"
-
-
 def _with_ratios(fields: dict, cases: list[dict], unfinished: str | None) -> dict:
     ratios = all_ratios(cases)
     report = {**fields, "cases": cases, "ratios": ratios, "targets": check_targets(ratios)}
@@ -137,7 +105,7 @@ def make_report(cases: list[dict], *, plan, suites: Sequence[str], command: str,
         "command": command,
         "quick": plan.quick,
         "suites": list(suites),
-        "engines": engines_note(plan, suites),
+        "engines": plan.engines + ("; the startup suite sets its own per variant" if "startup" in suites else ""),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         "seconds": round(time.time() - started, 1),
     }
@@ -158,16 +126,10 @@ def merge_reports(paths: Sequence[str]) -> dict:
     return _with_ratios(fields, [c for r in reports for c in r["cases"]], unfinished)
 
 
-def _table(columns, rows: list[dict], markdown: bool) -> list[str]:
+def _table(columns, rows: list[dict]) -> list[str]:
     def cell(value, spec: str) -> str:
         return "-" if value is None else format(value, spec)
 
-    if markdown:
-        lines = ["| " + " | ".join(h for h, *_ in columns) + " |", "| --- |" + " ---: |" * (len(columns) - 1)]
-        for row in rows:
-            cells = [f"`{row['name']}`", *(cell(row.get(field), spec) for _, _, field, spec in columns[1:])]
-            lines.append("| " + " | ".join(cells) + " |")
-        return lines
     lines = [" ".join(f"{h:{'<' if i == 0 else '>'}{w}}" for i, (h, w, *_) in enumerate(columns))]
     for row in rows:
         cells = (f"{cell(row.get(f), s):{'<' if i == 0 else '>'}{w}}" for i, (_, w, f, s) in enumerate(columns))
@@ -175,10 +137,8 @@ def _table(columns, rows: list[dict], markdown: bool) -> list[str]:
     return lines
 
 
-def format_report(report: dict, markdown: bool = False) -> str:
-    """The report's tables: cases, latency cases (under load), ratios with their targets."""
-    cases = [c for c in report["cases"] if "offered_load" not in c]
-    latency = [c for c in report["cases"] if "offered_load" in c]
+def format_report(report: dict) -> str:
+    """The report's tables: cases, and ratios with their targets."""
     ratios = []
     for key, value in report["ratios"].items():
         t = report["targets"].get(key)
@@ -187,10 +147,8 @@ def format_report(report: dict, markdown: bool = False) -> str:
             shown = f"{t['target'][0]}..{t['target'][1]}" if t["op"] == "within" else f"{t['op']} {t['target']:g}"
             verdict = "met" if t["met"] else "MISSED"
         ratios.append({"name": key, "value": value, "target": shown, "verdict": verdict})
-    tables = [_table(CASE_COLUMNS, cases, markdown)]
-    if latency:
-        tables.append(_table(LATENCY_COLUMNS, latency, markdown))
-    tables.append(_table((*RATIO_COLUMNS, ("", 7, "verdict", "")), ratios, markdown))
+    tables = [_table(CASE_COLUMNS, report["cases"])]
+    tables.append(_table((*RATIO_COLUMNS, ("", 7, "verdict", "")), ratios))
     return "\n\n".join("\n".join(table) for table in tables)
 
 
@@ -231,11 +189,11 @@ def write_json(path: str, report: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m embedtext.bench.report merge OUT IN...``, ``show IN...`` or ``markdown IN...``."""
+    """``python -m embedtext.bench.report merge OUT IN...`` or ``show IN...``."""
     import argparse
 
     parser = argparse.ArgumentParser(description="Merge or show bench reports.")
-    parser.add_argument("action", choices=["merge", "show", "markdown"])
+    parser.add_argument("action", choices=["merge", "show"])
     parser.add_argument("paths", nargs="+")
     args = parser.parse_args(argv)
     if args.action == "merge":
@@ -243,10 +201,7 @@ def main(argv: list[str] | None = None) -> None:
         write_json(args.paths[0], report)
     else:
         report = merge_reports(args.paths)
-    if args.action == "markdown":
-        print(format_report(report, markdown=True))
-    else:
-        print_report(report)
+    print_report(report)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,7 @@
 """The one comparison runner: paths x workloads, every path resident, timed in rotating rounds.
 
-Paths timed one after another were not like for like (the same run 22% slower ten minutes later), so
-each round times every path once in an order that rotates and reverses (``round_order``), and a
-ratio, declared as a pair of paths on one metric, is the median of its per-round ratios.
+Paths timed one after another were not like for like, so each round times every path once in an
+order that rotates and reverses (``round_order``); a ratio is the median of its per-round ratios.
 """
 
 from __future__ import annotations
@@ -15,7 +14,7 @@ from typing import TypeVar
 
 from embedtext.bench.measure import make_case
 
-Item = TypeVar("Item")  # what round_order orders: paths' labels, or the paths themselves
+Item = TypeVar("Item")
 
 HEADLINE_TOKENS = 50  # ratio keys with {suffix} have none at this length, else _{tokens}
 SETTLE_S = 1.5  # longer than vLLM-CPU's 1 s busy-poll after an engine's last step
@@ -26,7 +25,7 @@ _MADE = ("name", "suite", "rows", "tokens_per_row", "seconds", "rows_per_s", "to
 @dataclass(frozen=True)
 class Workload:
     """What one run does: ``kind`` says how a path runs it (``scan``: a DuckDB query over a table
-    of ``rows`` texts of ``tokens`` tokens; bench/variants.py has the others)."""
+    of ``rows`` texts of ``tokens`` tokens; a suite may name its own)."""
 
     tokens: float
     rows: int
@@ -58,14 +57,13 @@ class RoundsPath:
 @dataclass(frozen=True)
 class Ratio:
     """``numerator`` / ``denominator`` (path labels) on ``metric``, round by round: one per workload
-    (of ``kind``; ``key`` may name ``{workload}`` and ``{suffix}``), or with ``across`` one between
-    two workloads (memory growth with size)."""
+    that has the metric (``key`` may name ``{workload}`` and ``{suffix}``), or with ``across`` one
+    between two workloads."""
 
     key: str
     numerator: str
     denominator: str
     metric: str = "rows_per_s"
-    kind: str | None = None
     across: tuple[str, str] | None = None
 
 
@@ -98,7 +96,7 @@ def run_rounds(
 ) -> list[dict]:
     """Time every path once per round for each workload (``load`` puts its rows where the paths
     read them; the first round warms up). One case per path and workload: the median round's run,
-    or ``combine`` of every round's; ``on_workload``: called with the cases so far."""
+    or ``combine`` of every round's; ``on_workload`` gets the cases so far."""
     by_label = {p.label: p for p in paths}
     cases: dict[tuple[str, str], dict] = {}
     runs: dict[tuple[str, str], list[dict]] = {}
@@ -138,11 +136,7 @@ def _ratio_pairs(ratio: Ratio, workloads: Sequence[Workload]) -> dict[str, tuple
     """Each ratio key -> the (numerator's, denominator's) workload labels it compares."""
     if ratio.across:
         return {ratio.key: ratio.across}
-    return {
-        ratio.key.format(workload=w.label, suffix=w.suffix): (w.label, w.label)
-        for w in workloads
-        if ratio.kind is None or w.kind == ratio.kind
-    }
+    return {ratio.key.format(workload=w.label, suffix=w.suffix): (w.label, w.label) for w in workloads}
 
 
 def _rows_per_s(run: dict, workload: Workload) -> float:
@@ -156,15 +150,14 @@ def _median_run(done: list[dict]) -> dict:
 
 
 def _case(path: RoundsPath, workload: Workload, run: dict, done: list[dict], suite: str) -> dict:
-    """``run`` (the rounds' runs as one), with every round's speed and the peaks of all rounds."""
-    # Every field a report prints, from the run's seconds (make_case); then the run's own fields
-    # (its latencies' percentiles among them) where they say more.
+    """``run`` (the rounds' runs as one), with every round's speed and the peaks of all rounds; the
+    run's own fields (its latencies' percentiles among them) over make_case's where they say more."""
     case = make_case(
         f"{path.case_prefix}_{workload.label}",
         suite,
         rows=run.get("rows", workload.rows),
         seconds=run["seconds"],
-        tokens_per_row=run.get("tokens_per_row", workload.tokens),  # None: no tokens (wire format)
+        tokens_per_row=run.get("tokens_per_row", workload.tokens),
     )
     for key, value in run.items():
         if key not in _MADE and not (value is None and key in case):
@@ -175,33 +168,20 @@ def _case(path: RoundsPath, workload: Workload, run: dict, done: list[dict], sui
         workload=workload.label,
         rounds=len(done),
         rows_per_s_by_round=[round(r["rows_per_s"], 1) for r in done],
-        peak_rss_mb=_peak(done, "peak_rss_mb"),
-        server_peak_rss_mb=_peak(done, "server_peak_rss_mb"),
+        peak_rss_mb=max((r["peak_rss_mb"] for r in done if r.get("peak_rss_mb")), default=None),
+        server_peak_rss_mb=max((r["server_peak_rss_mb"] for r in done if r.get("server_peak_rss_mb")), default=None),
     )
     return case
-
-
-def _peak(runs: Sequence[dict], key: str) -> float | None:
-    values = [r[key] for r in runs if r.get(key)]
-    return max(values) if values else None
 
 
 def declared_ratios(cases: Sequence[dict]) -> dict[str, float]:
     """Every ratio the cases carry: the median of its per-round ratios.
 
-    The cpu suite's reports from before ratios were declared carry one on the denominator's case
-    instead (``ratio_key``, ``ratio_by_round``: ours / that path); those are read too.
-
-    >>> ours = {"suite": "cpu", "ratios_by_round": {"udf_vs_http_json": [1.0, 2.0, 1.1]}}
-    >>> old = {"suite": "cpu", "tokens_per_row": 512, "ratio_key": "udf_vs_inprocess", "ratio_by_round": [0.9, 1.0]}
-    >>> declared_ratios([ours, old, {"suite": "cpu"}])
-    {'udf_vs_http_json': 1.1, 'udf_vs_inprocess_512': 0.95}
+    >>> declared_ratios([{"ratios_by_round": {"udf_vs_http_json": [1.0, 2.0, 1.1]}}, {}])
+    {'udf_vs_http_json': 1.1}
     """
-    ratios = {}
-    for case in cases:
-        for key, per_round in case.get("ratios_by_round", {}).items():
-            ratios[key] = round(statistics.median(per_round), 3)
-        if case.get("ratio_key") and case["suite"] == "cpu":
-            key = case["ratio_key"] + Workload(case["tokens_per_row"], 0).suffix
-            ratios[key] = round(statistics.median(case["ratio_by_round"]), 3)
-    return ratios
+    return {
+        key: round(statistics.median(per_round), 3)
+        for case in cases
+        for key, per_round in case.get("ratios_by_round", {}).items()
+    }

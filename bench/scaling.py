@@ -15,7 +15,6 @@ import pyarrow.parquet as pq
 
 import embedtext
 from embedtext.bench.corpus import BenchCorpus
-from embedtext.bench.measure import tree_rss_by_process
 from embedtext.bench.plan import rows_label
 from embedtext.bench.queries import embed_query_case
 
@@ -40,7 +39,6 @@ def run_scaling(server, corpus: BenchCorpus, sizes: Sequence[int], tokens: int, 
             tokens_per_row=tokens,
             server_pid=server.pid,
         )
-        case["server_rss_by_process_mb"] = tree_rss_by_process(server.pid)  # after the query
         cases.append(case)
         con.close()
         path.unlink()

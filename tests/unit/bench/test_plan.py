@@ -1,10 +1,8 @@
 """What a bench run starts its engines with."""
 
-import click
-import pytest
 from click.testing import CliRunner
 
-from embedtext.bench.cli import bench_command, compile_setting
+from embedtext.bench.cli import bench_command
 from embedtext.bench.plan import make_plan
 
 AMX = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
@@ -26,9 +24,6 @@ def test_a_quick_run_is_eager_and_a_full_one_runs_as_a_servers_default(tmp_path)
 
 
 def test_the_bench_refuses_a_compile_setting_it_cannot_follow():
-    assert compile_setting(None, True) == "off"
-    with pytest.raises(click.UsageError, match="--compiled is --enforce-eager off, not on"):
-        compile_setting("on", True)
     # click refuses an unknown setting before the bench starts anything.
     result = CliRunner().invoke(bench_command, ["--quick", "--only", "cpu", "--enforce-eager", "sometimes"])
     assert result.exit_code == 2 and "'sometimes' is not one of" in result.output, result.output

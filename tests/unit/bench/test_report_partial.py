@@ -8,7 +8,8 @@ from embedtext.bench.report import make_report, merge_reports, print_report, wri
 
 
 def _case(mode: str, rows: int) -> dict:
-    return make_case(f"mixed_{mode}_scan", "mixed", rows=rows, seconds=1.0, tokens_per_row=None, mode=mode, kind="scan")
+    fields = dict(rows=rows, seconds=1.0, tokens_per_row=None, mode=mode, workload="scan")
+    return make_case(f"mixed_{mode}_scan", "mixed", **fields)
 
 
 def test_a_report_cut_short_names_its_suite_and_keeps_its_cases(tmp_path, capsys):
