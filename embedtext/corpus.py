@@ -15,6 +15,7 @@ True
 from __future__ import annotations
 
 import ast
+import os
 import re
 import sysconfig
 from collections.abc import Iterator
@@ -93,12 +94,22 @@ def _module_name(root: Path, path: Path) -> str | None:
     return ".".join(parts)
 
 
+def _sources(base: Path) -> list[Path]:
+    """The library's ``.py`` files in a fixed order, less the folders whose modules are all skipped."""
+    paths = []
+    for folder, subfolders, files in os.walk(base):
+        # Not walked at all: site-packages alone holds most of the files under the library's folder.
+        subfolders[:] = [d for d in subfolders if d not in _SKIPPED_FOLDERS and not d.startswith("_")]
+        paths += [Path(folder, name) for name in files if name.endswith(".py")]
+    return sorted(paths)
+
+
 @lru_cache(maxsize=2)
 def _paragraphs_by_module(root: str) -> tuple[tuple[str, tuple[tuple[str, str], ...]], ...]:
     base = Path(root)
     seen: set[str] = set()
     modules = []
-    for path in sorted(base.rglob("*.py")):
+    for path in _sources(base):
         module = _module_name(base, path)
         if module is None:
             continue

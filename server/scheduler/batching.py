@@ -23,6 +23,7 @@ The queue is bounded in rows: a job that does not fit is refused with
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import deque
 from collections.abc import Callable
@@ -278,10 +279,11 @@ class BatchQueue:
 
     async def _wait(self, seconds: float) -> None:
         self._arrived.clear()
-        try:
-            await asyncio.wait_for(self._arrived.wait(), seconds)
-        except TimeoutError:
-            pass
+        # asyncio.timeout, not wait_for: on Python 3.11 wait_for drops a cancel that lands as rows
+        # arrive, and a stopping server then waits for its dispatcher for ever.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(seconds):
+                await self._arrived.wait()
 
     def _take(self, interactive: bool) -> Batch:
         """A batch of one class: no bulk rows in an interactive batch, whose caller would wait for

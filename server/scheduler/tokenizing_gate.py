@@ -99,7 +99,8 @@ class TokenizingGate:
         self.release()
         try:
             timeout = None if deadline is None else max(deadline - time.monotonic(), 0.0)
-            await asyncio.wait_for(asyncio.shield(waiter.future), timeout)
+            async with asyncio.timeout(timeout):  # not wait_for: on Python 3.11 it may drop a cancel
+                await asyncio.shield(waiter.future)
         except DeadlineExceededError:
             raise  # refused while it waited (``_recheck``): it holds no place any more
         except BaseException as exc:

@@ -4,9 +4,10 @@ The NULL ENGINE answers with vectors derived from each row's token count, not em
 tests check what the clients do (splitting, retries, deadlines, errors, assembly), which needs a
 real gRPC server and real sockets but no model. It starts in about a second, without vLLM.
 
-A server for tests of a slow or busy server (deadlines, backpressure) runs a STAND-IN, the null
-engine taking a fixed time for each batch (``engine_s``): rows that come while it is busy wait in
-the server's queue, as they would behind a real engine's batches.
+A server for tests of a slow or busy server (deadlines, backpressure) runs a STAND-IN: the null
+engine taking a fixed time for each batch (``engine_s``), or holding every batch of bulk rows until
+the test releases it (``hold_bulk``). Rows that come while it is busy wait in the server's queue, as
+they would behind a real engine's batches.
 """
 
 from __future__ import annotations
@@ -34,17 +35,37 @@ def slow_null_engine(seconds: float) -> type[null_backend.NullBackend]:
     return SlowNullBackend
 
 
+def held_null_engine(bulk_released: asyncio.Event) -> type[null_backend.NullBackend]:
+    """The null engine holding each batch of bulk rows only until ``bulk_released`` is set (a test
+    stand-in: an engine busy with bulk work for exactly as long as the test needs); batches with
+    query rows are answered at once."""
+
+    class HeldNullBackend(null_backend.NullBackend):
+        async def embed(self, rows, interactive_rows=0):
+            if not interactive_rows:
+                await bulk_released.wait()
+            return await super().embed(rows, interactive_rows)
+
+    return HeldNullBackend
+
+
 class InProcessServer:
     """A real ``EmbeddingServer`` (null engine) on its own event loop thread; stop() ends it.
-    With ``engine_s``, its engines take that long for each batch."""
+    With ``engine_s``, its engines take that long for each batch; with ``hold_bulk``, they hold
+    each batch of bulk rows until release_bulk()."""
 
-    def __init__(self, socket: Path, engine_s: float = 0.0, **settings) -> None:
+    def __init__(self, socket: Path, engine_s: float = 0.0, hold_bulk: bool = False, **settings) -> None:
+        assert not (engine_s and hold_bulk), "a stand-in engine is slow or held, not both"
         self.target = f"unix:{socket}"
         self.config = ServerConfig(models=("default",), uds=str(socket), engine="null", **settings)
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, daemon=True, name="null-server")
         self._thread.start()
-        engine = slow_null_engine(engine_s) if engine_s else null_backend.NullBackend
+        self._bulk_released = asyncio.Event()
+        if hold_bulk:
+            engine = held_null_engine(self._bulk_released)
+        else:
+            engine = slow_null_engine(engine_s) if engine_s else null_backend.NullBackend
         with mock.patch.object(null_backend, "NullBackend", engine):  # the engines start with the server
             self.server = self._run(self._start())
 
@@ -55,6 +76,10 @@ class InProcessServer:
 
     def _run(self, coroutine, timeout: float = 60.0):
         return asyncio.run_coroutine_threadsafe(coroutine, self._loop).result(timeout)
+
+    def release_bulk(self) -> None:
+        """Let the held bulk batches run, and every later one at once."""
+        self._loop.call_soon_threadsafe(self._bulk_released.set)
 
     def stop(self) -> None:
         if self.server is not None:
@@ -82,8 +107,8 @@ def start_server():
     """Start more in-process servers in a test; each is stopped at its end."""
     started: list[InProcessServer] = []
 
-    def start(socket: Path, engine_s: float = 0.0, **settings) -> InProcessServer:
-        server = InProcessServer(socket, engine_s, **settings)
+    def start(socket: Path, engine_s: float = 0.0, hold_bulk: bool = False, **settings) -> InProcessServer:
+        server = InProcessServer(socket, engine_s, hold_bulk, **settings)
         started.append(server)
         return server
 

@@ -28,14 +28,26 @@ def _refusals(server) -> float:
     )
 
 
-def _embed_in_a_thread(target: str, texts: list[str], into: dict) -> threading.Thread:
+def _in_a_thread(work, into: dict) -> threading.Thread:
+    """Run ``work()`` in a thread: its result lands in ``into["result"]``, or its error in ``into["error"]``."""
+
     def run():
-        with embedtext.Client(target, timeout=60) as client:
-            into["vectors"] = client.embed(texts, latency_class="bulk")
+        try:
+            into["result"] = work()
+        except Exception as exc:  # noqa: BLE001 - the test reads it
+            into["error"] = exc
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()
     return thread
+
+
+def _embed_in_a_thread(target: str, texts: list[str], into: dict) -> threading.Thread:
+    def embed():
+        with embedtext.Client(target, timeout=60) as client:
+            return client.embed(texts, latency_class="bulk")
+
+    return _in_a_thread(embed, into)
 
 
 def _wait_until(what: str, condition) -> None:
@@ -56,42 +68,37 @@ class _Threads:
 
 @pytest.fixture
 def held_queue(start_server, tmp_path):
-    """A server whose queue is full: its engine (one batch at a time) holds a one-row call for
-    ``delay_ms``, and one bulk caller's BOUND rows wait behind it."""
-
-    def fill(delay_ms: float):
-        server = start_server(
-            tmp_path / "busy.sock", engine_s=delay_ms / 1000, max_queued_rows=BOUND, max_batches_per_replica=1
-        )
-        registry = server.server.metrics.registry
-        labels = {"model": "all-MiniLM-L6-v2", "replica": "0"}
-        blocker = _embed_in_a_thread(server.target, ["the engine's one batch"], {})
+    """A server whose queue is full: its engine (one batch at a time) holds a one-row call until the
+    test calls ``server.release_bulk()``, and one bulk caller's BOUND rows wait behind it."""
+    server = start_server(tmp_path / "busy.sock", hold_bulk=True, max_queued_rows=BOUND, max_batches_per_replica=1)
+    registry = server.server.metrics.registry
+    labels = {"model": "all-MiniLM-L6-v2", "replica": "0"}
+    blocker = _embed_in_a_thread(server.target, ["the engine's one batch"], {})
+    _wait_until(
+        "the blocker never reached the engine",
+        lambda: registry.get_sample_value("embedtext_replica_inflight_batches", labels) == 1,
+    )
+    filler = {}
+    thread = _embed_in_a_thread(server.target, [f"row {i}" for i in range(BOUND)], filler)
+    with embedtext.Client(server.target) as probe:
         _wait_until(
-            "the blocker never reached the engine",
-            lambda: registry.get_sample_value("embedtext_replica_inflight_batches", labels) == 1,
+            "the filler's rows never reached the queue",
+            lambda: probe.info(refresh=True).model().queued_bulk_rows >= BOUND,
         )
-        filler = {}
-        thread = _embed_in_a_thread(server.target, [f"row {i}" for i in range(BOUND)], filler)
-        with embedtext.Client(server.target) as probe:
-            _wait_until(
-                "the filler's rows never reached the queue",
-                lambda: probe.info(refresh=True).model().queued_bulk_rows >= BOUND,
-            )
-        return server, _Threads(blocker, thread), filler
-
-    return fill
+    return server, _Threads(blocker, thread), filler
 
 
 def test_info_shows_the_queue_by_class(held_queue):
-    server, thread, _ = held_queue(delay_ms=2000)
+    server, thread, _ = held_queue
     with embedtext.Client(server.target) as client:
         model = client.info(refresh=True).model()
     assert (model.queued_bulk_rows, model.waiting_bulk_callers, model.queued_interactive_rows) == (BOUND, 1, 0)
+    server.release_bulk()
     thread.join(30)
 
 
 def test_a_full_queue_refuses_with_a_retry_hint(held_queue):
-    server, thread, _ = held_queue(delay_ms=2000)
+    server, thread, _ = held_queue
     request = pb.EmbedRequest(texts=pb.TextList(texts=["one more"]), latency_class=pb.LATENCY_CLASS_BULK)
     with grpc.insecure_channel(server.target) as channel:
         with pytest.raises(grpc.RpcError) as refused:
@@ -99,33 +106,45 @@ def test_a_full_queue_refuses_with_a_retry_hint(held_queue):
     assert refused.value.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
     hints = [int(v) for k, v in refused.value.trailing_metadata() if k == RETRY_PUSHBACK_KEY]
     assert len(hints) == 1 and hints[0] > 0
+    server.release_bulk()
     thread.join(30)
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_overload_is_retried_until_every_row_is_served(held_queue, kind):
-    server, thread, filler = held_queue(delay_ms=500)
+    server, thread, filler = held_queue
     texts = [f"late {i}" for i in range(4)]
     if kind == "sync":
-        with embedtext.Client(server.target, timeout=60) as client:
-            got = client.embed(texts, latency_class="bulk")
+
+        def embed():
+            with embedtext.Client(server.target, timeout=60) as client:
+                return client.embed(texts, latency_class="bulk")
+
     else:
 
-        async def run():
-            async with embedtext.AsyncClient(server.target, timeout=60) as client:
-                return await client.embed(texts, latency_class="bulk")
+        def embed():
+            async def run():
+                async with embedtext.AsyncClient(server.target, timeout=60) as client:
+                    return await client.embed(texts, latency_class="bulk")
 
-        got = asyncio.run(run())
+            return asyncio.run(run())
+
+    late = {}
+    late_thread = _in_a_thread(embed, late)
+    # it was refused while the queue was full; only then does the queue drain, and it must retry
+    _wait_until("the late call was never refused", lambda: _refusals(server) >= 1)
+    server.release_bulk()
+    late_thread.join(60)
     thread.join(30)
-    assert _refusals(server) >= 1  # it was refused while the queue was full, and retried
+    assert "error" not in late, late.get("error")
     with embedtext.Client(server.target) as client:
-        np.testing.assert_array_equal(got, client.embed(texts))
-    assert filler["vectors"].shape[0] == BOUND
+        np.testing.assert_array_equal(late["result"], client.embed(texts))
+    assert filler["result"].shape[0] == BOUND
 
 
 @pytest.mark.parametrize("kind", ["sync", "async"])
 def test_overload_that_outlasts_the_deadline_fails_saying_so(held_queue, kind):
-    server, thread, _ = held_queue(delay_ms=3000)
+    server, thread, _ = held_queue
     if kind == "sync":
         with embedtext.Client(server.target, timeout=0.5) as client, pytest.raises(OverloadedError) as failed:
             client.embed(["late"], latency_class="bulk")
@@ -139,4 +158,5 @@ def test_overload_that_outlasts_the_deadline_fails_saying_so(held_queue, kind):
             asyncio.run(run())
     assert "still overloaded after" in str(failed.value) and "the deadline leaves" in str(failed.value)
     assert _refusals(server) >= 2  # it did retry before giving up
+    server.release_bulk()
     thread.join(30)

@@ -9,14 +9,16 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import inspect
+import time
 
 import numpy as np
 import pyarrow as pa
 import pytest
 
 import embedtext
+from embedtext.connectors import client_core
 from embedtext.connectors.client_config import ClientConfig
-from embedtext.connectors.client_core import RECONNECT_WAIT_S, ClientCore
+from embedtext.connectors.client_core import ClientCore
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import (
     DeadlineExceededError,
@@ -185,12 +187,14 @@ def test_a_retry_after_unavailable_moves_to_another_endpoint(null_server, spare_
         assert endpoints.inflight_rows == 0  # leases returned
 
 
-def test_a_dead_server_is_a_clear_unavailable_error_within_the_deadline(spare_socket):
+def test_a_dead_server_is_a_clear_unavailable_error_within_the_deadline(spare_socket, monkeypatch):
+    # a shorter reconnect wait than the default, so the test does not sit out 5 s per client
+    monkeypatch.setattr(client_core, "RECONNECT_WAIT_S", 0.5)
     sync, in_async = both(f"unix:{spare_socket}", "embed", ["a"], settings={"timeout": 20})
     same(sync, in_async)
     assert isinstance(sync, UnavailableError) and "embedtext serve" in str(sync)
-    # the retry's wait is bounded by RECONNECT_WAIT_S, not gRPC's reconnect backoff
-    assert f"waited {RECONNECT_WAIT_S:.1f}s for it to come back" in str(sync)
+    # the retry's wait is bounded by RECONNECT_WAIT_S, not by the deadline or gRPC's reconnect backoff
+    assert "waited 0.5s for it to come back" in str(sync)
 
 
 def test_deadlines_are_kept(start_server, tmp_path):
@@ -226,10 +230,13 @@ def test_client_config_is_one_source(null_server):
 
 
 def test_an_async_query_does_not_wait_behind_the_same_clients_bulk_sub_batches(start_server, tmp_path):
-    """One AsyncClient, one slot: a bulk call's 20 sub-batches each take the server's engine 200 ms,
-    one after another; a one-row query sent meanwhile has slots of its own, and is answered before
-    the bulk call ends (with one shared bound it would queue behind all 20)."""
-    server = start_server(tmp_path / "slow.sock", engine_s=0.2)
+    """One AsyncClient, one slot: a bulk call's 20 sub-batches go one after another, and the server's
+    engine holds the first until the test lets it go; a one-row query sent meanwhile has slots of
+    its own, and is answered while the bulk call is held (with one shared bound it would queue
+    behind the held sub-batch until its deadline)."""
+    server = start_server(tmp_path / "held.sock", hold_bulk=True)
+    registry = server.server.metrics.registry
+    labels = {"model": "all-MiniLM-L6-v2", "replica": "0"}
     finished: list[str] = []
 
     async def run():
@@ -240,8 +247,14 @@ def test_an_async_query_does_not_wait_behind_the_same_clients_bulk_sub_batches(s
                 finished.append(name)
 
             bulk = asyncio.ensure_future(call("bulk", [f"row {i}" for i in range(40)], "bulk"))
-            await asyncio.sleep(0.3)  # its sub-batches are queued on the client's one slot
+            # Once its first sub-batch is held in the engine, the others wait on the client's one slot.
+            waited = time.monotonic() + 30
+            while registry.get_sample_value("embedtext_replica_inflight_batches", labels) != 1:
+                assert time.monotonic() < waited, "the bulk call's first sub-batch never reached the engine"
+                await asyncio.sleep(0.01)
             await call("query", ["which table holds the invoices"], "interactive")
+            assert finished == ["query"]  # the bulk call is still held
+            server.release_bulk()
             await bulk
 
     asyncio.run(run())

@@ -344,3 +344,22 @@ def test_a_query_gathers_for_at_most_half_of_what_its_deadline_left_it():
         return await asyncio.wait_for(q.next_batch(bulk_running=lambda: True), 30)  # not the minute
 
     assert asyncio.run(run()).rows == [[7]]
+
+
+def test_a_dispatcher_cancelled_as_rows_arrive_stops():
+    """A stopping server cancels its dispatcher while it waits for a fuller batch; rows that arrive
+    in the same turn of the event loop must not swallow the cancel (Python 3.11's wait_for did, and
+    stop() then waited for ever)."""
+
+    async def run():
+        q = _queue(max_batch_tokens=100, max_batch_delay_s=60)
+        q.submit(_classed([[1]] * 8, caller="scan"))  # too few tokens for a batch: it waits a minute
+        waiting = asyncio.create_task(q.next_batch(bulk_running=lambda: True))
+        await asyncio.sleep(0)
+        q.submit(_classed([[2]] * 8, caller="index"))  # more rows arrive ...
+        waiting.cancel()  # ... as the server stops
+        async with asyncio.timeout(10):  # the old wait went on for its minute
+            await waiting
+
+    with pytest.raises(asyncio.CancelledError):
+        asyncio.run(run())
