@@ -96,7 +96,7 @@ class ServerMetrics:
         )
         self.engine_step_tokens = Gauge(
             "embedtext_engine_step_tokens",
-            "Token budget of a stepped engine's step, per replica (paced to --interactive-slo-ms; 0: not stepped)",
+            "Token budget of a stepped engine's step, per replica (paced where it runs queries; 0: not stepped)",
             ["model", "replica"],
             registry=r,
         )

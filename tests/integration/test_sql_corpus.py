@@ -233,10 +233,10 @@ def test_hoisted_constant_is_embedded_once(big):
     assert all(_same(a, b) for a, b in zip(after, before))
 
 
-def test_embed_text_768_and_vector_ddl_run_end_to_end(servers):
+def test_embed_text_768_and_vector_ddl_run_end_to_end(arctic_server):
     """SNOWFLAKE.CORTEX.EMBED_TEXT_768 on a served 768-d model, and VECTOR(FLOAT, 768) DDL."""
     con = duckdb.connect()
-    embedtext.register(con, servers.minilm.target, name="arctic_embed", model="arctic-like")
+    embedtext.register(con, arctic_server.target, name="arctic_embed", model="arctic-like")
     for statement in SETUP.split(";")[:2]:
         if statement.strip():
             con.execute(statement).fetchall()
