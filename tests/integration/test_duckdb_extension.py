@@ -94,6 +94,30 @@ def _parse_vector(line: str) -> np.ndarray:
     return np.array([float(x) for x in line.strip().strip("[]").split(",")], dtype=np.float32)
 
 
+def _needs_static_tls(path: str) -> bool:
+    """Whether an ELF64 library's dynamic section sets DF_STATIC_TLS (its TLS is initial-exec)."""
+    import struct
+
+    data = Path(path).read_bytes()
+    shoff, (shentsize, shnum) = struct.unpack_from("<Q", data, 0x28)[0], struct.unpack_from("<HH", data, 0x3A)
+    for i in range(shnum):
+        header = shoff + i * shentsize
+        kind = struct.unpack_from("<I", data, header + 4)[0]
+        offset, size = struct.unpack_from("<QQ", data, header + 0x18)
+        if kind == 6:  # SHT_DYNAMIC: (tag, value) pairs
+            for tag, value in struct.iter_unpack("<qQ", data[offset : offset + size]):
+                if tag == 30:  # DT_FLAGS
+                    return bool(value & 0x10)  # DF_STATIC_TLS
+    return False
+
+
+def test_the_extension_needs_no_static_tls(extension_path):
+    """DuckDB dlopens it into processes that may have no static TLS space left (Python with torch
+    and vLLM loaded): initial-exec TLS there crashed the first allocation on LOAD (mimalloc's
+    thread init), now and then. Every thread-local must be dynamic (udf/extension/Cargo.toml)."""
+    assert not _needs_static_tls(extension_path)
+
+
 def test_duckdb_cli_set_connect_and_embed_matches_python_udf(servers, extension_path):
     target = servers.minilm.target
     out = _cli(
