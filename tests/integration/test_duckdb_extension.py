@@ -113,8 +113,7 @@ def _needs_static_tls(path: str) -> bool:
 
 def test_the_extension_needs_no_static_tls(extension_path):
     """DuckDB dlopens it into processes that may have no static TLS space left (Python with torch
-    and vLLM loaded): initial-exec TLS there crashed the first allocation on LOAD (mimalloc's
-    thread init), now and then. Every thread-local must be dynamic (udf/extension/Cargo.toml)."""
+    and vLLM loaded): a dlopened library's initial-exec thread-locals need that space."""
     assert not _needs_static_tls(extension_path)
 
 

@@ -10,11 +10,6 @@ mod functions;
 mod local;
 pub mod settings;
 
-/// The extension's own allocations (request and reply buffers of up to a few MiB, every chunk) from
-/// mimalloc, which keeps freed pages for reuse, not from the host process's malloc.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 pub mod proto {
     tonic::include_proto!("embedtext.v1");
 }
