@@ -84,7 +84,8 @@ def run_gpu_suite(
         path, texts = files[tokens]
         query = dict(fn=fn, source=f"read_parquet('{path}')", rows=len(texts), tokens_per_row=tokens, server_pid=pid)
         case = embed_query_case(con, name, SUITE, **query, **extra, replicas=n, model=model)
-        case["pct_of_ceiling"] = round(100 * (case["tokens_per_s"] or 0) / CEILING_TOKENS_PER_S[tokens], 2)
+        if case["tokens_per_s"]:
+            case["pct_of_ceiling"] = round(100 * case["tokens_per_s"] / CEILING_TOKENS_PER_S[tokens], 2)
         cases.append(case)
 
     for n in replicas or GPU_REPLICAS:

@@ -87,9 +87,10 @@ class ProcessWatch:
             self.peaks[name] = max(self.peaks[name], sum(_rss_kib(p) for p in members) / 1024)
 
     def _cpu_snapshot(self) -> dict[int, tuple[str, float]]:
+        """Each process's CPU seconds, over the trees' members as the last walk found them."""
         out: dict[int, tuple[str, float]] = {}
         for label, root in self.trees.items():
-            for pid in _tree(root):
+            for pid in self._members.get(label, [root]):
                 name = label if pid == root else f"{label}/{_proc(pid, 'comm').strip() or '?'}"
                 out.setdefault(pid, (name, _cpu_seconds(pid)))
         for label, pid in self.pids.items():
