@@ -58,7 +58,7 @@ class LocalServer:
         for model in models:
             cmd += ["--model", model]
         cmd += ["--uds", self.uds] if self.uds else ["--port", str(port)]
-        self.command = cmd + list(args)
+        self.command = cmd + ["--stop-on-stdin-eof", *args]
         # A private server: security settings meant for a remote server (EMBEDTEXT_TLS_*,
         # EMBEDTEXT_TOKEN, EMBEDTEXT_TOKEN_FILE) are not inherited; pass them in args or env to use them.
         inherited = {k: v for k, v in os.environ.items() if not k.startswith("EMBEDTEXT_TLS_") and k not in _SECRETS}
@@ -67,8 +67,15 @@ class LocalServer:
 
     def start(self) -> LocalServer:
         log = open(self.log_path, "ab")
+        # Its standard input is a pipe that this process never writes: the pipe closes when this
+        # process ends, however it ends, and an embedtext server then stops (--stop-on-stdin-eof).
         self.process = subprocess.Popen(
-            self.command, stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True
+            self.command,
+            stdin=subprocess.PIPE,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            env=self.env,
+            start_new_session=True,
         )
         log.close()
         atexit.register(self.stop)  # never leave a server (and its engines) behind
@@ -133,14 +140,19 @@ class LocalServer:
 
     def stop(self, timeout: float = 30.0) -> None:
         atexit.unregister(self.stop)
-        if self.process is None or self.process.poll() is not None:
+        if self.process is None:
             return
-        self.process.send_signal(signal.SIGTERM)
         try:
-            self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            if self.process.poll() is None:
+                self.process.send_signal(signal.SIGTERM)
+                try:
+                    self.process.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    os.killpg(self.process.pid, signal.SIGKILL)
+                    self.process.wait()
+        finally:
+            if self.process.stdin is not None:
+                self.process.stdin.close()
 
     def __enter__(self) -> LocalServer:
         self.start()

@@ -7,6 +7,7 @@ import contextlib
 import logging
 import os
 import signal
+import sys
 import time
 
 import grpc
@@ -240,8 +241,20 @@ def _remove_socket(path: str) -> None:
         os.unlink(path)
 
 
-async def serve(config: ServerConfig) -> None:
-    """Run until SIGINT or SIGTERM."""
+class _StopOnEof(asyncio.Protocol):
+    """Standard input, a pipe from the process that started the server: it closes when that
+    process ends, however it ends (signals cannot tell a server whose parent was killed)."""
+
+    def __init__(self, stop: asyncio.Event) -> None:
+        self.stop = stop
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        log.warning("standard input closed: the process that started this server is gone; stopping")
+        self.stop.set()
+
+
+async def serve(config: ServerConfig, *, stop_on_stdin_eof: bool = False) -> None:
+    """Run until SIGINT or SIGTERM, or with ``stop_on_stdin_eof`` until standard input closes."""
     resolved = resolve(config)
     tuning = host_tuning(resolved.device, config.engine)
     tuning.log_to(log)
@@ -251,6 +264,8 @@ async def serve(config: ServerConfig) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
+    if stop_on_stdin_eof:
+        await loop.connect_read_pipe(lambda: _StopOnEof(stop), sys.stdin)
     starting = asyncio.create_task(server.start())
     stopper = asyncio.create_task(stop.wait())
     done, _ = await asyncio.wait({starting, stopper}, return_when=asyncio.FIRST_COMPLETED)

@@ -98,6 +98,7 @@ def _config(params: dict[str, Any]) -> ServerConfig:
     """The ServerConfig of ``embedtext serve``'s parsed options; a UsageError says what is wrong."""
     params = dict(params)
     assignments, token_file = params.pop("assignments"), params.pop("token_file")
+    params.pop("stop_on_stdin_eof", None)
     if token_file:
         if params["token"]:
             raise click.UsageError("give --token or --token-file, not both")
@@ -126,6 +127,9 @@ def config_from_args(args: list[str]) -> ServerConfig:
     help="Read the token from this file.",
 )
 @click.option("--set", "assignments", multiple=True, metavar="NAME=VALUE", help="An advanced setting ('--set help').")
+# For a parent that starts a private server (connectors/local_server.py): its end of the pipe closes
+# however it ends, a SIGKILL or a crash included, and the server stops with it.
+@click.option("--stop-on-stdin-eof", is_flag=True, hidden=True, help="Stop when standard input closes.")
 def serve_command(**kwargs) -> None:
     """Serve embedding models over gRPC (embedtext.v1)."""
     from embedtext.server.app import configure_logging, serve
@@ -144,7 +148,7 @@ def serve_command(**kwargs) -> None:
     from embedtext.server.models.source import ModelSourceError
 
     try:
-        asyncio.run(serve(config))
+        asyncio.run(serve(config, stop_on_stdin_eof=kwargs["stop_on_stdin_eof"]))
     except (ModelSourceError, AllocatorError, EngineStartError) as exc:
         raise click.ClickException(str(exc)) from None
     except KeyboardInterrupt:

@@ -64,3 +64,29 @@ def test_waiting_for_every_engine_waits_past_ready(tiny_model_dir):
     assert (model.replicas, model.starting_replicas) == (2, 0)
     later = [i for i, line in enumerate(log) if "starting replica 1 (bulk work) after the server is ready" in line]
     assert len(later) == 1 and log.index(READY_LINE) < later[0] < log.index(EVERY_ENGINE_UP_LINE), log
+
+
+def test_a_child_server_stops_when_its_parent_is_killed(tiny_model_dir, tmp_path):
+    """A parent killed by a signal runs no cleanup of its own: its real child server (NULL ENGINE, a
+    stand-in: only its life is tested) sees its standard input close and stops."""
+    import subprocess
+    import sys
+
+    import psutil
+
+    parent = (
+        "import os, signal\n"
+        "from embedtext.connectors.local_server import LocalServer\n"
+        f"server = LocalServer(['tiny={tiny_model_dir}'], replicas=1, args=['--set', 'engine=null']).start()\n"
+        "server.wait_ready(120)\n"
+        "print(server.pid, flush=True)\n"
+        "os.kill(os.getpid(), signal.SIGKILL)\n"
+    )
+    run = subprocess.run([sys.executable, "-c", parent], capture_output=True, text=True, timeout=180)
+    assert run.returncode == -9, run.stderr
+    server = psutil.Process(int(run.stdout))
+    try:
+        server.wait(timeout=60)  # returns once the orphaned server has exited
+    except psutil.TimeoutExpired:
+        server.kill()
+        raise AssertionError("the server outlived the parent that started it") from None
