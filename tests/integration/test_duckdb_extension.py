@@ -141,25 +141,38 @@ def test_duckdb_cli_finds_its_server_by_environment_at_load(servers, extension_p
     assert out.strip() == "FLOAT[128]|true"
 
 
+def _client_gives_the_python_udfs_vector(command: list[str], target: str, text: str, **run) -> None:
+    """``command EXTENSION TARGET TEXT``, a program on another DuckDB client, prints embed_text's
+    type and vector for TEXT as JSON: the same as the Python UDF's."""
+    out = subprocess.run([*command, target, text], capture_output=True, text=True, timeout=300, **run)
+    assert out.returncode == 0, out.stderr
+    got = json.loads(out.stdout)
+    assert got["type"] == "FLOAT[384]"
+    expected = _vectors(udf_connection(target), f"SELECT embed_text('{text}')")[0]
+    np.testing.assert_allclose(got["vector"], expected, atol=1e-6)
+
+
 def test_node_client_loads_it_and_matches_python_udf(servers, extension_path):
     """Node's DuckDB (@duckdb/node-api 1.5.6, which .ci/run installs and names in EMBEDTEXT_NODE_PATH)."""
     node_path = os.environ.get("EMBEDTEXT_NODE_PATH")
     if not node_path or shutil.which("node") is None:
         pytest.skip("set EMBEDTEXT_NODE_PATH to a node_modules holding @duckdb/node-api (CI installs it)")
     script = Path(__file__).with_name("node_client.cjs")
-    target = servers.minilm.target
-    out = subprocess.run(
-        ["node", str(script), extension_path, target, "hello from node"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        env={**os.environ, "NODE_PATH": node_path},
+    command = ["node", str(script), extension_path]
+    _client_gives_the_python_udfs_vector(
+        command, servers.minilm.target, "hello from node", env={**os.environ, "NODE_PATH": node_path}
     )
-    assert out.returncode == 0, out.stderr
-    got = json.loads(out.stdout)
-    assert got["type"] == "FLOAT[384]"
-    expected = _vectors(udf_connection(target), "SELECT embed_text('hello from node')")[0]
-    np.testing.assert_allclose(got["vector"], expected, atol=1e-6)
+
+
+def test_java_client_loads_it_and_matches_python_udf(servers, extension_path, tmp_path):
+    """Java's DuckDB (DuckDB's JDBC driver, org.duckdb:duckdb_jdbc 2.0.0.1, which .ci/run fetches
+    and names in EMBEDTEXT_DUCKDB_JDBC), run as a single-file program."""
+    jar = os.environ.get("EMBEDTEXT_DUCKDB_JDBC")
+    if not jar or shutil.which("java") is None:
+        pytest.skip("set EMBEDTEXT_DUCKDB_JDBC to DuckDB's JDBC jar (CI fetches it)")
+    program = Path(__file__).with_name("JavaClient.java")
+    command = ["java", "-cp", jar, str(program), extension_path]
+    _client_gives_the_python_udfs_vector(command, servers.minilm.target, "hello from java", cwd=tmp_path)
 
 
 def test_python_load_gives_the_python_udfs_vectors_row_for_row(servers, extension_path):
