@@ -132,6 +132,40 @@ def test_duckdb_cli_set_connect_and_embed_matches_python_udf(servers, extension_
     np.testing.assert_allclose(_parse_vector(lines[2]), expected, atol=1e-6)
 
 
+def test_the_cli_line_load_set_select_matches_python_udf(servers, extension_path):
+    """The README's line, `LOAD; SET embedtext_target; SELECT embed_text(...)`, as it reads: LOAD
+    finds the server (here by EMBEDTEXT_TARGET; a server on the default address needs nothing) and
+    registers embed_text(text) -> FLOAT[384] for it."""
+    target = servers.minilm.target
+    out = _cli(
+        extension_path,
+        f"SET embedtext_target = '{target}'; SELECT embed_text('hello');",
+        env={"EMBEDTEXT_TARGET": target},
+    )
+    expected = _vectors(udf_connection(target), "SELECT embed_text('hello')")[0]
+    np.testing.assert_allclose(_parse_vector(out.strip()), expected, atol=1e-6)
+
+
+def test_without_a_server_at_load_the_first_call_registers_embed_text(servers, extension_path, monkeypatch):
+    """No server answers at LOAD: embed_text(text) has no type yet. Its first call, after SET, registers
+    it for the server in the settings and asks for the statement again, which then gives the Python
+    UDF's vector. A call on a number is told to pass text."""
+    target = servers.minilm.target
+    monkeypatch.setenv("EMBEDTEXT_TARGET", "127.0.0.1:1")  # nothing listens there
+    con = duckdb.connect(config={"allow_unsigned_extensions": "true"})
+    con.execute(f"LOAD '{extension_path}'")
+    con.execute(f"SET embedtext_target = '{target}'")
+    with pytest.raises(duckdb.BinderException) as first:
+        con.execute("SELECT embed_text('hello')").fetchall()
+    message = str(first.value)
+    assert "embed_text(text) -> FLOAT[384]: all-MiniLM-L6-v2 at " in message and "run the statement again" in message
+    kind, vector = con.execute("SELECT typeof(embed_text('hello')), embed_text('hello')").fetchall()[0]
+    assert kind == "FLOAT[384]"
+    np.testing.assert_allclose(vector, _vectors(udf_connection(target), "SELECT embed_text('hello')")[0], atol=1e-6)
+    with pytest.raises(duckdb.BinderException, match="embed_text takes text"):
+        con.execute("SELECT embed_text(42)").fetchall()
+
+
 def test_duckdb_cli_finds_its_server_by_environment_at_load(servers, extension_path):
     out = _cli(
         extension_path,

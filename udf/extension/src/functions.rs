@@ -3,7 +3,9 @@
 //! DuckDB's stable C API fixes a function's result type when the function is registered, so
 //! `embed_text(text) -> FLOAT[dim]` is registered once the extension knows its server's dim: at
 //! LOAD when the server (EMBEDTEXT_TARGET, else 127.0.0.1:50051) answers, or at
-//! `SELECT embedtext_connect(...)`. Every call then reads the settings as it binds.
+//! `SELECT embedtext_connect(...)`. Until then a stand-in `embed_text(ANY)` answers a call: it
+//! registers embed_text(text) for the server in the settings and asks for the statement again
+//! (a call has bound to the stand-in's type by then). Every call reads the settings as it binds.
 
 use std::ffi::c_void;
 use std::panic::{catch_unwind, AssertUnwindSafe};
@@ -129,6 +131,7 @@ enum Kind {
     Typed(usize), // embed_text(text) -> FLOAT[dim]
     Options,
     Connect,
+    Pending, // embed_text(ANY) until embed_text(text) is registered: it registers it
 }
 
 struct Signature {
@@ -155,12 +158,18 @@ impl Signature {
             params,
         }
     }
+    fn pending() -> Signature {
+        Signature {
+            kind: Kind::Pending,
+            params: vec![DUCKDB_TYPE_DUCKDB_TYPE_ANY], // an exact VARCHAR overload, once there, is chosen first
+        }
+    }
 
     fn returns(&self) -> LogicalType {
         match self.kind {
             Kind::Typed(dim) => LogicalType::float_array(dim),
             Kind::Options => LogicalType::float_list(),
-            Kind::Connect => LogicalType::varchar(),
+            Kind::Connect | Kind::Pending => LogicalType::varchar(),
         }
     }
 }
@@ -206,7 +215,7 @@ unsafe fn register_set(
         duckdb_scalar_function_set_extra_info(function, Box::into_raw(info) as *mut c_void, Some(drop_function_info));
         duckdb_scalar_function_set_bind(function, Some(bind));
         duckdb_scalar_function_set_function(function, Some(execute::execute));
-        if matches!(signature.kind, Kind::Connect) {
+        if matches!(signature.kind, Kind::Connect | Kind::Pending) {
             duckdb_scalar_function_set_volatile(function);
         } else {
             // NULLs reach the function (a NULL model is the default model; a NULL text gives NULL).
@@ -251,13 +260,15 @@ pub unsafe fn load(con: duckdb_connection) -> Result<(), String> {
         ],
         &extension,
     )?;
-    // A server that is not up yet is no error: embedtext_connect registers embed_text(text) later.
+    // A server that is not up yet is no error: embedtext_connect, or the stand-in's first call,
+    // registers embed_text(text) later.
     if let Ok(settings) = extension.settings(None, None) {
         if let Ok(info) = extension.info(&settings, Some(LOAD_PROBE)) {
             extension.register_typed(&info)?;
+            return Ok(());
         }
     }
-    Ok(())
+    register_set(con, "embed_text", &[Signature::pending()], &extension)
 }
 
 unsafe extern "C" fn bind(info: duckdb_bind_info) {
@@ -310,6 +321,20 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                 timeout: settings.timeout,
                 output: Output::Text(text),
             })
+        }
+        Kind::Pending => {
+            if extension.typed.lock().unwrap().is_some() {
+                return Err("embedtext: embed_text takes text: cast the argument to VARCHAR".into());
+            }
+            let settings = extension.settings(Some(&context), None)?;
+            let server = extension.info(&settings, None)?;
+            let registered = extension.register_typed(&server)?;
+            Err(format!(
+                "embedtext: {registered} at {} is registered now; run the statement again (no server answered \
+                 when the extension was loaded, and DuckDB fixes a function's type when it is registered: \
+                 SELECT embedtext_connect() after SET embedtext_target avoids this)",
+                settings.targets.join(",")
+            ))
         }
         Kind::Typed(_) | Kind::Options => {
             let settings = extension.settings(Some(&context), None)?;
