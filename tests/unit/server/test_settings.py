@@ -104,7 +104,7 @@ def _serve_config(args: list[str], env: dict | None = None) -> ServerConfig:
 
     seen = []
 
-    async def record(config):
+    async def record(config, *, stop_on_stdin_eof=False):
         seen.append(config)
 
     with mock.patch.object(app, "serve", record), mock.patch.object(app, "configure_logging"):
