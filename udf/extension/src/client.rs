@@ -349,6 +349,9 @@ fn open_channel(target: &str, tls: Option<ClientTlsConfig>) -> Result<Channel, E
 
 /// HTTP/2 flow-control windows that hold a whole reply (512 rows of 1,024 floats are 2 MiB): with
 /// the default 64 KiB, the server waits for a window update every 64 KiB of vectors.
+/// Frames stay at HTTP/2's default 16 KiB. Larger ones saved client CPU, but h2 accepts them only
+/// once the server has acknowledged the setting, and gRPC's server may send them before that: the
+/// connection then fails now and then with a transport error.
 fn windows(endpoint: Endpoint) -> Endpoint {
     endpoint
         .initial_stream_window_size(8 << 20)
