@@ -68,6 +68,19 @@ impl Extension {
         .map_err(|e| e.0)
     }
 
+    /// Register embed_text(text) for the server in this context's settings (or `target`): the
+    /// settings used, and what was registered.
+    fn register_for(
+        self: &Arc<Self>,
+        context: &ClientContext,
+        target: Option<String>,
+    ) -> Result<(Settings, String), String> {
+        let settings = self.settings(Some(context), target)?;
+        let server = self.info(&settings, None)?;
+        let registered = self.register_typed(&server)?;
+        Ok((settings, registered))
+    }
+
     /// Register embed_text(text) -> FLOAT[dim] for the default model of `settings`' server.
     fn register_typed(self: &Arc<Self>, info: &proto::InfoResponse) -> Result<String, String> {
         let model = find_model(info, None)?;
@@ -303,9 +316,7 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
             } else {
                 None
             };
-            let settings = extension.settings(Some(&context), target.clone())?;
-            let server = extension.info(&settings, None)?;
-            let registered = extension.register_typed(&server)?;
+            let (settings, registered) = extension.register_for(&context, target.clone())?;
             if target.is_some() {
                 *extension.connected.lock().unwrap() = target;
             }
@@ -326,9 +337,7 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
             if extension.typed.lock().unwrap().is_some() {
                 return Err("embedtext: embed_text takes text: cast the argument to VARCHAR".into());
             }
-            let settings = extension.settings(Some(&context), None)?;
-            let server = extension.info(&settings, None)?;
-            let registered = extension.register_typed(&server)?;
+            let (settings, registered) = extension.register_for(&context, None)?;
             Err(format!(
                 "embedtext: {registered} at {} is registered now; run the statement again (no server answered \
                  when the extension was loaded, and DuckDB fixes a function's type when it is registered: \
