@@ -1,4 +1,4 @@
-"""Append DuckDB's metadata footer to the built library, making it a loadable extension file
+"""Append DuckDB's metadata footer to the shared object cargo built, making it a loadable extension file
 (unsigned: DuckDB loads it where unsigned extensions are allowed). scripts/build_extension.sh runs it.
 
 The footer holds eight 32-byte fields, last first (metadata version, platform, C API version,
@@ -33,12 +33,12 @@ def footer(extension_version: str, target_platform: str) -> bytes:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("library")
+    parser.add_argument("shared_object", help="what cargo built (libembedtext.so or .dylib)")
     parser.add_argument("output")
     parser.add_argument("--version", default="v0.1.0")
     parser.add_argument("--platform", default=duckdb_platform())
     args = parser.parse_args()
-    shutil.copyfile(args.library, args.output)
+    shutil.copyfile(args.shared_object, args.output)
     with open(args.output, "ab") as out:
         out.write(footer(args.version, args.platform))
 
