@@ -7,6 +7,7 @@ with scripts/build_extension.sh where cargo is installed."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -328,17 +329,16 @@ def test_tls_and_token_from_settings(guarded, extension_path):
         np.testing.assert_allclose(got, client.embed(["a guarded cat"])[0], atol=1e-5)
 
 
-@pytest.fixture(scope="module")
-def null_server(tmp_path_factory):
-    """The null engine (fixed vectors, no model): the scan test is about the extension's
-    bookkeeping across DuckDB's threads, not the model's arithmetic."""
+@contextlib.contextmanager
+def null_engine_server(log_dir: Path):
+    """A server on the null engine (fixed vectors, no model), its metrics on ``metrics_port``."""
     from embedtext.connectors.local_server import LocalServer
 
     metrics_port = free_port()
     server = LocalServer(
         ["default"],
         args=["--set", "engine=null", "--metrics-port", str(metrics_port)],
-        log_path=tmp_path_factory.mktemp("null") / "server.log",
+        log_path=log_dir / "server.log",
     ).start()
     try:
         server.wait_ready(900)
@@ -346,6 +346,14 @@ def null_server(tmp_path_factory):
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture(scope="module")
+def null_server(tmp_path_factory):
+    """The scan tests are about the extension's bookkeeping across DuckDB's threads and servers,
+    not the model's arithmetic."""
+    with null_engine_server(tmp_path_factory.mktemp("null")) as server:
+        yield server
 
 
 def test_scan_of_100000_rows_on_two_threads(null_server, extension_path, tmp_path):
@@ -362,12 +370,8 @@ def test_scan_of_100000_rows_on_two_threads(null_server, extension_path, tmp_pat
         np.testing.assert_allclose([v for _, v in sample], client.embed([b for b, _ in sample]), atol=1e-6)
 
 
-@pytest.mark.slow
-def test_replica_killed_mid_scan_the_query_still_succeeds(servers, extension_path, tmp_path):
-    if servers.tiny.pid is None:
-        pytest.skip("external test servers: not ours to kill")
-    con = extension_connection(extension_path, servers.tiny.target, threads=2)
-    docs = parallel_docs(con, tmp_path, 30_000, "'row ' || i || ' by the river'")
+def background_scan(con, docs: str) -> tuple[threading.Thread, dict]:
+    """``SELECT id, embed_text(body)`` of ``docs`` on a thread; its rows or error land in the dict."""
     outcome: dict = {}
 
     def scan():
@@ -376,9 +380,48 @@ def test_replica_killed_mid_scan_the_query_still_succeeds(servers, extension_pat
         except Exception as exc:  # noqa: BLE001 - the test inspects it
             outcome["error"] = exc
 
-    before = summed(servers.tiny_metrics(), ROWS)
     worker = threading.Thread(target=scan)
     worker.start()
+    return worker, outcome
+
+
+@pytest.mark.parametrize("client", ["extension", "python_udf"])
+def test_a_server_killed_mid_scan_leaves_the_query_to_the_other_target(
+    client, null_server, extension_path, tmp_path_factory
+):
+    """Two targets, and one of them is killed while the scan's requests are in flight: those
+    requests go to the other target, and the query gets every row (the Python UDF does the same)."""
+    with null_engine_server(tmp_path_factory.mktemp("doomed")) as doomed:
+        targets = f"{doomed.target},{null_server.target}"
+        if client == "extension":
+            con = extension_connection(extension_path, targets, threads=2)
+        else:
+            con = duckdb.connect(config={"threads": 2})
+            embedtext.register(con, targets.split(","))
+        docs = parallel_docs(con, tmp_path_factory.mktemp("docs"), 100_000, "'survivor ' || i")
+        worker, outcome = background_scan(con, docs)
+        while summed(read_metrics(doomed.metrics_port), ROWS) < 2048:  # it is answering the scan
+            assert worker.is_alive(), outcome
+            threading.Event().wait(0.02)
+        os.killpg(doomed.process.pid, signal.SIGKILL)
+        worker.join(600)
+    assert "error" not in outcome, outcome.get("error")
+    rows = outcome["rows"]
+    assert [r[0] for r in rows] == list(range(100_000)) and all(r[1] is not None for r in rows)
+    sample = rows[::9973]
+    with embedtext.Client(null_server.target) as survivor:
+        expected = survivor.embed([f"survivor {i}" for i, _ in sample])
+    np.testing.assert_allclose([v for _, v in sample], expected, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_replica_killed_mid_scan_the_query_still_succeeds(servers, extension_path, tmp_path):
+    if servers.tiny.pid is None:
+        pytest.skip("external test servers: not ours to kill")
+    con = extension_connection(extension_path, servers.tiny.target, threads=2)
+    docs = parallel_docs(con, tmp_path, 30_000, "'row ' || i || ' by the river'")
+    before = summed(servers.tiny_metrics(), ROWS)
+    worker, outcome = background_scan(con, docs)
     while summed(servers.tiny_metrics(), ROWS) < before + 2048:  # the scan is under way
         assert worker.is_alive(), outcome
         threading.Event().wait(0.05)

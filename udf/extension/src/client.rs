@@ -40,10 +40,20 @@ fn status_error(status: &Status, target: &str) -> EmbedError {
     if message.is_empty() {
         message = format!("{:?}", status.code());
     }
-    if status.code() == Code::Unavailable && !message.contains("shutting down") {
+    // A broken connection's status says only "transport error": the causes under it say what broke.
+    let mut cause = std::error::Error::source(status).filter(|_| status.code() == Code::Unknown);
+    while let Some(error) = cause {
+        let text = error.to_string();
+        if !message.contains(&text) {
+            message.push_str(&format!(": {text}"));
+        }
+        cause = error.source();
+    }
+    let code = effective_code(status);
+    if code == Code::Unavailable && !message.contains("shutting down") {
         message.push_str(&format!("; is `embedtext serve` running and reachable at {target}?"));
     }
-    EmbedError(format!("embedtext: {message} (server {target}, {:?})", status.code()))
+    EmbedError(format!("embedtext: {message} (server {target}, {code:?})"))
 }
 
 /// What one Embed call asks for.
@@ -195,7 +205,7 @@ impl Client {
                 Ok(Err(status)) => status,
                 Err(_) => Status::deadline_exceeded("the call's deadline passed"),
             };
-            match status.code() {
+            match effective_code(&status) {
                 Code::Unavailable if first_unavailable.is_none() => {
                     first_unavailable = Some(status_error(&status, &target.name));
                     avoid.push(index);
@@ -317,6 +327,16 @@ fn pushback_s(status: &Status) -> Option<f64> {
 
 /// RESOURCE_EXHAUSTED because the server was busy (worth a retry), not because a message was too
 /// large (the same code, which no retry can fix).
+/// A call whose connection broke (its server died, say) ends with a status tonic made from the
+/// transport's error, not one the server sent: like UNAVAILABLE, it goes to another endpoint, as
+/// the Python client's calls do (an embedding is safe to ask for twice).
+fn effective_code(status: &Status) -> Code {
+    match status.code() {
+        Code::Unknown if std::error::Error::source(status).is_some() => Code::Unavailable,
+        code => code,
+    }
+}
+
 fn busy(status: &Status) -> bool {
     pushback_s(status).is_some() || status.message().to_lowercase().contains("concurrent rpc limit")
 }
@@ -349,11 +369,25 @@ fn open_channel(target: &str, tls: Option<ClientTlsConfig>) -> Result<Channel, E
 
 /// HTTP/2 flow-control windows that hold a whole reply (512 rows of 1,024 floats are 2 MiB): with
 /// the default 64 KiB, the server waits for a window update every 64 KiB of vectors.
-/// Frames stay at HTTP/2's default 16 KiB. Larger ones saved client CPU, but h2 accepts them only
-/// once the server has acknowledged the setting, and gRPC's server may send them before that: the
-/// connection then fails now and then with a transport error.
+/// Frames stay at HTTP/2's default 16 KiB: 64 KiB frames saved no client CPU in rotating rounds.
 fn windows(endpoint: Endpoint) -> Endpoint {
     endpoint
         .initial_stream_window_size(8 << 20)
         .initial_connection_window_size(32 << 20)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_broken_connection_is_retried_as_unavailable_and_a_servers_unknown_is_not() {
+        let broken = Status::from_error(Box::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe)));
+        assert_eq!(broken.code(), Code::Unknown);
+        assert_eq!(effective_code(&broken), Code::Unavailable);
+        let message = status_error(&broken, "unix:/s").0;
+        assert!(message.contains("broken pipe") && message.contains("embedtext serve"), "{message}");
+        assert_eq!(effective_code(&Status::unknown("the handler raised")), Code::Unknown);
+        assert_eq!(effective_code(&Status::invalid_argument("no")), Code::InvalidArgument);
+    }
 }
