@@ -44,6 +44,9 @@ from embedtext.protocol.errors import DeadlineExceededError, EmbedTextError, fro
 # A retry after UNAVAILABLE waits this long at most for a channel to (re)connect: a server
 # restarting within it is invisible, and a dead one is a clear UnavailableError soon, not a hang.
 RECONNECT_WAIT_S = 5.0
+# Within that wait, the pause before trying again when a try fails at once (its channel had not
+# yet seen the old connection go, so wait_for_ready did not wait).
+RECONNECT_POLL_S = 0.2
 # How often wait_ready asks each endpoint's health service.
 READY_POLL_S = 0.2
 
@@ -160,6 +163,7 @@ class CallPlan:
         self.started = time.monotonic()
         self._delay_s = 0.0
         self._reconnect = False
+        self._reconnect_until = 0.0  # monotonic: when the wait for a server to come back ends
 
     def __iter__(self) -> Iterator[Attempt]:
         while True:  # ends when a try succeeds or ``failed`` raises
@@ -172,7 +176,8 @@ class CallPlan:
             remaining = max(remaining - delay, 1e-3)
         if not self._reconnect:
             return remaining
-        return RECONNECT_WAIT_S if remaining is None else min(remaining, RECONNECT_WAIT_S)
+        wait = max(self._reconnect_until - time.monotonic() - delay, 1e-3)
+        return wait if remaining is None else min(remaining, wait)
 
     def failed(self, attempt: Attempt, error: grpc.RpcError) -> None:
         endpoint = attempt.endpoint
@@ -180,19 +185,28 @@ class CallPlan:
         if code == grpc.StatusCode.UNAVAILABLE and self.first is None:
             self.first = error
             self._reconnect = True
+            self._reconnect_until = time.monotonic() + RECONNECT_WAIT_S
             endpoint.failures += 1
             self.avoid.append(endpoint)
             return
+        if code == grpc.StatusCode.UNAVAILABLE and attempt.reconnect:
+            if time.monotonic() + RECONNECT_POLL_S < self._reconnect_until:
+                self._delay_s = RECONNECT_POLL_S
+                return
+            raise self._not_back(endpoint) from None
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _busy(error):
             self._back_off(attempt, error)
             return
         if code == grpc.StatusCode.DEADLINE_EXCEEDED and attempt.reconnect:
-            # The retry waited for a server that never came back: the cause is the first
-            # failure (UNAVAILABLE), not the deadline.
-            typed = from_rpc_error(self.first, target=endpoint.target)
-            typed.message += f" (waited {attempt.timeout:.1f}s for it to come back)"
-            raise typed from None
+            raise self._not_back(endpoint) from None
         raise from_rpc_error(error, target=endpoint.target) from None
+
+    def _not_back(self, endpoint: Endpoint) -> EmbedTextError:
+        """The retry waited for a server that never came back: the cause is the first failure
+        (UNAVAILABLE), not the last try's."""
+        typed = from_rpc_error(self.first, target=endpoint.target)
+        typed.message += f" (waited {RECONNECT_WAIT_S:.1f}s for it to come back)"
+        return typed
 
     def _back_off(self, attempt: Attempt, error: grpc.RpcError) -> None:
         """Plan the wait before the next try, or raise if the deadline leaves no room for it."""

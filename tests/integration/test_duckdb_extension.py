@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import threading
+import time
 from pathlib import Path
 
 import duckdb
@@ -330,13 +331,15 @@ def test_tls_and_token_from_settings(guarded, extension_path):
 
 
 @contextlib.contextmanager
-def null_engine_server(log_dir: Path):
-    """A server on the null engine (fixed vectors, no model), its metrics on ``metrics_port``."""
+def null_engine_server(log_dir: Path, port: int | None = None):
+    """A server on the null engine (fixed vectors, no model), its metrics on ``metrics_port``; on a
+    Unix socket, or on 127.0.0.1:``port``."""
     from embedtext.connectors.local_server import LocalServer
 
     metrics_port = free_port()
     server = LocalServer(
         ["default"],
+        port=port,
         args=["--set", "engine=null", "--metrics-port", str(metrics_port)],
         log_path=log_dir / "server.log",
     ).start()
@@ -385,6 +388,24 @@ def background_scan(con, docs: str) -> tuple[threading.Thread, dict]:
     return worker, outcome
 
 
+def scan_connection(client: str, extension_path: str, targets: str) -> duckdb.DuckDBPyConnection:
+    """A connection on two threads whose ``embed_text`` is the extension's or the Python UDF's."""
+    if client == "extension":
+        return extension_connection(extension_path, targets, threads=2)
+    con = duckdb.connect(config={"threads": 2})
+    embedtext.register(con, targets.split(","))
+    return con
+
+
+def scan_under_way(con, docs: str, server) -> tuple[threading.Thread, dict]:
+    """``background_scan``, once ``server`` has embedded 2,048 rows of it."""
+    worker, outcome = background_scan(con, docs)
+    while summed(read_metrics(server.metrics_port), ROWS) < 2048:
+        assert worker.is_alive(), outcome
+        threading.Event().wait(0.02)
+    return worker, outcome
+
+
 @pytest.mark.parametrize("client", ["extension", "python_udf"])
 def test_a_server_killed_mid_scan_leaves_the_query_to_the_other_target(
     client, null_server, extension_path, tmp_path_factory
@@ -392,17 +413,9 @@ def test_a_server_killed_mid_scan_leaves_the_query_to_the_other_target(
     """Two targets, and one of them is killed while the scan's requests are in flight: those
     requests go to the other target, and the query gets every row (the Python UDF does the same)."""
     with null_engine_server(tmp_path_factory.mktemp("doomed")) as doomed:
-        targets = f"{doomed.target},{null_server.target}"
-        if client == "extension":
-            con = extension_connection(extension_path, targets, threads=2)
-        else:
-            con = duckdb.connect(config={"threads": 2})
-            embedtext.register(con, targets.split(","))
+        con = scan_connection(client, extension_path, f"{doomed.target},{null_server.target}")
         docs = parallel_docs(con, tmp_path_factory.mktemp("docs"), 100_000, "'survivor ' || i")
-        worker, outcome = background_scan(con, docs)
-        while summed(read_metrics(doomed.metrics_port), ROWS) < 2048:  # it is answering the scan
-            assert worker.is_alive(), outcome
-            threading.Event().wait(0.02)
+        worker, outcome = scan_under_way(con, docs, doomed)
         os.killpg(doomed.process.pid, signal.SIGKILL)
         worker.join(600)
     assert "error" not in outcome, outcome.get("error")
@@ -412,6 +425,51 @@ def test_a_server_killed_mid_scan_leaves_the_query_to_the_other_target(
     with embedtext.Client(null_server.target) as survivor:
         expected = survivor.embed([f"survivor {i}" for i, _ in sample])
     np.testing.assert_allclose([v for _, v in sample], expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("client", ["extension", "python_udf"])
+def test_a_server_replaced_within_seconds_mid_scan_is_not_seen(client, extension_path, tmp_path_factory):
+    """The only server is killed mid-scan, and a second later another one takes its socket (a
+    supervisor's quick restart): the calls in flight wait for it, and the query gets every row."""
+    with (
+        null_engine_server(tmp_path_factory.mktemp("doomed")) as doomed,
+        null_engine_server(tmp_path_factory.mktemp("spare")) as spare,
+    ):
+        con = scan_connection(client, extension_path, doomed.target)
+        docs = parallel_docs(con, tmp_path_factory.mktemp("docs"), 100_000, "'replaced ' || i")
+        worker, outcome = scan_under_way(con, docs, doomed)
+        os.killpg(doomed.process.pid, signal.SIGKILL)
+        threading.Event().wait(1.0)  # an outage of a second: longer than a retry at once, within the wait
+        os.replace(spare.uds, doomed.uds)  # the spare now answers at the doomed server's address
+        worker.join(600)
+        assert "error" not in outcome, outcome.get("error")
+        assert summed(read_metrics(spare.metrics_port), ROWS) > 0  # the rest came from the spare
+    rows = outcome["rows"]
+    assert [r[0] for r in rows] == list(range(100_000)) and all(r[1] is not None for r in rows)
+
+
+def test_a_server_stopped_mid_scan_is_a_clear_error_and_the_connection_works_once_it_is_back(
+    extension_path, tmp_path_factory
+):
+    """SIGTERM (a restart) of the only server under a long scan: the query fails with a clear error,
+    no hang; once a server is back at that address, the same connection embeds again (as the Python
+    UDF does: tests/integration/test_faults.py)."""
+    port = free_port()
+    with null_engine_server(tmp_path_factory.mktemp("first"), port=port) as first:
+        con = extension_connection(extension_path, first.target, threads=2)
+        docs = parallel_docs(con, tmp_path_factory.mktemp("docs"), 300_000, "'restart ' || i")
+        worker, outcome = scan_under_way(con, docs, first)
+        stopped = time.monotonic()
+        first.stop()  # SIGTERM, then wait for it to exit
+        worker.join(120)
+    assert not worker.is_alive(), "the query hung after the server went away"
+    message = str(outcome.get("error"))
+    assert first.target in message and ("shutting down" in message or "embedtext serve" in message), message
+    print(f"query failed {time.monotonic() - stopped:.1f}s after the server was stopped: {message[:200]}")
+    with null_engine_server(tmp_path_factory.mktemp("second"), port=port) as second:
+        got = con.sql("SELECT embed_text('back again')").fetchall()[0][0]
+        with embedtext.Client(second.target) as client:
+            np.testing.assert_allclose(got, client.embed(["back again"])[0], atol=1e-6)
 
 
 @pytest.mark.slow

@@ -17,8 +17,10 @@ use crate::settings::{is_loopback_target, Settings};
 
 /// gRPC's message limit, both ways: the server's default.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
-/// After UNAVAILABLE, how long the one retry waits for a server to come back.
+/// After UNAVAILABLE, how long the one retry waits for a server to come back, trying to connect
+/// every `RECONNECT_POLL` (gRPC's wait_for_ready on the Python side: connectors/endpoints.py).
 const RECONNECT_WAIT: Duration = Duration::from_secs(5);
+const RECONNECT_POLL: Duration = Duration::from_millis(200);
 const BACKOFF_BASE_S: f64 = 0.05;
 const BACKOFF_MAX_S: f64 = 2.0;
 const RETRY_PUSHBACK_KEY: &str = "grpc-retry-pushback-ms";
@@ -40,11 +42,12 @@ fn status_error(status: &Status, target: &str) -> EmbedError {
     if message.is_empty() {
         message = format!("{:?}", status.code());
     }
-    // A broken connection's status says only "transport error": the causes under it say what broke.
-    let mut cause = std::error::Error::source(status).filter(|_| status.code() == Code::Unknown);
+    // tonic's status of a local failure says "transport error" or "tcp connect error": the causes
+    // under it say what broke ("Connection refused", "stream closed because of a broken pipe").
+    let mut cause = std::error::Error::source(status);
     while let Some(error) = cause {
         let text = error.to_string();
-        if !message.contains(&text) {
+        if text != "transport error" && !message.contains(&text) {
             message.push_str(&format!(": {text}"));
         }
         cause = error.source();
@@ -184,7 +187,8 @@ impl Client {
         let mut first_unavailable: Option<EmbedError> = None;
         let mut overloaded = 0u32;
         let started = Instant::now();
-        let mut reconnect = false;
+        // Set by the first UNAVAILABLE: until then, the retry waits for a server to come back.
+        let mut reconnect_until: Option<Instant> = None;
         loop {
             let index = self.pick(&avoid);
             let target = &self.targets[index];
@@ -194,10 +198,9 @@ impl Client {
                     EmbedError(format!("embedtext: the deadline passed (server {})", target.name))
                 }));
             }
-            let mut timeout = deadline - now;
-            if reconnect {
-                timeout = timeout.min(RECONNECT_WAIT);
-            }
+            // A server that is not there fails the call at once (tonic connects as the call starts):
+            // only a server that answers takes the call's time.
+            let timeout = deadline - now;
             let mut grpc = target.client.clone();
             let call = grpc.embed(self.request(request.clone(), timeout));
             let status = match tokio::time::timeout(timeout, call).await {
@@ -209,7 +212,18 @@ impl Client {
                 Code::Unavailable if first_unavailable.is_none() => {
                     first_unavailable = Some(status_error(&status, &target.name));
                     avoid.push(index);
-                    reconnect = true;
+                    reconnect_until = Some(Instant::now() + RECONNECT_WAIT);
+                }
+                Code::Unavailable if reconnect_until.is_some_and(|until| Instant::now() + RECONNECT_POLL < until) => {
+                    tokio::time::sleep(RECONNECT_POLL).await;
+                }
+                Code::Unavailable if reconnect_until.is_some() => {
+                    // The retry waited for a server that never came back: the cause is the first failure.
+                    let mut error = first_unavailable.take().unwrap();
+                    error
+                        .0
+                        .push_str(&format!(" (waited {RECONNECT_WAIT:.1?} for it to come back)"));
+                    return Err(error);
                 }
                 Code::ResourceExhausted if busy(&status) => {
                     let pushback = pushback_s(&status).unwrap_or(0.0);
@@ -229,19 +243,11 @@ impl Client {
                         return Err(error);
                     }
                     overloaded += 1;
-                    reconnect = false;
+                    reconnect_until = None;
                     if self.targets.len() > 1 && !avoid.contains(&index) {
                         avoid.push(index); // a less busy server next, if there is one
                     }
                     tokio::time::sleep(Duration::from_secs_f64(delay)).await;
-                }
-                Code::DeadlineExceeded if reconnect => {
-                    // The retry waited for a server that never came back: the cause is the first failure.
-                    let mut error = first_unavailable.take().unwrap();
-                    error
-                        .0
-                        .push_str(&format!(" (waited {timeout:.1?} for it to come back)"));
-                    return Err(error);
                 }
                 _ => return Err(status_error(&status, &target.name)),
             }
@@ -327,12 +333,16 @@ fn pushback_s(status: &Status) -> Option<f64> {
 
 /// RESOURCE_EXHAUSTED because the server was busy (worth a retry), not because a message was too
 /// large (the same code, which no retry can fix).
-/// A call whose connection broke (its server died, say) ends with a status tonic made from the
-/// transport's error, not one the server sent: like UNAVAILABLE, it goes to another endpoint, as
-/// the Python client's calls do (an embedding is safe to ask for twice).
+/// Failures that say the server is gone, not that the call is wrong, count as UNAVAILABLE: they go
+/// to another endpoint (an embedding is safe to ask for twice).
+/// - A call whose connection broke (its server died, say) ends with a status tonic made from the
+///   transport's error, not one the server sent (gRPC's Python client says UNAVAILABLE).
+/// - A server that stops cancels the calls that reached it after its last answers; this client
+///   never cancels a call itself (a dropped call has no status).
 fn effective_code(status: &Status) -> Code {
     match status.code() {
         Code::Unknown if std::error::Error::source(status).is_some() => Code::Unavailable,
+        Code::Cancelled => Code::Unavailable,
         code => code,
     }
 }
@@ -386,8 +396,12 @@ mod tests {
         assert_eq!(broken.code(), Code::Unknown);
         assert_eq!(effective_code(&broken), Code::Unavailable);
         let message = status_error(&broken, "unix:/s").0;
-        assert!(message.contains("broken pipe") && message.contains("embedtext serve"), "{message}");
+        assert!(
+            message.contains("broken pipe") && message.contains("embedtext serve"),
+            "{message}"
+        );
         assert_eq!(effective_code(&Status::unknown("the handler raised")), Code::Unknown);
+        assert_eq!(effective_code(&Status::cancelled("server stopping")), Code::Unavailable);
         assert_eq!(effective_code(&Status::invalid_argument("no")), Code::InvalidArgument);
     }
 }
