@@ -457,7 +457,7 @@ def test_a_server_stopped_mid_scan_is_a_clear_error_and_the_connection_works_onc
     port = free_port()
     with null_engine_server(tmp_path_factory.mktemp("first"), port=port) as first:
         con = extension_connection(extension_path, first.target, threads=2)
-        docs = parallel_docs(con, tmp_path_factory.mktemp("docs"), 300_000, "'restart ' || i")
+        docs = parallel_docs(con, tmp_path_factory.mktemp("docs"), 100_000, "'restart ' || i")
         worker, outcome = scan_under_way(con, docs, first)
         stopped = time.monotonic()
         first.stop()  # SIGTERM, then wait for it to exit
