@@ -17,8 +17,8 @@ use crate::settings::{is_loopback_target, Settings};
 
 /// gRPC's message limit, both ways: the server's default.
 const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
-/// After UNAVAILABLE, how long the one retry waits for a server to come back, trying to connect
-/// every `RECONNECT_POLL` (gRPC's wait_for_ready on the Python side: connectors/endpoints.py).
+/// After UNAVAILABLE, how long the retry waits for a server to come back, trying to connect every
+/// `RECONNECT_POLL` (the Python client: connectors/client_core.py).
 const RECONNECT_WAIT: Duration = Duration::from_secs(5);
 const RECONNECT_POLL: Duration = Duration::from_millis(200);
 const BACKOFF_BASE_S: f64 = 0.05;
@@ -331,8 +331,6 @@ fn pushback_s(status: &Status) -> Option<f64> {
     value.trim().parse::<i64>().ok().map(|ms| ms.max(0) as f64 / 1000.0)
 }
 
-/// RESOURCE_EXHAUSTED because the server was busy (worth a retry), not because a message was too
-/// large (the same code, which no retry can fix).
 /// Failures that say the server is gone, not that the call is wrong, count as UNAVAILABLE: they go
 /// to another endpoint (an embedding is safe to ask for twice).
 /// - A call whose connection broke (its server died, say) ends with a status tonic made from the
@@ -347,6 +345,8 @@ fn effective_code(status: &Status) -> Code {
     }
 }
 
+/// RESOURCE_EXHAUSTED because the server was busy (worth a retry), not because a message was too
+/// large (the same code, which no retry can fix).
 fn busy(status: &Status) -> bool {
     pushback_s(status).is_some() || status.message().to_lowercase().contains("concurrent rpc limit")
 }
