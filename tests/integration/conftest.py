@@ -25,7 +25,7 @@ import subprocess
 import sys
 
 import pytest
-from server_metrics import read_metrics
+from server_metrics import MetricsServer, read_metrics
 from tls_files import TLSFiles
 
 START_TIMEOUT_S = float(os.environ.get("EMBEDTEXT_TEST_START_TIMEOUT", "900"))
@@ -294,19 +294,6 @@ def guarded(tiny_model_dir, tls_files, tmp_path_factory):
 # Batch rows of the interactive-replica server: a bulk call makes many batches, each counted.
 INTERACTIVE_REPLICA_BATCH_ROWS = 64
 INTERACTIVE_GATHER_MS = 1000
-
-
-class MetricsServer:
-    """A LocalServer and its Prometheus port."""
-
-    def __init__(self, server, metrics_port: int) -> None:
-        self.server = server
-        self.target = server.target
-        self.process = server.process
-        self.metrics_port = metrics_port
-
-    def metrics(self) -> dict[str, float]:
-        return read_metrics(self.metrics_port)
 
 
 @contextlib.contextmanager

@@ -22,7 +22,7 @@ import duckdb
 import numpy as np
 import psutil
 import pytest
-from server_metrics import read_metrics, summed
+from server_metrics import MetricsServer, summed, wait_for_metrics
 
 import embedtext
 from embedtext.bench.extension import extension_path as built_extension
@@ -332,8 +332,8 @@ def test_tls_and_token_from_settings(guarded, extension_path):
 
 @contextlib.contextmanager
 def null_engine_server(log_dir: Path, port: int | None = None):
-    """A server on the null engine (fixed vectors, no model), its metrics on ``metrics_port``; on a
-    Unix socket, or on 127.0.0.1:``port``."""
+    """A server on the null engine (fixed vectors, no model), with its metrics; on a Unix socket, or
+    on 127.0.0.1:``port``."""
     from embedtext.connectors.local_server import LocalServer
 
     metrics_port = free_port()
@@ -345,8 +345,7 @@ def null_engine_server(log_dir: Path, port: int | None = None):
     ).start()
     try:
         server.wait_ready(900)
-        server.metrics_port = metrics_port
-        yield server
+        yield MetricsServer(server, metrics_port)
     finally:
         server.stop()
 
@@ -362,12 +361,12 @@ def null_server(tmp_path_factory):
 def test_scan_of_100000_rows_on_two_threads(null_server, extension_path, tmp_path):
     con = extension_connection(extension_path, null_server.target, threads=2)
     docs = parallel_docs(con, tmp_path, 100_000, "'document number ' || i")
-    before = summed(read_metrics(null_server.metrics_port), ROWS)
+    before = summed(null_server.metrics(), ROWS)
     count, filled = con.execute(
         f"SELECT count(*), count(v) FROM (SELECT embed_text(body) AS v FROM {docs})"
     ).fetchall()[0]
     assert (count, filled) == (100_000, 100_000)
-    assert summed(read_metrics(null_server.metrics_port), ROWS) - before == 100_000  # every distinct row once
+    assert summed(null_server.metrics(), ROWS) - before == 100_000  # every distinct row once
     sample = con.sql(f"SELECT body, embed_text(body) FROM {docs} WHERE id % 9973 = 0 ORDER BY id").fetchall()
     with embedtext.Client(null_server.target) as client:
         np.testing.assert_allclose([v for _, v in sample], client.embed([b for b, _ in sample]), atol=1e-6)
@@ -397,12 +396,15 @@ def scan_connection(client: str, extension_path: str, targets: str) -> duckdb.Du
     return con
 
 
-def scan_under_way(con, docs: str, server) -> tuple[threading.Thread, dict]:
-    """``background_scan``, once ``server`` has embedded 2,048 rows of it."""
+def scan_under_way(con, docs: str, metrics) -> tuple[threading.Thread, dict]:
+    """``background_scan``, once the server whose samples ``metrics()`` reads has embedded 2,048 rows of it."""
+    before = summed(metrics(), ROWS)
     worker, outcome = background_scan(con, docs)
-    while summed(read_metrics(server.metrics_port), ROWS) < 2048:
+
+    def still_scanning() -> None:
         assert worker.is_alive(), outcome
-        threading.Event().wait(0.02)
+
+    wait_for_metrics(metrics, lambda m: summed(m, ROWS) >= before + 2048, "the scan's rows", meanwhile=still_scanning)
     return worker, outcome
 
 
@@ -415,7 +417,7 @@ def test_a_server_killed_mid_scan_leaves_the_query_to_the_other_target(
     with null_engine_server(tmp_path_factory.mktemp("doomed")) as doomed:
         con = scan_connection(client, extension_path, f"{doomed.target},{null_server.target}")
         docs = parallel_docs(con, tmp_path_factory.mktemp("docs"), 100_000, "'survivor ' || i")
-        worker, outcome = scan_under_way(con, docs, doomed)
+        worker, outcome = scan_under_way(con, docs, doomed.metrics)
         os.killpg(doomed.process.pid, signal.SIGKILL)
         worker.join(600)
     assert "error" not in outcome, outcome.get("error")
@@ -437,13 +439,13 @@ def test_a_server_replaced_within_seconds_mid_scan_is_not_seen(client, extension
     ):
         con = scan_connection(client, extension_path, doomed.target)
         docs = parallel_docs(con, tmp_path_factory.mktemp("docs"), 100_000, "'replaced ' || i")
-        worker, outcome = scan_under_way(con, docs, doomed)
+        worker, outcome = scan_under_way(con, docs, doomed.metrics)
         os.killpg(doomed.process.pid, signal.SIGKILL)
         threading.Event().wait(1.0)  # an outage of a second: longer than a retry at once, within the wait
-        os.replace(spare.uds, doomed.uds)  # the spare now answers at the doomed server's address
+        os.replace(spare.server.uds, doomed.server.uds)  # the spare now answers at the doomed server's address
         worker.join(600)
         assert "error" not in outcome, outcome.get("error")
-        assert summed(read_metrics(spare.metrics_port), ROWS) > 0  # the rest came from the spare
+        assert summed(spare.metrics(), ROWS) > 0  # the rest came from the spare
     rows = outcome["rows"]
     assert [r[0] for r in rows] == list(range(100_000)) and all(r[1] is not None for r in rows)
 
@@ -458,9 +460,9 @@ def test_a_server_stopped_mid_scan_is_a_clear_error_and_the_connection_works_onc
     with null_engine_server(tmp_path_factory.mktemp("first"), port=port) as first:
         con = extension_connection(extension_path, first.target, threads=2)
         docs = parallel_docs(con, tmp_path_factory.mktemp("docs"), 100_000, "'restart ' || i")
-        worker, outcome = scan_under_way(con, docs, first)
+        worker, outcome = scan_under_way(con, docs, first.metrics)
         stopped = time.monotonic()
-        first.stop()  # SIGTERM, then wait for it to exit
+        first.server.stop()  # SIGTERM, then wait for it to exit
         worker.join(120)
     assert not worker.is_alive(), "the query hung after the server went away"
     message = str(outcome.get("error"))
@@ -478,11 +480,7 @@ def test_replica_killed_mid_scan_the_query_still_succeeds(servers, extension_pat
         pytest.skip("external test servers: not ours to kill")
     con = extension_connection(extension_path, servers.tiny.target, threads=2)
     docs = parallel_docs(con, tmp_path, 30_000, "'row ' || i || ' by the river'")
-    before = summed(servers.tiny_metrics(), ROWS)
-    worker, outcome = background_scan(con, docs)
-    while summed(servers.tiny_metrics(), ROWS) < before + 2048:  # the scan is under way
-        assert worker.is_alive(), outcome
-        threading.Event().wait(0.05)
+    worker, outcome = scan_under_way(con, docs, servers.tiny_metrics)
     workers = [p for p in psutil.Process(servers.tiny.pid).children(recursive=True) if p.name() == WORKER_NAME]
     os.kill(workers[0].pid, signal.SIGKILL)
     worker.join(600)

@@ -26,6 +26,19 @@ def summed(samples: dict[str, float], name: str) -> float:
     return sum(value for key, value in samples.items() if key.startswith(name))
 
 
+class MetricsServer:
+    """A LocalServer and its Prometheus port."""
+
+    def __init__(self, server, metrics_port: int) -> None:
+        self.server = server
+        self.target = server.target
+        self.process = server.process
+        self.metrics_port = metrics_port
+
+    def metrics(self) -> dict[str, float]:
+        return read_metrics(self.metrics_port)
+
+
 def wait_for_metrics(
     metrics: Callable[[], dict[str, float]],
     done: Callable[[dict[str, float]], bool],
