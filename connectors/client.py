@@ -105,11 +105,9 @@ class Client:
         behind it; ``every_engine=True`` also waits until none is still starting (``Info``'s
         ``starting_replicas``), as before a benchmark. Raises DeadlineExceededError after ``timeout``.
         """
-        from grpc_health.v1 import health_pb2_grpc
-
         wait = self._core.ready_wait(timeout)
         for endpoint in wait.endpoints:
-            check = health_pb2_grpc.HealthStub(endpoint.channel).Check
+            check = endpoint.check
             while not wait.serving(endpoint, _status(lambda: check(health_request(), timeout=5))):
                 time.sleep(READY_POLL_S)
             while every_engine and not wait.engines_up(endpoint, self._info_of(endpoint, 10.0)):
@@ -137,6 +135,9 @@ class Client:
                 time.sleep(attempt.delay_s)  # backoff: the server was overloaded
             with attempt as endpoint:
                 try:
+                    if attempt.reconnect:
+                        endpoint.check(health_request(), **attempt.ready_options)
+                        attempt.connected()
                     return endpoint.embed(batch.request, **attempt.call_options)
                 except RpcError as exc:
                     attempt.fail(exc)
@@ -207,11 +208,9 @@ class AsyncClient:
 
     async def wait_ready(self, timeout: float = 300.0, *, every_engine: bool = False) -> ServerInfo:
         """As :meth:`Client.wait_ready`."""
-        from grpc_health.v1 import health_pb2_grpc
-
         wait = self._core.ready_wait(timeout)
         for endpoint in wait.endpoints:
-            check = health_pb2_grpc.HealthStub(endpoint.channel).Check
+            check = endpoint.check
             while not wait.serving(endpoint, await _status_async(check(health_request(), timeout=5))):
                 await asyncio.sleep(READY_POLL_S)
             while every_engine and not wait.engines_up(endpoint, await self._info_of(endpoint, 10.0)):
@@ -240,6 +239,9 @@ class AsyncClient:
                     await asyncio.sleep(attempt.delay_s)  # backoff: the server was overloaded
                 with attempt as endpoint:
                     try:
+                        if attempt.reconnect:
+                            await endpoint.check(health_request(), **attempt.ready_options)
+                            attempt.connected()
                         return await endpoint.embed(batch.request, **attempt.call_options)
                     except RpcError as exc:
                         attempt.fail(exc)

@@ -21,6 +21,7 @@ from typing import Any, Literal, TypedDict
 import grpc
 import numpy as np
 import pyarrow as pa
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 from embedtext.connectors.client_config import LATENCY_CLASSES, ClientConfig, check_latency_class
 from embedtext.connectors.endpoints import Endpoint, EndpointSet, channel_options, embed_method, normalize_targets
@@ -45,7 +46,7 @@ from embedtext.protocol.errors import DeadlineExceededError, EmbedTextError, fro
 # restarting within it is invisible, and a dead one is a clear UnavailableError soon, not a hang.
 RECONNECT_WAIT_S = 5.0
 # Within that wait, the pause before trying again when a try fails at once (its channel had not
-# yet seen the old connection go, so wait_for_ready did not wait).
+# yet seen the old connection go, so it looked ready).
 RECONNECT_POLL_S = 0.2
 # How often wait_ready asks each endpoint's health service.
 READY_POLL_S = 0.2
@@ -106,21 +107,37 @@ class EmbedJob:
 class Attempt:
     """One try of a sub-batch: a context manager that leases an endpoint for the try's rows.
 
-    The driver first waits ``delay_s`` (the backoff after an overloaded server), then calls.
+    The driver first waits ``delay_s`` (the backoff after an overloaded server). On a retry after
+    UNAVAILABLE (``reconnect``) it then asks the endpoint's health service with ``ready_options``,
+    which wait at most for the rest of the reconnect window, and calls ``connected()`` once that
+    answers; then it makes the call.
     """
 
-    def __init__(self, plan: CallPlan, timeout: float | None, delay_s: float, reconnect: bool) -> None:
+    def __init__(self, plan: CallPlan, timeout: float | None, delay_s: float, ready_wait_s: float | None) -> None:
         self.plan = plan
         self.timeout = timeout
         self.delay_s = delay_s
-        self.reconnect = reconnect
+        self.ready_wait_s = ready_wait_s
+        self.is_connected = False
         self._lease = None
         self.endpoint: Endpoint | None = None
 
     @property
+    def reconnect(self) -> bool:
+        return self.ready_wait_s is not None
+
+    @property
+    def ready_options(self) -> dict[str, Any]:
+        # wait_for_ready: wait for the channel to (re)connect instead of failing at once.
+        return {"timeout": self.ready_wait_s, "metadata": self.plan.metadata, "wait_for_ready": True}
+
+    @property
     def call_options(self) -> dict[str, Any]:
-        # After UNAVAILABLE, wait for the channel to reconnect instead of failing at once.
-        return {"timeout": self.timeout, "metadata": self.plan.metadata, "wait_for_ready": self.reconnect}
+        return {"timeout": self.timeout, "metadata": self.plan.metadata}
+
+    def connected(self) -> None:
+        """The endpoint answered its health check: from here the call has the whole deadline."""
+        self.is_connected = True
 
     def __enter__(self) -> Endpoint:
         self._lease = self.plan.endpoints.lease(self.plan.rows, self.plan.avoid)
@@ -159,6 +176,7 @@ class CallPlan:
         self.metadata = metadata
         self.avoid: list[Endpoint] = []
         self.first: grpc.RpcError | None = None
+        self.first_target = ""  # the endpoint that gave ``first``
         self.overloaded = 0  # RESOURCE_EXHAUSTED answers so far
         self.started = time.monotonic()
         self._delay_s = 0.0
@@ -168,22 +186,25 @@ class CallPlan:
     def __iter__(self) -> Iterator[Attempt]:
         while True:  # ends when a try succeeds or ``failed`` raises
             delay, self._delay_s = self._delay_s, 0.0
-            yield Attempt(self, self._timeout(delay), delay, self._reconnect)
+            timeout = self._timeout(delay)
+            ready_wait = None
+            if self._reconnect:
+                # The window bounds the wait for a connection only: the call itself has the whole
+                # deadline, so a surviving server that is slow to answer is not taken for a dead one.
+                ready_wait = max(self._reconnect_until - time.monotonic() - delay, 1e-3)
+                ready_wait = ready_wait if timeout is None else min(timeout, ready_wait)
+            yield Attempt(self, timeout, delay, ready_wait)
 
     def _timeout(self, delay: float) -> float | None:
         remaining = remaining_s(self.deadline, self.endpoints.pick(self.avoid).target)
-        if remaining is not None:
-            remaining = max(remaining - delay, 1e-3)
-        if not self._reconnect:
-            return remaining
-        wait = max(self._reconnect_until - time.monotonic() - delay, 1e-3)
-        return wait if remaining is None else min(remaining, wait)
+        return None if remaining is None else max(remaining - delay, 1e-3)
 
     def failed(self, attempt: Attempt, error: grpc.RpcError) -> None:
         endpoint = attempt.endpoint
         code = error.code()
         if code == grpc.StatusCode.UNAVAILABLE and self.first is None:
             self.first = error
+            self.first_target = endpoint.target
             self._reconnect = True
             self._reconnect_until = time.monotonic() + RECONNECT_WAIT_S
             endpoint.failures += 1
@@ -193,18 +214,18 @@ class CallPlan:
             if time.monotonic() + RECONNECT_POLL_S < self._reconnect_until:
                 self._delay_s = RECONNECT_POLL_S
                 return
-            raise self._not_back(endpoint) from None
+            raise self._not_back() from None
         if code == grpc.StatusCode.RESOURCE_EXHAUSTED and _busy(error):
             self._back_off(attempt, error)
             return
-        if code == grpc.StatusCode.DEADLINE_EXCEEDED and attempt.reconnect:
-            raise self._not_back(endpoint) from None
+        if code == grpc.StatusCode.DEADLINE_EXCEEDED and attempt.reconnect and not attempt.is_connected:
+            raise self._not_back() from None
         raise from_rpc_error(error, target=endpoint.target) from None
 
-    def _not_back(self, endpoint: Endpoint) -> EmbedTextError:
+    def _not_back(self) -> EmbedTextError:
         """The retry waited for a server that never came back: the cause is the first failure
-        (UNAVAILABLE), not the last try's."""
-        typed = from_rpc_error(self.first, target=endpoint.target)
+        (UNAVAILABLE) and the server that gave it, not the last try's."""
+        typed = from_rpc_error(self.first, target=self.first_target)
         typed.message += f" (waited {RECONNECT_WAIT_S:.1f}s for it to come back)"
         return typed
 
@@ -271,8 +292,6 @@ class ReadyWait:
 
     def serving(self, endpoint: Endpoint, status: int | None) -> bool:
         """True once ``status`` (None: the check failed) is SERVING; raises after the deadline."""
-        from grpc_health.v1 import health_pb2
-
         return self._done_in_time(status == health_pb2.HealthCheckResponse.SERVING, endpoint, "server not ready")
 
     def engines_up(self, endpoint: Endpoint, info: ServerInfo) -> bool:
@@ -289,8 +308,6 @@ class ReadyWait:
 
 
 def health_request():
-    from grpc_health.v1 import health_pb2
-
     return health_pb2.HealthCheckRequest(service="")
 
 
@@ -320,11 +337,14 @@ class ClientCore:
         self.metadata = self.security.metadata
         options = channel_options(config.max_message_bytes)
         if open_channel is None:
-            self.endpoints = EndpointSet([Endpoint(t, None, None, None) for t in self.targets])
+            self.endpoints = EndpointSet([Endpoint(t, None, None, None, None) for t in self.targets])
         else:
             channels = {t: open_channel(self.security, t, options) for t in self.targets}
             self.endpoints = EndpointSet(
-                [Endpoint(t, c, pb_grpc.EmbeddingStub(c), embed_method(c)) for t, c in channels.items()]
+                [
+                    Endpoint(t, c, pb_grpc.EmbeddingStub(c), embed_method(c), health_pb2_grpc.HealthStub(c).Check)
+                    for t, c in channels.items()
+                ]
             )
         self.info: ServerInfo | None = None
         # Random, one per client: the server shares bulk throughput fairly among callers.

@@ -78,6 +78,7 @@ class Endpoint:
     channel: Any
     stub: Any  # the generated stub: Info
     embed: Any  # embed_method(channel)
+    check: Any  # the health service's Check: is the server there (and serving)?
     inflight_rows: int = 0
     calls: int = 0
     failures: int = 0

@@ -14,7 +14,7 @@ def test_target_forms(tmp_path):
 
 
 def test_lease_spreads_by_rows_and_returns_to_zero():
-    eps = EndpointSet([Endpoint("a", None, None, None), Endpoint("b", None, None, None)])
+    eps = EndpointSet([Endpoint("a", None, None, None, None), Endpoint("b", None, None, None, None)])
     with eps.lease(100) as first, eps.lease(10) as second, eps.lease(5) as third:
         assert first.target != second.target and third is second
     with pytest.raises(RuntimeError):
@@ -24,7 +24,7 @@ def test_lease_spreads_by_rows_and_returns_to_zero():
 
 
 def test_avoid_picks_another_endpoint():
-    a, b = Endpoint("a", None, None, None), Endpoint("b", None, None, None)
+    a, b = Endpoint("a", None, None, None, None), Endpoint("b", None, None, None, None)
     eps = EndpointSet([a, b])
     with eps.lease(1, avoid=[a]) as got:
         assert got is b
