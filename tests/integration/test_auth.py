@@ -16,6 +16,7 @@ import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
 import embedtext
+from embedtext.connectors import client_core
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import UnauthenticatedError, UnavailableError
 from embedtext.server.config.settings import ServerConfig
@@ -108,7 +109,9 @@ def test_health_is_open_but_reflection_and_streams_need_the_token(guarded):
     ],
     ids=["plaintext", "no-client-cert", "untrusted-client-cert", "untrusted-server"],
 )
-def test_handshake_failures_are_unavailable_with_a_hint(guarded, tls, match):
+def test_handshake_failures_are_unavailable_with_a_hint(guarded, tls, match, monkeypatch):
+    # a shorter wait for the server to come back than the default 5 s: the message is the check
+    monkeypatch.setattr(client_core, "RECONNECT_WAIT_S", 0.5)
     if tls == "plain":
         kwargs = {"tls": False}
     elif tls == "rogue-client":

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import embedtext
+from embedtext.connectors import client_core
 from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
@@ -159,7 +160,8 @@ def test_empty_input_returns_empty_array(tiny_client):
     assert len(tiny_client.embed_arrow([])) == 0
 
 
-def test_dead_target_is_unavailable_and_named():
+def test_dead_target_is_unavailable_and_named(monkeypatch):
+    monkeypatch.setattr(client_core, "RECONNECT_WAIT_S", 0.5)  # the message is the check, not the wait
     with embedtext.Client("unix:/nonexistent/embedtext.sock", timeout=5) as client:
         with pytest.raises(embedtext.EmbedTextError) as info:
             client.embed(["a"])
