@@ -211,6 +211,15 @@ def test_java_client_loads_it_and_matches_python_udf(servers, extension_path, tm
     _client_gives_the_python_udfs_vector(command, servers.minilm.target, "hello from java", cwd=tmp_path)
 
 
+def test_go_client_loads_it_and_matches_python_udf(servers, extension_path):
+    """Go's DuckDB (github.com/duckdb/duckdb-go/v2 2.10506.0, DuckDB 1.5.6): the program in
+    go_client/, which .ci/run builds and names in EMBEDTEXT_GO_CLIENT."""
+    program = os.environ.get("EMBEDTEXT_GO_CLIENT")
+    if not program:
+        pytest.skip("set EMBEDTEXT_GO_CLIENT to go_client/ built with go build (CI builds it)")
+    _client_gives_the_python_udfs_vector([program, extension_path], servers.minilm.target, "hello from go")
+
+
 def test_python_load_gives_the_python_udfs_vectors_row_for_row(servers, extension_path):
     target = servers.minilm.target
     ext, udf = extension_connection(extension_path, target), udf_connection(target)

@@ -309,7 +309,7 @@ def test_server_killed_mid_index_then_rerun_matches_clean_run(tmp_path, guarded,
         "--batch-rows",
         "256",
         "--retries",
-        "2",
+        "1",  # one retry shows the job retrying; each waits 5 s for the dead server
     ]
     before = _rows_served(guarded.metrics)
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, env={**os.environ, **guarded.client_env()})

@@ -40,8 +40,9 @@ def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, tmp_pa
     server = LocalServer(
         ["default"],
         python=PYTHON,
+        replicas=1,  # one engine answers every call: an engine more is start-up time only
         log_path=tmp_path / "server.log",
-        args=["--dtype", "float32", "--set", "enforce_eager=on"],
+        args=["--dtype", "float32", "--set", "enforce_eager=on", "--set", "interactive_replica=off"],
     )
     with server:  # started and ready
         with embedtext.Client(server.target) as client:
