@@ -1,6 +1,6 @@
 module embedtext/go_client
 
-go 1.26.8
+go 1.24.0
 
 require github.com/duckdb/duckdb-go/v2 v2.10506.0
 
