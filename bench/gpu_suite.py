@@ -6,6 +6,7 @@ replica count per command and merge them (``python -m embedtext.bench.report mer
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 
@@ -26,6 +27,9 @@ SUITE = "gpu"
 CEILING_TOKENS_PER_S = {50: 4.60e6, 512: 4.19e6}  # BERT-base on an H200, as published for vLLM
 TOKENS = (50, 512)
 ROW_GROUP = 16_384
+# vLLM's HTTP server answers about 1,000 rows/s at 50 tokens (its one API process serialising JSON,
+# bench/results/gpu-headline-h200-r8.json's run): it scans a tenth of the rows, so it ends in a minute.
+HTTP_SHARE = 10
 
 
 def _rows(tokens: int, rows: int | None, quick: bool) -> int:
@@ -65,28 +69,36 @@ def run_gpu_suite(
     paced: bool = False,
     engine_loop: str = "auto",
     progress: Callable[[str], None] = print,
+    on_case: Callable[[list[dict]], None] = lambda so_far: None,
 ) -> list[dict]:
+    """Each case is printed and handed to ``on_case`` when it ends, so a run cut short keeps it."""
     progress(f"gpu: model {model}, replicas {tuple(replicas) or GPU_REPLICAS}")
     base = dict(layers=12, hidden=768, heads=12, max_tokens=512, pooling="cls")
     model_dir = models.get("bert-base", **base) if model == "base" else models.tiny()
     on_gpu = hardware_info()["gpu"] is not None
     corpus = BenchCorpus(model_dir)
-    files = {}
+    files: dict[tuple[int, bool], tuple] = {}  # (tokens, for HTTP) -> (path, texts)
     for tokens in TOKENS:
-        path = models.workdir / f"gpu_{tokens}.parquet"
         texts = pa.array(corpus.texts(_rows(tokens, rows, quick), tokens), pa.string())
-        pq.write_table(pa.table({"body": texts}), path, row_group_size=ROW_GROUP)
-        files[tokens] = (path, texts)
+        http_rows = max(len(texts) // HTTP_SHARE, min(len(texts), 2048))
+        for http_case, part in ((False, texts), (True, texts[:http_rows])):
+            path = models.workdir / f"gpu_{tokens}{'_http' if http_case else ''}.parquet"
+            pq.write_table(pa.table({"body": part}), path, row_group_size=ROW_GROUP)
+            files[tokens, http_case] = (path, part)
     gc.collect()
     cases: list[dict] = []
 
     def scan(con, name: str, fn: str, pid: int, n: int | None, tokens: int, **extra) -> None:
-        path, texts = files[tokens]
+        path, texts = files[tokens, n is None]
         query = dict(fn=fn, source=f"read_parquet('{path}')", rows=len(texts), tokens_per_row=tokens, server_pid=pid)
+        started = time.time()  # the case's window in the GPU and host samplers' lines (bench/gpu/summarize.py)
         case = embed_query_case(con, name, SUITE, **query, **extra, replicas=n, model=model)
+        case["unix_window"] = [round(started, 2), round(time.time(), 2)]
         if case["tokens_per_s"]:
             case["pct_of_ceiling"] = round(100 * case["tokens_per_s"] / CEILING_TOKENS_PER_S[tokens], 2)
         cases.append(case)
+        progress(f"gpu: {name}: {case['rows_per_s'] or 0:,.0f} rows/s, {case['tokens_per_s'] or 0:,.0f} tokens/s")
+        on_case(cases)
 
     for n in replicas or GPU_REPLICAS:
         k = min(processes, n)
@@ -101,7 +113,7 @@ def run_gpu_suite(
             pid = servers[0].pid  # memory: the first server's process tree (the others hold the same)
             con = stack.enter_context(duckdb.connect())
             embedtext.register(con, targets)
-            for tokens in files:
+            for tokens in TOKENS:
                 name = f"gpu_udf_embed_text_{tokens}tok_{tag}"
                 scan(con, name, "embed_text", pid, n, tokens, processes=k, paced=paced)
     if http:
@@ -118,7 +130,7 @@ def run_gpu_suite(
             embedder = OpenAIJsonEmbedder(server.url, model)
             stack.callback(embedder.close)
             register_udf(con, "http_embed", embedder, spec.dim)
-            for tokens in files:
+            for tokens in TOKENS:
                 scan(con, f"gpu_vllm_http_json_{tokens}tok", "http_embed", server.pid, None, tokens)
     return cases
 

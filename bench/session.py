@@ -152,7 +152,13 @@ def _startup(run: Run) -> list[dict]:
 def _gpu(run: Run) -> list[dict]:
     from embedtext.bench.gpu_suite import run_gpu_suite
 
-    return run_gpu_suite(run.models, quick=run.plan.quick, progress=run.progress, **run.options.get("gpu", {}))
+    return run_gpu_suite(
+        run.models,
+        quick=run.plan.quick,
+        progress=run.progress,
+        on_case=lambda so_far: run.save_partial(so_far, "gpu"),
+        **run.options.get("gpu", {}),
+    )
 
 
 # Each step runs when any of its suites is asked for, in this order (each engine starts once). The

@@ -7,9 +7,11 @@
 #
 # 1. the kit's venv and the editable install, unless the venv already imports embedtext;
 # 2. the device's bf16 matmul TFLOP/s (the ceiling's scale) and what the host is;
-# 3. replicas 8 (no HTTP baseline), then replicas 1 with vLLM's HTTP/JSON server, then replicas 4
-#    while time is left; each cut where the budget ends, its JSON written when it finishes;
-# 4. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s.
+# 3. replicas 8 (no HTTP baseline), then replicas 1 with vLLM's HTTP/JSON server, then replicas 8 on the
+#    packed engine loop, then replicas 4, while time is left; each cut where the budget ends, its JSON
+#    written when it finishes;
+# 4. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s; after each run,
+#    both over each case's window (bench/gpu/summarize.py, OUT/summary.json).
 # Everything lands under OUT as it goes: a run cut short keeps what it finished.
 #
 # ENGINE_LOOP=packed|stepped runs the servers on that engine path (cases _packed / _stepped).
@@ -75,13 +77,18 @@ run() {  # NAME ARGS...: one gpu-suite run, cut where the budget ends
   fi
   note "$name: $* (at most ${t}s)"
   timeout -k 10 "$t" "$VENV/bin/embedtext" bench --enforce-eager off --only gpu --gpu-model "${GPU_MODEL:-base}" \
-    ${ROWS:+--rows "$ROWS"} ${ENGINE_LOOP:+--gpu-engine-loop "$ENGINE_LOOP"} "$@" --json "$OUT/$name.json" \
+    ${ROWS:+--rows "$ROWS"} ${LOOP:+--gpu-engine-loop "$LOOP"} "$@" --json "$OUT/$name.json" \
     >"$OUT/$name.log" 2>&1
   note "$name: exit $?"
   grep -E "^gpu_|Error|error:" "$OUT/$name.log" | tee -a "$OUT/headline.log"
+  "$VENV/bin/python" bench/gpu/summarize.py "$OUT" | tee -a "$OUT/headline.log"  # what limited each case
 }
 
+LOOP=${ENGINE_LOOP:-}
 run "gpu-headline-r${BIG:-8}" --replicas "${BIG:-8}" --no-gpu-http
 run gpu-headline-r1-http --replicas 1
+if [[ -z ${ENGINE_LOOP:-} ]]; then  # the new engine path beside the default, in the same lease
+  LOOP=packed run "gpu-headline-r${BIG:-8}-packed" --replicas "${BIG:-8}" --no-gpu-http
+fi
 run "gpu-headline-r${MID:-4}" --replicas "${MID:-4}" --no-gpu-http
 note "done: $(ls "$OUT")"

@@ -2,14 +2,16 @@
 
     python bench/gpu/sample_cpu.py --every 2 > host-cpu.jsonl    # until killed
 
-A line: {"t": seconds since start, "cores": {"<name> <pid>": cores used since the last line}}, for
-the processes of this run (embedtext, vLLM, DuckDB's bench) that used any, and the host's idle.
+A line: {"t": seconds since start, "unix": the time, "cores": {"<role> <pid>": cores used since the
+last line}}, for the processes of this run that used any, and the host's idle. bench/gpu/summarize.py
+reads it.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 
@@ -25,6 +27,23 @@ def _ours(proc: psutil.Process) -> bool:
         return False
 
 
+# (what the command line holds, the role it names), first match wins
+ROLES = (
+    ("replica-worker", "engine"),
+    ("query-worker", "engine"),
+    ("VLLM::EngineCore", "vllm-engine"),
+    ("vllm.entrypoints", "vllm-api"),
+    ("embedtext.server", "server"),
+    ("bench", "client"),
+)
+
+
+def role(proc: psutil.Process) -> str:
+    """What a process is in the run, from its command line: server, engine, client, vllm-api, ..."""
+    line = " ".join([proc.name(), *proc.cmdline()[:6]])
+    return next((name for word, name in ROLES if word in line), proc.name())
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--every", type=float, default=2.0)
@@ -37,12 +56,12 @@ def main() -> int:
         now = time.monotonic()
         cores: dict[str, float] = {}
         for proc in psutil.process_iter():
-            if not _ours(proc):
+            if proc.pid == os.getpid() or not _ours(proc):
                 continue
             try:
                 times = proc.cpu_times()
                 total = times.user + times.system
-                name = f"{proc.name()} {proc.pid}"
+                name = f"{role(proc)} {proc.pid}"
             except psutil.Error:
                 continue
             before = seen.get(proc.pid, (name, total))[1]
@@ -52,7 +71,7 @@ def main() -> int:
         idle = psutil.cpu_times().idle
         cores["host idle"] = round((idle - idle_before) / (now - last), 2)
         idle_before, last = idle, now
-        print(json.dumps({"t": round(now - started, 1), "cores": cores}), flush=True)
+        print(json.dumps({"t": round(now - started, 1), "unix": round(time.time(), 2), "cores": cores}), flush=True)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,108 @@
+"""What limited each case of a GPU run: the GPU's utilisation and each role's host cores during it.
+
+    python bench/gpu/summarize.py OUT      # OUT as bench/gpu/headline.sh left it
+
+Reads the suite's JSON reports (each case's ``unix_window``), ``gpu-util.csv`` (nvidia-smi) and
+``host-cpu.jsonl`` (bench/gpu/sample_cpu.py); prints a table and writes ``OUT/summary.json``.
+A case whose busiest engine process sits near one core is bound by its host loop; one whose GPU
+reads near 100% is bound by the GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import statistics
+import sys
+from datetime import datetime
+from pathlib import Path
+
+
+def gpu_samples(path: Path) -> list[tuple[float, float, float]]:
+    """(unix time, utilisation %, power W) of each nvidia-smi line."""
+    rows = []
+    if not path.exists():
+        return rows
+    with path.open() as f:
+        for line in csv.reader(f, skipinitialspace=True):
+            try:  # nvidia-smi writes the host's local time, as time.time() reads it on the same host
+                when = datetime.strptime(line[0], "%Y/%m/%d %H:%M:%S.%f").timestamp()
+                rows.append((when, float(line[1].rstrip(" %")), float(line[4].rstrip(" W"))))
+            except (ValueError, IndexError):
+                continue  # the header, or a line cut short
+    return rows
+
+
+def host_samples(path: Path) -> list[tuple[float, dict[str, float]]]:
+    """(unix time, {"<role> <pid>": cores}) of each sampler line."""
+    if not path.exists():
+        return []
+    lines = (json.loads(line) for line in path.read_text().splitlines() if line.startswith("{"))
+    return [(line["unix"], line["cores"]) for line in lines if "unix" in line]
+
+
+def case_summary(case: dict, gpu: list, host: list) -> dict:
+    """Means over the samples inside the case's window: GPU %, power, cores by role, busiest engine."""
+    start, end = case["unix_window"]
+    inside_gpu = [(u, w) for t, u, w in gpu if start <= t <= end]
+    by_role: dict[str, list[float]] = {}
+    busiest_engine: list[float] = []
+    inside_host = [cores for t, cores in host if start < t <= end]
+    for cores in inside_host:
+        totals: dict[str, float] = {}
+        for key, value in cores.items():
+            head, _, pid = key.rpartition(" ")
+            role = head if pid.isdigit() else key  # "host idle" has no pid
+            totals[role] = totals.get(role, 0.0) + value
+        for role, value in totals.items():
+            by_role.setdefault(role, []).append(value)
+        engines = [v for k, v in cores.items() if k.startswith(("engine ", "vllm-engine "))]
+        busiest_engine.append(max(engines, default=0.0))
+
+    def mean(values) -> float | None:
+        return round(statistics.fmean(values), 2) if values else None
+
+    return {
+        "name": case["name"],
+        "tokens_per_s": case.get("tokens_per_s"),
+        "gpu_util_pct": mean([u for u, _ in inside_gpu]),
+        "gpu_power_w": mean([w for _, w in inside_gpu]),
+        # averaged over every sample, a role absent from one counting 0 there
+        "host_cores": {r: round(sum(v) / len(inside_host), 2) for r, v in sorted(by_role.items())},
+        "busiest_engine_cores": mean(busiest_engine),
+        "samples": len(inside_host),
+    }
+
+
+def summarize(out: Path) -> list[dict]:
+    gpu = gpu_samples(out / "gpu-util.csv")
+    host = host_samples(out / "host-cpu.jsonl")
+    summaries = []
+    for report in sorted(out.glob("*.json")):
+        if report.name == "summary.json":
+            continue
+        try:
+            cases = json.loads(report.read_text()).get("cases", [])
+        except (json.JSONDecodeError, AttributeError):
+            continue  # matmul.json and the like
+        summaries += [case_summary(c, gpu, host) for c in cases if c.get("unix_window")]
+    (out / "summary.json").write_text(json.dumps(summaries, indent=1) + "\n")
+    return summaries
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("out", type=Path)
+    summaries = summarize(parser.parse_args().out)
+    for s in summaries:
+        cores = ", ".join(f"{role} {value}" for role, value in s["host_cores"].items())
+        print(
+            f"{s['name']:<40} {s['tokens_per_s'] or 0:>12,.0f} tok/s  GPU {s['gpu_util_pct']}%  "
+            f"busiest engine {s['busiest_engine_cores']} cores  [{cores}]"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,53 @@
+"""bench/gpu/summarize.py: each case's GPU utilisation and host cores come from the samples inside
+its window alone, summed per role within a sample and averaged over the window's samples."""
+
+import importlib.util
+import json
+from datetime import datetime
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def _summarize_module():
+    spec = importlib.util.spec_from_file_location("gpu_summarize", ROOT / "bench/gpu/summarize.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _smi_time(unix: float) -> str:
+    return datetime.fromtimestamp(unix).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
+
+
+def test_each_case_reads_only_the_samples_inside_its_window(tmp_path):
+    t0 = 1_800_000_000.0
+    lines = ["timestamp, utilization.gpu [%], utilization.memory [%], memory.used [MiB], power.draw [W]"]
+    # before the case 0 %, inside 80 % then 100 %, after it 0 % again
+    for dt, util, watts in ((-4, 0, 80), (1, 80, 500), (3, 100, 700), (9, 0, 80)):
+        lines.append(f"{_smi_time(t0 + dt)}, {util} %, 10 %, 1000 MiB, {watts:.2f} W")
+    (tmp_path / "gpu-util.csv").write_text("\n".join(lines) + "\n")
+    host = [
+        (t0 - 2, {"engine 11": 0.1, "host idle": 15.0}),
+        (t0 + 2, {"engine 11": 1.0, "engine 12": 0.5, "server 10": 3.0, "host idle": 9.0}),
+        (t0 + 4, {"engine 11": 0.8, "engine 12": 0.9, "client 9": 1.0, "host idle": 8.0}),
+        (t0 + 8, {"engine 11": 0.0, "server 10": 5.0, "host idle": 10.0}),
+    ]
+    samples = (json.dumps({"t": 0, "unix": unix, "cores": cores}) + "\n" for unix, cores in host)
+    (tmp_path / "host-cpu.jsonl").write_text("".join(samples))
+    cases = [
+        {"name": "case_a", "tokens_per_s": 1e6, "unix_window": [t0, t0 + 5]},
+        {"name": "case_b", "tokens_per_s": 2e6},  # an older report's case: no window, no summary
+    ]
+    (tmp_path / "gpu-headline-r8.json").write_text(json.dumps({"cases": cases}))
+    (tmp_path / "matmul.json").write_text(json.dumps({"device": "cpu"}))
+
+    (summary,) = _summarize_module().summarize(tmp_path)
+
+    assert summary["name"] == "case_a"
+    assert summary["gpu_util_pct"] == 90.0 and summary["gpu_power_w"] == 600.0
+    assert summary["samples"] == 2
+    # engines 1.5 and 1.7 cores; the server in one sample of two, the client in the other
+    assert summary["host_cores"] == {"client": 0.5, "engine": 1.6, "host idle": 8.5, "server": 1.5}
+    assert summary["busiest_engine_cores"] == 0.95  # the busiest engine process per sample: 1.0, 0.9
+    assert json.loads((tmp_path / "summary.json").read_text()) == [summary]
