@@ -7,16 +7,18 @@
 #
 # 1. the kit's venv and the editable install, unless the venv already imports embedtext;
 # 2. the device's bf16 matmul TFLOP/s (the ceiling's scale) and what the host is;
-# 3. replicas 8 (no HTTP baseline), then replicas 1 with vLLM's HTTP/JSON server, then replicas 8 on the
-#    packed engine loop, then replicas 4, while time is left; each cut where the budget ends, its JSON
-#    written when it finishes;
+# 3. the runs in RUNS, in order, while time is left, each cut where the budget ends, each case written
+#    when it ends. A run is rN (N replicas) with options: :packed or :stepped (the engine loop;
+#    ENGINE_LOOP or the device's default otherwise), :http (vLLM's HTTP/JSON server too), :pK (K
+#    server processes sharing the N replicas). The default: the new engine path beside the default
+#    one at 8 replicas, then 1 replica against vLLM's HTTP server, then whether one server process
+#    caps 8 replicas, then 1 packed replica, then 4 replicas;
 # 4. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s; after each run,
 #    both over each case's window (bench/gpu/summarize.py, OUT/summary.json).
 # Everything lands under OUT as it goes: a run cut short keeps what it finished.
 #
-# ENGINE_LOOP=packed|stepped runs the servers on that engine path (cases _packed / _stepped).
-# BIG and MID replace the replica counts 8 and 4. On a CPU, rehearse the code path:
-#   VENV=.venv GPU_MODEL=tiny ROWS=200 BIG=2 MID=1 bash bench/gpu/headline.sh - OUT 900
+# On a CPU, rehearse the code path:
+#   VENV=.venv GPU_MODEL=tiny ROWS=200 RUNS="r2:packed r2 r1:http r2:p2" bash bench/gpu/headline.sh - OUT 900
 set -uo pipefail
 PARTS=$1
 OUT=$2
@@ -84,11 +86,20 @@ run() {  # NAME ARGS...: one gpu-suite run, cut where the budget ends
   "$VENV/bin/python" bench/gpu/summarize.py "$OUT" | tee -a "$OUT/headline.log"  # what limited each case
 }
 
-LOOP=${ENGINE_LOOP:-}
-run "gpu-headline-r${BIG:-8}" --replicas "${BIG:-8}" --no-gpu-http
-run gpu-headline-r1-http --replicas 1
-if [[ -z ${ENGINE_LOOP:-} ]]; then  # the new engine path beside the default, in the same lease
-  LOOP=packed run "gpu-headline-r${BIG:-8}-packed" --replicas "${BIG:-8}" --no-gpu-http
-fi
-run "gpu-headline-r${MID:-4}" --replicas "${MID:-4}" --no-gpu-http
+for spec in ${RUNS:-r8:packed r8 r1:http r8:p2 r1:packed r4}; do
+  replicas=${spec%%:*} opts=${spec#*:}
+  [[ $spec == *:* ]] || opts=""
+  args=(--replicas "${replicas#r}")
+  LOOP=${ENGINE_LOOP:-}
+  [[ ":$opts:" == *":http:"* ]] || args+=(--no-gpu-http)
+  for opt in ${opts//:/ }; do
+    case $opt in
+      packed | stepped) LOOP=$opt ;;
+      p[0-9]*) args+=(--gpu-processes "${opt#p}") ;;
+      http) ;;
+      *) note "$spec: unknown option $opt" ;;
+    esac
+  done
+  run "gpu-headline-${spec//:/-}" "${args[@]}"
+done
 note "done: $(ls "$OUT")"

@@ -3,8 +3,9 @@
     python bench/gpu/sample_cpu.py --every 2 > host-cpu.jsonl    # until killed
 
 A line: {"t": seconds since start, "unix": the time, "cores": {"<role> <pid>": cores used since the
-last line}}, for the processes of this run that used any, and the host's idle. bench/gpu/summarize.py
-reads it.
+last line}, "thread": {"<role> <pid>": the busiest thread's share of a core}}, for the processes of this
+run that used any, and the host's idle. A thread near 1.0 is a serial part that caps its process
+(an event loop, an engine's step loop). bench/gpu/summarize.py reads it.
 """
 
 from __future__ import annotations
@@ -49,12 +50,14 @@ def main() -> int:
     parser.add_argument("--every", type=float, default=2.0)
     args = parser.parse_args()
     started = last = time.monotonic()
-    seen: dict[int, tuple[str, float]] = {}
+    seen: dict[int, float] = {}
+    seen_threads: dict[tuple[int, int], float] = {}
     idle_before = psutil.cpu_times().idle
     while True:
         time.sleep(args.every)
         now = time.monotonic()
         cores: dict[str, float] = {}
+        busiest: dict[str, float] = {}
         for proc in psutil.process_iter():
             if proc.pid == os.getpid() or not _ours(proc):
                 continue
@@ -62,16 +65,21 @@ def main() -> int:
                 times = proc.cpu_times()
                 total = times.user + times.system
                 name = f"{role(proc)} {proc.pid}"
+                threads = {t.id: t.user_time + t.system_time for t in proc.threads()}
             except psutil.Error:
                 continue
-            before = seen.get(proc.pid, (name, total))[1]
-            seen[proc.pid] = (name, total)
+            before = seen.get(proc.pid, total)
+            seen[proc.pid] = total
             if total > before:
                 cores[name] = round((total - before) / (now - last), 2)
+                spent = [used - seen_threads.get((proc.pid, tid), used) for tid, used in threads.items()]
+                busiest[name] = round(max(spent, default=0.0) / (now - last), 2)
+            seen_threads.update(((proc.pid, tid), used) for tid, used in threads.items())
         idle = psutil.cpu_times().idle
         cores["host idle"] = round((idle - idle_before) / (now - last), 2)
         idle_before, last = idle, now
-        print(json.dumps({"t": round(now - started, 1), "unix": round(time.time(), 2), "cores": cores}), flush=True)
+        line = {"t": round(now - started, 1), "unix": round(time.time(), 2), "cores": cores, "thread": busiest}
+        print(json.dumps(line), flush=True)
 
 
 if __name__ == "__main__":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import operator
 import statistics
 import sys
 from datetime import datetime
@@ -34,12 +35,17 @@ def gpu_samples(path: Path) -> list[tuple[float, float, float]]:
     return rows
 
 
-def host_samples(path: Path) -> list[tuple[float, dict[str, float]]]:
-    """(unix time, {"<role> <pid>": cores}) of each sampler line."""
+def host_samples(path: Path) -> list[tuple[float, dict[str, float], dict[str, float]]]:
+    """(unix time, {"<role> <pid>": cores}, {"<role> <pid>": its busiest thread}) of each sampler line."""
     if not path.exists():
         return []
     lines = (json.loads(line) for line in path.read_text().splitlines() if line.startswith("{"))
-    return [(line["unix"], line["cores"]) for line in lines if "unix" in line]
+    return [(line["unix"], line["cores"], line.get("thread", {})) for line in lines if "unix" in line]
+
+
+def _role(key: str) -> str:
+    head, _, pid = key.rpartition(" ")
+    return head if pid.isdigit() else key  # "host idle" has no pid
 
 
 def case_summary(case: dict, gpu: list, host: list) -> dict:
@@ -47,16 +53,17 @@ def case_summary(case: dict, gpu: list, host: list) -> dict:
     start, end = case["unix_window"]
     inside_gpu = [(u, w) for t, u, w in gpu if start <= t <= end]
     by_role: dict[str, list[float]] = {}
+    threads_by_role: dict[str, list[float]] = {}
     busiest_engine: list[float] = []
-    inside_host = [cores for t, cores in host if start < t <= end]
-    for cores in inside_host:
-        totals: dict[str, float] = {}
-        for key, value in cores.items():
-            head, _, pid = key.rpartition(" ")
-            role = head if pid.isdigit() else key  # "host idle" has no pid
-            totals[role] = totals.get(role, 0.0) + value
-        for role, value in totals.items():
-            by_role.setdefault(role, []).append(value)
+    inside_host = [(cores, threads) for t, cores, threads in host if start < t <= end]
+    for cores, threads in inside_host:
+        for sums, values, add in ((by_role, cores, operator.add), (threads_by_role, threads, max)):
+            per_role: dict[str, float] = {}
+            for key, value in values.items():
+                role = _role(key)
+                per_role[role] = add(per_role.get(role, 0.0), value)
+            for role, value in per_role.items():
+                sums.setdefault(role, []).append(value)
         engines = [v for k, v in cores.items() if k.startswith(("engine ", "vllm-engine "))]
         busiest_engine.append(max(engines, default=0.0))
 
@@ -71,6 +78,8 @@ def case_summary(case: dict, gpu: list, host: list) -> dict:
         # averaged over every sample, a role absent from one counting 0 there
         "host_cores": {r: round(sum(v) / len(inside_host), 2) for r, v in sorted(by_role.items())},
         "busiest_engine_cores": mean(busiest_engine),
+        # per role, its busiest thread (near 1.0: a serial loop caps that role)
+        "busiest_thread": {r: round(sum(v) / len(inside_host), 2) for r, v in sorted(threads_by_role.items())},
         "samples": len(inside_host),
     }
 
@@ -99,7 +108,7 @@ def main() -> int:
         cores = ", ".join(f"{role} {value}" for role, value in s["host_cores"].items())
         print(
             f"{s['name']:<40} {s['tokens_per_s'] or 0:>12,.0f} tok/s  GPU {s['gpu_util_pct']}%  "
-            f"busiest engine {s['busiest_engine_cores']} cores  [{cores}]"
+            f"busiest engine {s['busiest_engine_cores']} cores  [{cores}]  busiest thread {s['busiest_thread']}"
         )
     return 0
 

@@ -33,7 +33,12 @@ def test_each_case_reads_only_the_samples_inside_its_window(tmp_path):
         (t0 + 4, {"engine 11": 0.8, "engine 12": 0.9, "client 9": 1.0, "host idle": 8.0}),
         (t0 + 8, {"engine 11": 0.0, "server 10": 5.0, "host idle": 10.0}),
     ]
-    samples = (json.dumps({"t": 0, "unix": unix, "cores": cores}) + "\n" for unix, cores in host)
+    threads = {"engine 11": 0.9, "engine 12": 0.4, "server 10": 1.0}  # each process's busiest thread
+    samples = (
+        json.dumps({"t": 0, "unix": unix, "cores": cores, "thread": {k: threads[k] for k in cores if k in threads}})
+        + "\n"
+        for unix, cores in host
+    )
     (tmp_path / "host-cpu.jsonl").write_text("".join(samples))
     cases = [
         {"name": "case_a", "tokens_per_s": 1e6, "unix_window": [t0, t0 + 5]},
@@ -50,4 +55,6 @@ def test_each_case_reads_only_the_samples_inside_its_window(tmp_path):
     # engines 1.5 and 1.7 cores; the server in one sample of two, the client in the other
     assert summary["host_cores"] == {"client": 0.5, "engine": 1.6, "host idle": 8.5, "server": 1.5}
     assert summary["busiest_engine_cores"] == 0.95  # the busiest engine process per sample: 1.0, 0.9
+    # the busiest thread of a role, per sample (the max over its processes), averaged like its cores
+    assert summary["busiest_thread"] == {"engine": 0.9, "server": 0.5}
     assert json.loads((tmp_path / "summary.json").read_text()) == [summary]
