@@ -59,6 +59,12 @@ def _progress(t0: float, message: str) -> None:
     default="auto",
     help="GPU suite: the servers' loop.",
 )
+@click.option(
+    "--gpu-set",
+    multiple=True,
+    metavar="NAME=VALUE",
+    help="GPU suite: an advanced setting for its servers (repeatable; cases tagged _NAME_VALUE).",
+)
 @click.option("--mixed-modes", help="Mixed suite: its servers, comma-separated, unpaced among them [default: all].")
 @click.option("--mixed-phases", help="Mixed suite: its phases, comma-separated [default: all].")
 @click.option("--workdir", type=click.Path(file_okay=False), help="Where generated models go.")
@@ -97,7 +103,7 @@ def bench_command(**opts) -> None:
         opts["only"] or DEFAULT_SUITES,
         json_path=opts["json_path"],
         command="embedtext bench " + " ".join(shlex.quote(a) for a in sys.argv[2:]),
-        gpu=gpu | dict(paced=opts["gpu_paced"], engine_loop=opts["gpu_engine_loop"]),
+        gpu=gpu | dict(paced=opts["gpu_paced"], engine_loop=opts["gpu_engine_loop"], settings=opts["gpu_set"]),
         mixed_modes=_checked_names(opts["mixed_modes"], check_modes, "--mixed-modes"),
         mixed_phases=_checked_names(opts["mixed_phases"], check_phases, "--mixed-phases"),
         progress=lambda msg, t0=time.perf_counter(): _progress(t0, msg),

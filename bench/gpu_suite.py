@@ -6,6 +6,7 @@ replica count per command and merge them (``python -m embedtext.bench.report mer
 from __future__ import annotations
 
 import gc
+import re
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
@@ -40,12 +41,20 @@ def _rows(tokens: int, rows: int | None, quick: bool) -> int:
 
 
 def gpu_server_args(
-    replicas: int, processes: int, *, on_gpu: bool, paced: bool = False, engine_loop: str = "auto"
+    replicas: int,
+    processes: int,
+    *,
+    on_gpu: bool,
+    paced: bool = False,
+    engine_loop: str = "auto",
+    settings: Sequence[str] = (),
 ) -> tuple[str, list[str]]:
-    """The case tag and arguments of each of ``processes`` servers sharing ``replicas`` replicas."""
+    """The case tag and arguments of each of ``processes`` servers sharing ``replicas`` replicas;
+    ``settings`` (``NAME=VALUE``) go to the servers as ``--set`` and into the tag."""
     tag = f"r{replicas}" + (f"_p{processes}" if processes > 1 else "")
     tag += "" if engine_loop == "auto" else f"_{engine_loop}"
     tag += "_paced" if paced else ""
+    tag += "".join("_" + re.sub(r"[^A-Za-z0-9]+", "_", setting) for setting in settings)
     # Started one after another (vLLM profiles device memory at start); each gets 1/k of it.
     share = GPU_MEMORY_FRACTION if on_gpu else CPU_MEMORY_FRACTION
     args = ["--set", f"memory_fraction={round(share / processes, 4)}"] if processes > 1 else []
@@ -54,6 +63,8 @@ def gpu_server_args(
         args += ["--interactive-slo-ms", "0"]
     if engine_loop != "auto":
         args += ["--set", f"engine_loop={engine_loop}"]
+    for setting in settings:
+        args += ["--set", setting]
     return tag, args
 
 
@@ -68,6 +79,7 @@ def run_gpu_suite(
     processes: int = 1,
     paced: bool = False,
     engine_loop: str = "auto",
+    settings: Sequence[str] = (),
     progress: Callable[[str], None] = print,
     on_case: Callable[[list[dict]], None] = lambda so_far: None,
 ) -> list[dict]:
@@ -103,7 +115,7 @@ def run_gpu_suite(
     for n in replicas or GPU_REPLICAS:
         k = min(processes, n)
         progress(f"gpu: embedtext server, {n} replica(s)" + (f" in {k} processes" if k > 1 else ""))
-        tag, share = gpu_server_args(n, k, on_gpu=on_gpu, paced=paced, engine_loop=engine_loop)
+        tag, share = gpu_server_args(n, k, on_gpu=on_gpu, paced=paced, engine_loop=engine_loop, settings=settings)
         with ExitStack() as stack:
             servers = [
                 stack.enter_context(embedtext_server([f"{model}={model_dir}"], replicas=n // k, args=share))

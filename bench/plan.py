@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tempfile
@@ -86,7 +87,9 @@ def rows_label(rows: int) -> str:
 
 
 class GeneratedModels:
-    """Random-weight BERTs written once per run under the plan's workdir."""
+    """Random-weight BERTs written once under the plan's workdir: a model the same workdir already
+    holds in the same shape (``NAME.shape.json`` beside it) is reused, so runs sharing a ``--workdir`` make each
+    once (the same seed gives the same weights)."""
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = workdir
@@ -96,10 +99,15 @@ class GeneratedModels:
         if name not in self._made:
             # In a child process: torch stays out of this one (its RSS is measured).
             path = self.workdir / name
-            command = [sys.executable, "-m", "embedtext.cli", "make-model", str(path)]
-            for key, value in shape.items():
-                command += [f"--{key.replace('_', '-')}", str(value)]
-            subprocess.run(command, check=True, capture_output=True)
+            stamp = self.workdir / f"{name}.shape.json"
+            wanted = json.dumps(shape, sort_keys=True)
+            if not (stamp.exists() and stamp.read_text() == wanted):
+                stamp.unlink(missing_ok=True)  # a write cut short leaves no stamp
+                command = [sys.executable, "-m", "embedtext.cli", "make-model", str(path)]
+                for key, value in shape.items():
+                    command += [f"--{key.replace('_', '-')}", str(value)]
+                subprocess.run(command, check=True, capture_output=True)
+                stamp.write_text(wanted)
             self._made[name] = path
         return self._made[name]
 

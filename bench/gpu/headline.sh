@@ -10,9 +10,11 @@
 # 3. the runs in RUNS, in order, while time is left, each cut where the budget ends, each case written
 #    when it ends. A run is rN (N replicas) with options: :packed or :stepped (the engine loop;
 #    ENGINE_LOOP or the device's default otherwise), :http (vLLM's HTTP/JSON server too), :pK (K
-#    server processes sharing the N replicas). The default: the new engine path beside the default
-#    one at 8 replicas, then 1 replica against vLLM's HTTP server, then whether one server process
-#    caps 8 replicas, then 1 packed replica, then 4 replicas;
+#    server processes sharing the N replicas), :NAME=VALUE (a server setting, `--set`). The default:
+#    the new engine path beside the default one at 8 replicas; the word cache (Python, under the
+#    GIL) against the tokenizer's Rust threads, whose server CPU a row was 4x the CPU suite's; whether
+#    one server process caps 8 replicas; 1 replica against vLLM's HTTP server; 1 packed replica; 4.
+#    The runs share one workdir (WORK), so the model is made once;
 # 4. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s; after each run,
 #    both over each case's window (bench/gpu/summarize.py, OUT/summary.json).
 # Everything lands under OUT as it goes: a run cut short keeps what it finished.
@@ -79,14 +81,15 @@ run() {  # NAME ARGS...: one gpu-suite run, cut where the budget ends
   fi
   note "$name: $* (at most ${t}s)"
   timeout -k 10 "$t" "$VENV/bin/embedtext" bench --enforce-eager off --only gpu --gpu-model "${GPU_MODEL:-base}" \
-    ${ROWS:+--rows "$ROWS"} ${LOOP:+--gpu-engine-loop "$LOOP"} "$@" --json "$OUT/$name.json" \
+    --workdir "${WORK:-$HOME/gpu-bench-work}" ${ROWS:+--rows "$ROWS"} ${LOOP:+--gpu-engine-loop "$LOOP"} "$@" \
+    --json "$OUT/$name.json" \
     >"$OUT/$name.log" 2>&1
   note "$name: exit $?"
   grep -E "^gpu_|Error|error:" "$OUT/$name.log" | tee -a "$OUT/headline.log"
   "$VENV/bin/python" bench/gpu/summarize.py "$OUT" | tee -a "$OUT/headline.log"  # what limited each case
 }
 
-for spec in ${RUNS:-r8:packed r8 r1:http r8:p2 r1:packed r4}; do
+for spec in ${RUNS:-r8:packed r8 r8:word_cache=on r8:p2 r1:http r1:packed r4}; do
   replicas=${spec%%:*} opts=${spec#*:}
   [[ $spec == *:* ]] || opts=""
   args=(--replicas "${replicas#r}")
@@ -96,10 +99,12 @@ for spec in ${RUNS:-r8:packed r8 r1:http r8:p2 r1:packed r4}; do
     case $opt in
       packed | stepped) LOOP=$opt ;;
       p[0-9]*) args+=(--gpu-processes "${opt#p}") ;;
+      *=*) args+=(--gpu-set "$opt") ;;
       http) ;;
       *) note "$spec: unknown option $opt" ;;
     esac
   done
-  run "gpu-headline-${spec//:/-}" "${args[@]}"
+  name=${spec//:/-}
+  run "gpu-headline-${name//=/-}" "${args[@]}"
 done
 note "done: $(ls "$OUT")"

@@ -3,9 +3,10 @@
     python bench/gpu/sample_cpu.py --every 2 > host-cpu.jsonl    # until killed
 
 A line: {"t": seconds since start, "unix": the time, "cores": {"<role> <pid>": cores used since the
-last line}, "thread": {"<role> <pid>": the busiest thread's share of a core}}, for the processes of this
-run that used any, and the host's idle. A thread near 1.0 is a serial part that caps its process
-(an event loop, an engine's step loop). bench/gpu/summarize.py reads it.
+last line}, "thread": {"<role> <pid>": the busiest thread's share of a core}, "main": {"<role> <pid>":
+the main thread's (a server's event loop)}}, for the processes of this run that used any, and the
+host's idle. A thread near 1.0 is a serial part that caps its process (an event loop, an engine's
+step loop). bench/gpu/summarize.py reads it.
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ def main() -> int:
         now = time.monotonic()
         cores: dict[str, float] = {}
         busiest: dict[str, float] = {}
+        main_thread: dict[str, float] = {}
         for proc in psutil.process_iter():
             if proc.pid == os.getpid() or not _ours(proc):
                 continue
@@ -72,13 +74,15 @@ def main() -> int:
             seen[proc.pid] = total
             if total > before:
                 cores[name] = round((total - before) / (now - last), 2)
-                spent = [used - seen_threads.get((proc.pid, tid), used) for tid, used in threads.items()]
-                busiest[name] = round(max(spent, default=0.0) / (now - last), 2)
+                spent = {tid: used - seen_threads.get((proc.pid, tid), used) for tid, used in threads.items()}
+                busiest[name] = round(max(spent.values(), default=0.0) / (now - last), 2)
+                main_thread[name] = round(spent.get(proc.pid, 0.0) / (now - last), 2)
             seen_threads.update(((proc.pid, tid), used) for tid, used in threads.items())
         idle = psutil.cpu_times().idle
         cores["host idle"] = round((idle - idle_before) / (now - last), 2)
         idle_before, last = idle, now
-        line = {"t": round(now - started, 1), "unix": round(time.time(), 2), "cores": cores, "thread": busiest}
+        line = {"t": round(now - started, 1), "unix": round(time.time(), 2), "cores": cores}
+        line |= {"thread": busiest, "main": main_thread}
         print(json.dumps(line), flush=True)
 
 

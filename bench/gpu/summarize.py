@@ -35,12 +35,14 @@ def gpu_samples(path: Path) -> list[tuple[float, float, float]]:
     return rows
 
 
-def host_samples(path: Path) -> list[tuple[float, dict[str, float], dict[str, float]]]:
-    """(unix time, {"<role> <pid>": cores}, {"<role> <pid>": its busiest thread}) of each sampler line."""
+def host_samples(path: Path) -> list[tuple[float, dict[str, float], dict[str, float], dict[str, float]]]:
+    """(unix time, {"<role> <pid>": cores}, {... its busiest thread}, {... its main thread}) of each line."""
     if not path.exists():
         return []
     lines = (json.loads(line) for line in path.read_text().splitlines() if line.startswith("{"))
-    return [(line["unix"], line["cores"], line.get("thread", {})) for line in lines if "unix" in line]
+    return [
+        (line["unix"], line["cores"], line.get("thread", {}), line.get("main", {})) for line in lines if "unix" in line
+    ]
 
 
 def _role(key: str) -> str:
@@ -54,10 +56,15 @@ def case_summary(case: dict, gpu: list, host: list) -> dict:
     inside_gpu = [(u, w) for t, u, w in gpu if start <= t <= end]
     by_role: dict[str, list[float]] = {}
     threads_by_role: dict[str, list[float]] = {}
+    main_by_role: dict[str, list[float]] = {}
     busiest_engine: list[float] = []
-    inside_host = [(cores, threads) for t, cores, threads in host if start < t <= end]
-    for cores, threads in inside_host:
-        for sums, values, add in ((by_role, cores, operator.add), (threads_by_role, threads, max)):
+    inside_host = [(cores, threads, main) for t, cores, threads, main in host if start < t <= end]
+    for cores, threads, main in inside_host:
+        for sums, values, add in (
+            (by_role, cores, operator.add),
+            (threads_by_role, threads, max),
+            (main_by_role, main, max),
+        ):
             per_role: dict[str, float] = {}
             for key, value in values.items():
                 role = _role(key)
@@ -80,6 +87,7 @@ def case_summary(case: dict, gpu: list, host: list) -> dict:
         "busiest_engine_cores": mean(busiest_engine),
         # per role, its busiest thread (near 1.0: a serial loop caps that role)
         "busiest_thread": {r: round(sum(v) / len(inside_host), 2) for r, v in sorted(threads_by_role.items())},
+        "main_thread": {r: round(sum(v) / len(inside_host), 2) for r, v in sorted(main_by_role.items())},
         "samples": len(inside_host),
     }
 
@@ -109,6 +117,7 @@ def main() -> int:
         print(
             f"{s['name']:<40} {s['tokens_per_s'] or 0:>12,.0f} tok/s  GPU {s['gpu_util_pct']}%  "
             f"busiest engine {s['busiest_engine_cores']} cores  [{cores}]  busiest thread {s['busiest_thread']}"
+            f"  main thread {s['main_thread']}"
         )
     return 0
 

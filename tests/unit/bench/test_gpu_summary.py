@@ -34,11 +34,14 @@ def test_each_case_reads_only_the_samples_inside_its_window(tmp_path):
         (t0 + 8, {"engine 11": 0.0, "server 10": 5.0, "host idle": 10.0}),
     ]
     threads = {"engine 11": 0.9, "engine 12": 0.4, "server 10": 1.0}  # each process's busiest thread
-    samples = (
-        json.dumps({"t": 0, "unix": unix, "cores": cores, "thread": {k: threads[k] for k in cores if k in threads}})
-        + "\n"
-        for unix, cores in host
-    )
+    main = {"engine 11": 0.1, "engine 12": 0.3, "server 10": 0.8}  # and its main thread
+
+    def line(unix, cores):
+        present = {"thread": threads, "main": main}
+        per_process = {field: {k: v for k, v in table.items() if k in cores} for field, table in present.items()}
+        return json.dumps({"t": 0, "unix": unix, "cores": cores, **per_process}) + "\n"
+
+    samples = (line(unix, cores) for unix, cores in host)
     (tmp_path / "host-cpu.jsonl").write_text("".join(samples))
     cases = [
         {"name": "case_a", "tokens_per_s": 1e6, "unix_window": [t0, t0 + 5]},
@@ -57,4 +60,5 @@ def test_each_case_reads_only_the_samples_inside_its_window(tmp_path):
     assert summary["busiest_engine_cores"] == 0.95  # the busiest engine process per sample: 1.0, 0.9
     # the busiest thread of a role, per sample (the max over its processes), averaged like its cores
     assert summary["busiest_thread"] == {"engine": 0.9, "server": 0.5}
+    assert summary["main_thread"] == {"engine": 0.3, "server": 0.4}
     assert json.loads((tmp_path / "summary.json").read_text()) == [summary]

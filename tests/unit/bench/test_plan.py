@@ -34,3 +34,20 @@ def test_every_suite_the_cli_offers_has_a_step_in_a_run():
     from embedtext.bench.session import STEPS
 
     assert {suite for names, _ in STEPS for suite in names} == set(SUITES) >= set(DEFAULT_SUITES)
+
+
+def test_generated_models_are_made_once_per_workdir_and_shape(tmp_path):
+    """A second run on the same --workdir reuses a model of the same shape, and remakes one whose
+    shape changed (the GPU headline's runs share one BERT-base)."""
+    import json
+
+    from embedtext.bench.plan import GeneratedModels
+
+    shape = dict(layers=1, hidden=32, heads=1, max_tokens=64)
+    path = GeneratedModels(tmp_path).get("m", **shape)
+    config = path / "config.json"
+    made = config.stat().st_mtime_ns
+    assert GeneratedModels(tmp_path).get("m", **shape) == path
+    assert config.stat().st_mtime_ns == made  # not written again
+    GeneratedModels(tmp_path).get("m", **(shape | dict(hidden=64, heads=2)))
+    assert json.loads(config.read_text())["hidden_size"] == 64
