@@ -6,6 +6,7 @@ import json
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -86,27 +87,32 @@ def rows_label(rows: int) -> str:
     return str(rows)
 
 
+def _make_in_child(path: Path, **shape) -> None:
+    """``embedtext make-model`` in a child process: torch stays out of this one (its RSS is measured)."""
+    command = [sys.executable, "-m", "embedtext.cli", "make-model", str(path)]
+    for key, value in shape.items():
+        command += [f"--{key.replace('_', '-')}", str(value)]
+    subprocess.run(command, check=True, capture_output=True)
+
+
 class GeneratedModels:
     """Random-weight BERTs written once under the plan's workdir: a model the same workdir already
     holds in the same shape (``NAME.shape.json`` beside it) is reused, so runs sharing a ``--workdir`` make each
     once (the same seed gives the same weights)."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, make: Callable[..., object] | None = None) -> None:
         self.workdir = workdir
+        self._make = make or _make_in_child  # make(path, **shape) writes one
         self._made: dict[str, Path] = {}
 
     def get(self, name: str, **shape) -> Path:
         if name not in self._made:
-            # In a child process: torch stays out of this one (its RSS is measured).
             path = self.workdir / name
             stamp = self.workdir / f"{name}.shape.json"
             wanted = json.dumps(shape, sort_keys=True)
             if not (stamp.exists() and stamp.read_text() == wanted):
                 stamp.unlink(missing_ok=True)  # a write cut short leaves no stamp
-                command = [sys.executable, "-m", "embedtext.cli", "make-model", str(path)]
-                for key, value in shape.items():
-                    command += [f"--{key.replace('_', '-')}", str(value)]
-                subprocess.run(command, check=True, capture_output=True)
+                self._make(path, **shape)
                 stamp.write_text(wanted)
             self._made[name] = path
         return self._made[name]

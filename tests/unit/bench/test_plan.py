@@ -42,12 +42,16 @@ def test_generated_models_are_made_once_per_workdir_and_shape(tmp_path):
     import json
 
     from embedtext.bench.plan import GeneratedModels
+    from embedtext.server.models.synthetic import write_synthetic_bert
+
+    def models():  # make-model's writer in this process, not in a child (seconds of imports each)
+        return GeneratedModels(tmp_path, make=write_synthetic_bert)
 
     shape = dict(layers=1, hidden=32, heads=1, max_tokens=64)
-    path = GeneratedModels(tmp_path).get("m", **shape)
+    path = models().get("m", **shape)
     config = path / "config.json"
     made = config.stat().st_mtime_ns
-    assert GeneratedModels(tmp_path).get("m", **shape) == path
+    assert models().get("m", **shape) == path
     assert config.stat().st_mtime_ns == made  # not written again
-    GeneratedModels(tmp_path).get("m", **(shape | dict(hidden=64, heads=2)))
+    models().get("m", **(shape | dict(hidden=64, heads=2)))
     assert json.loads(config.read_text())["hidden_size"] == 64
