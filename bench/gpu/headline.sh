@@ -10,10 +10,12 @@
 # 3. the runs in RUNS, in order, while time is left, each cut where the budget ends, each case written
 #    when it ends. A run is rN (N replicas) with options: :packed or :stepped (the engine loop;
 #    ENGINE_LOOP or the device's default otherwise), :http (vLLM's HTTP/JSON server too), :pK (K
-#    server processes sharing the N replicas), :NAME=VALUE (a server setting, `--set`). The default:
+#    server processes sharing the N replicas), :NAME=VALUE (a server setting, `--set`), :mps (under
+#    CUDA's multi-process service, so that replicas' kernels may run at once). The default:
 #    the new engine path beside the default one at 8 replicas; the word cache (Python, under the
 #    GIL) against the tokenizer's Rust threads, whose server CPU a row was 4x the CPU suite's; whether
-#    one server process caps 8 replicas; 1 replica against vLLM's HTTP server; 1 packed replica; 4.
+#    one server process caps 8 replicas; 8 under MPS (do 8 processes taking turns on the GPU cap
+#    them?); 1 replica against vLLM's HTTP server; 1 packed replica; 4.
 #    The runs share one workdir (WORK), so the model is made once;
 # 4. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s; after each run,
 #    both over each case's window (bench/gpu/summarize.py, OUT/summary.json).
@@ -89,11 +91,17 @@ run() {  # NAME ARGS...: one gpu-suite run, cut where the budget ends
   "$VENV/bin/python" bench/gpu/summarize.py "$OUT" | tee -a "$OUT/headline.log"  # what limited each case
 }
 
-for spec in ${RUNS:-r8:packed r8 r8:word_cache=on r8:p2 r1:http r1:packed r4}; do
+mps_start() {  # CUDA's multi-process service, where the host has it: false where it does not start
+  command -v nvidia-cuda-mps-control >/dev/null || { note "no nvidia-cuda-mps-control here"; return 1; }
+  nvidia-cuda-mps-control -d >>"$OUT/headline.log" 2>&1 || { note "the MPS daemon did not start"; return 1; }
+}
+mps_stop() { echo quit | nvidia-cuda-mps-control >>"$OUT/headline.log" 2>&1; }
+
+for spec in ${RUNS:-r8:packed r8 r8:word_cache=on r8:p2 r8:mps r1:http r1:packed r4}; do
   replicas=${spec%%:*} opts=${spec#*:}
   [[ $spec == *:* ]] || opts=""
   args=(--replicas "${replicas#r}")
-  LOOP=${ENGINE_LOOP:-}
+  LOOP=${ENGINE_LOOP:-} mps=""
   [[ ":$opts:" == *":http:"* ]] || args+=(--no-gpu-http)
   for opt in ${opts//:/ }; do
     case $opt in
@@ -101,10 +109,17 @@ for spec in ${RUNS:-r8:packed r8 r8:word_cache=on r8:p2 r1:http r1:packed r4}; d
       p[0-9]*) args+=(--gpu-processes "${opt#p}") ;;
       *=*) args+=(--gpu-set "$opt") ;;
       http) ;;
+      mps) mps=1 ;;
       *) note "$spec: unknown option $opt" ;;
     esac
   done
   name=${spec//:/-}
-  run "gpu-headline-${name//=/-}" "${args[@]}"
+  if [[ -n $mps ]]; then
+    mps_start || continue
+    run "gpu-headline-${name//=/-}" "${args[@]}"
+    mps_stop
+  else
+    run "gpu-headline-${name//=/-}" "${args[@]}"
+  fi
 done
 note "done: $(ls "$OUT")"

@@ -103,7 +103,8 @@ def summarize(out: Path) -> list[dict]:
             cases = json.loads(report.read_text()).get("cases", [])
         except (json.JSONDecodeError, AttributeError):
             continue  # matmul.json and the like
-        summaries += [case_summary(c, gpu, host) for c in cases if c.get("unix_window")]
+        # the file names the run (a case's name does not say it ran under MPS, say)
+        summaries += [case_summary(c, gpu, host) | {"run": report.stem} for c in cases if c.get("unix_window")]
     (out / "summary.json").write_text(json.dumps(summaries, indent=1) + "\n")
     return summaries
 
@@ -115,7 +116,7 @@ def main() -> int:
     for s in summaries:
         cores = ", ".join(f"{role} {value}" for role, value in s["host_cores"].items())
         print(
-            f"{s['name']:<40} {s['tokens_per_s'] or 0:>12,.0f} tok/s  GPU {s['gpu_util_pct']}%  "
+            f"{s['run']:<28} {s['name']:<40} {s['tokens_per_s'] or 0:>12,.0f} tok/s  GPU {s['gpu_util_pct']}%  "
             f"busiest engine {s['busiest_engine_cores']} cores  [{cores}]  busiest thread {s['busiest_thread']}"
             f"  main thread {s['main_thread']}"
         )

@@ -52,7 +52,7 @@ def test_each_case_reads_only_the_samples_inside_its_window(tmp_path):
 
     (summary,) = _summarize_module().summarize(tmp_path)
 
-    assert summary["name"] == "case_a"
+    assert summary["name"] == "case_a" and summary["run"] == "gpu-headline-r8"
     assert summary["gpu_util_pct"] == 90.0 and summary["gpu_power_w"] == 600.0
     assert summary["samples"] == 2
     # engines 1.5 and 1.7 cores; the server in one sample of two, the client in the other
