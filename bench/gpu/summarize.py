@@ -4,8 +4,10 @@
 
 Reads the suite's JSON reports (each case's ``unix_window``), ``gpu-util.csv`` (nvidia-smi) and
 ``host-cpu.jsonl`` (bench/gpu/sample_cpu.py); prints a table and writes ``OUT/summary.json``.
-A case whose busiest engine process sits near one core is bound by its host loop; one whose GPU
-reads near 100% is bound by the GPU.
+Each case gets a ``limit``, the first that holds of: the GPU busy 95% of the time or more
+("gpu"); a role's busiest thread at 0.9 of a core or more ("engine thread", "server thread": a
+serial loop); an engine process at 0.95 or more where threads were not sampled ("engine process");
+under half a core idle on the host ("host cores"); else "none saturated" (waiting on one another).
 """
 
 from __future__ import annotations
@@ -92,6 +94,26 @@ def case_summary(case: dict, gpu: list, host: list) -> dict:
     }
 
 
+GPU_BOUND_PCT = 95.0
+THREAD_BOUND = 0.9
+PROCESS_BOUND = 0.95
+HOST_IDLE_BOUND = 0.5
+
+
+def limit(summary: dict) -> str:
+    """What bound a case, by the rules in this module's docstring."""
+    if (summary["gpu_util_pct"] or 0.0) >= GPU_BOUND_PCT:
+        return "gpu"
+    threads = [f"{role} thread" for role, v in summary["busiest_thread"].items() if v >= THREAD_BOUND]
+    if threads:
+        return ", ".join(threads)
+    if not summary["busiest_thread"] and (summary["busiest_engine_cores"] or 0.0) >= PROCESS_BOUND:
+        return "engine process"
+    if summary["host_cores"].get("host idle", HOST_IDLE_BOUND) < HOST_IDLE_BOUND:
+        return "host cores"
+    return "none saturated"
+
+
 def summarize(out: Path) -> list[dict]:
     gpu = gpu_samples(out / "gpu-util.csv")
     host = host_samples(out / "host-cpu.jsonl")
@@ -104,7 +126,10 @@ def summarize(out: Path) -> list[dict]:
         except (json.JSONDecodeError, AttributeError):
             continue  # matmul.json and the like
         # the file names the run (a case's name does not say it ran under MPS, say)
-        summaries += [case_summary(c, gpu, host) | {"run": report.stem} for c in cases if c.get("unix_window")]
+        for case in cases:
+            if case.get("unix_window"):
+                summary = case_summary(case, gpu, host) | {"run": report.stem}
+                summaries.append(summary | {"limit": limit(summary)})
     (out / "summary.json").write_text(json.dumps(summaries, indent=1) + "\n")
     return summaries
 
@@ -116,7 +141,8 @@ def main() -> int:
     for s in summaries:
         cores = ", ".join(f"{role} {value}" for role, value in s["host_cores"].items())
         print(
-            f"{s['run']:<28} {s['name']:<40} {s['tokens_per_s'] or 0:>12,.0f} tok/s  GPU {s['gpu_util_pct']}%  "
+            f"{s['run']:<28} {s['name']:<40} {s['tokens_per_s'] or 0:>12,.0f} tok/s  limit: {s['limit']}  "
+            f"GPU {s['gpu_util_pct']}%  "
             f"busiest engine {s['busiest_engine_cores']} cores  [{cores}]  busiest thread {s['busiest_thread']}"
             f"  main thread {s['main_thread']}"
         )

@@ -61,4 +61,18 @@ def test_each_case_reads_only_the_samples_inside_its_window(tmp_path):
     # the busiest thread of a role, per sample (the max over its processes), averaged like its cores
     assert summary["busiest_thread"] == {"engine": 0.9, "server": 0.5}
     assert summary["main_thread"] == {"engine": 0.3, "server": 0.4}
+    assert summary["limit"] == "engine thread"  # GPU 90%: an engine's loop at 0.9 of a core bound it
     assert json.loads((tmp_path / "summary.json").read_text()) == [summary]
+
+
+def test_the_limit_is_the_first_bound_that_holds():
+    limit = _summarize_module().limit
+    case = dict(gpu_util_pct=60.0, busiest_thread={"engine": 0.5, "server": 0.95}, busiest_engine_cores=0.5)
+    case["host_cores"] = {"host idle": 4.0}
+    assert limit(case) == "server thread"
+    assert limit(case | dict(gpu_util_pct=97.0)) == "gpu"
+    idle = case | dict(busiest_thread={"engine": 0.5})
+    assert limit(idle) == "none saturated"
+    assert limit(idle | dict(host_cores={"host idle": 0.2})) == "host cores"
+    # an older run's samples: processes only
+    assert limit(idle | dict(busiest_thread={}, busiest_engine_cores=1.03)) == "engine process"
