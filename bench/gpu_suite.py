@@ -29,7 +29,7 @@ CEILING_TOKENS_PER_S = {50: 4.60e6, 512: 4.19e6}  # BERT-base on an H200, as pub
 TOKENS = (50, 512)
 ROW_GROUP = 16_384
 # vLLM's HTTP server answers about 1,000 rows/s at 50 tokens (its one API process serialising JSON,
-# bench/results/gpu-headline-h200-r8.json's run): it scans a tenth of the rows, so it ends in a minute.
+# bench/results/gpu-headline-h200/): it scans a tenth of the rows, so it ends in a minute.
 HTTP_SHARE = 10
 
 

@@ -115,12 +115,8 @@ for spec in ${RUNS:-r8:packed r1:packed r8 r8:word_cache=on r8:p2 r8:mps r2:pack
     esac
   done
   name=${spec//:/-}
-  if [[ -n $mps ]]; then
-    mps_start || continue
-    run "gpu-headline-${name//=/-}" "${args[@]}"
-    mps_stop
-  else
-    run "gpu-headline-${name//=/-}" "${args[@]}"
-  fi
+  [[ -z $mps ]] || mps_start || continue
+  run "gpu-headline-${name//=/-}" "${args[@]}"
+  [[ -z $mps ]] || mps_stop
 done
 note "done: $(ls "$OUT")"

@@ -79,17 +79,20 @@ def case_summary(case: dict, gpu: list, host: list) -> dict:
     def mean(values) -> float | None:
         return round(statistics.fmean(values), 2) if values else None
 
+    def per_sample(values_by_role: dict[str, list[float]]) -> dict[str, float]:
+        # averaged over every sample, a role absent from one counting 0 there
+        return {r: round(sum(v) / len(inside_host), 2) for r, v in sorted(values_by_role.items())}
+
     return {
         "name": case["name"],
         "tokens_per_s": case.get("tokens_per_s"),
         "gpu_util_pct": mean([u for u, _ in inside_gpu]),
         "gpu_power_w": mean([w for _, w in inside_gpu]),
-        # averaged over every sample, a role absent from one counting 0 there
-        "host_cores": {r: round(sum(v) / len(inside_host), 2) for r, v in sorted(by_role.items())},
+        "host_cores": per_sample(by_role),
         "busiest_engine_cores": mean(busiest_engine),
         # per role, its busiest thread (near 1.0: a serial loop caps that role)
-        "busiest_thread": {r: round(sum(v) / len(inside_host), 2) for r, v in sorted(threads_by_role.items())},
-        "main_thread": {r: round(sum(v) / len(inside_host), 2) for r, v in sorted(main_by_role.items())},
+        "busiest_thread": per_sample(threads_by_role),
+        "main_thread": per_sample(main_by_role),
         "samples": len(inside_host),
     }
 
