@@ -60,6 +60,9 @@ def main() -> int:
         cores: dict[str, float] = {}
         busiest: dict[str, float] = {}
         main_thread: dict[str, float] = {}
+        # This sample's processes and threads only: those that ended drop out.
+        alive: dict[int, float] = {}
+        alive_threads: dict[tuple[int, int], float] = {}
         for proc in psutil.process_iter():
             if proc.pid == os.getpid() or not _ours(proc):
                 continue
@@ -71,13 +74,14 @@ def main() -> int:
             except psutil.Error:
                 continue
             before = seen.get(proc.pid, total)
-            seen[proc.pid] = total
+            alive[proc.pid] = total
             if total > before:
                 cores[name] = round((total - before) / (now - last), 2)
                 spent = {tid: used - seen_threads.get((proc.pid, tid), used) for tid, used in threads.items()}
                 busiest[name] = round(max(spent.values(), default=0.0) / (now - last), 2)
                 main_thread[name] = round(spent.get(proc.pid, 0.0) / (now - last), 2)
-            seen_threads.update(((proc.pid, tid), used) for tid, used in threads.items())
+            alive_threads.update(((proc.pid, tid), used) for tid, used in threads.items())
+        seen, seen_threads = alive, alive_threads
         idle = psutil.cpu_times().idle
         cores["host idle"] = round((idle - idle_before) / (now - last), 2)
         idle_before, last = idle, now
