@@ -1,13 +1,15 @@
-"""BERT pre-tokenization of normalized ASCII texts in Python, with each word's WordPiece ids cached.
+"""BERT tokenization of normalized ASCII texts in Python, with each word's WordPiece ids cached.
 
 Once a text is normalized (server/tokenization/ascii_normalizer.py), the rest of a BERT tokenizer's work is
 word by word: ``BertPreTokenizer`` splits at whitespace (dropped) and around every punctuation
-character (kept alone), WordPiece turns each word into ids without looking at its neighbours,
-and the template adds [CLS] ... [SEP]. Text repeats its words, so the ids of a word seen before
-come from a dict, at a fraction of the tokenizer's CPU a row once the cache is warm
-(bench/results/full-word-cache.json). A word not in the cache goes to
-the tokenizer's own WordPiece (a copy without normalizer and pre-tokenizer), so the ids are the
-tokenizer's (tests/unit/server/test_word_cache.py compares them).
+character (kept alone), WordPiece turns each piece into ids without looking at its neighbours,
+and the template adds [CLS] ... [SEP]. So a text's ids are its whitespace-separated words' ids end
+to end, a word's punctuation included ("world." is "world" then "."). Text repeats its words, so the
+ids of a word seen before come from a dict, at a fraction of the tokenizer's CPU a row once the cache
+is warm (bench/results/full-word-cache.json). A word not in the cache goes to the tokenizer's own
+pre-tokenizer and WordPiece (a copy without normalizer and template), so the ids are the tokenizer's
+(tests/unit/server/test_word_cache.py compares them). Splitting at whitespace only, not around
+punctuation too, takes Python's ``str.split`` instead of a regular expression: a third of the time.
 
 The price: this runs in Python and holds the GIL, where the tokenizer's Rust releases it and
 spreads a batch over every core. It pays where cores are few and shared with the model (a CPU
@@ -22,11 +24,10 @@ from itertools import chain
 
 from tokenizers import Tokenizer
 
-# BertPreTokenizer on ASCII: whitespace is what Rust's char::is_whitespace says (\t \n \x0b \x0c
-# \r and space, not \x1c-\x1f as Python's str.split would have it); punctuation is
-# char::is_ascii_punctuation (every printable ASCII character that is not a letter or digit).
-_PUNCTUATION = r"!-/:-@\[-`{-~"
-_WORDS = re.compile(rf"[^\t\n\x0b\x0c\r {_PUNCTUATION}]+|[{_PUNCTUATION}]")
+# BertPreTokenizer's whitespace on ASCII is Rust's char::is_whitespace: \t \n \x0b \x0c \r and
+# space, not \x1c-\x1f as Python's str.split has it. Texts cleaned by the normalizer (clean_text)
+# hold neither (controls dropped, \t \n \r made spaces), and str.split serves; otherwise this does.
+_RUST_WHITESPACE_WORDS = re.compile(r"[^\t\n\x0b\x0c\r ]+").findall
 
 MAX_WORDS = 1 << 17  # cache entries (~210 bytes each: ~28 MB at most); the cache starts over when full
 MAX_CACHED_CHARS = 64  # longer words (ids, hashes, base64) are encoded each time, not kept
@@ -36,11 +37,19 @@ class WordCacheEncoder:
     """Token ids of texts already normalized by ``AsciiBertNormalizer``, a word at a time."""
 
     def __init__(
-        self, wordpiece: Tokenizer, prefix: list[int], suffix: list[int], max_tokens: int, *, max_words: int = MAX_WORDS
+        self,
+        words: Tokenizer,
+        prefix: list[int],
+        suffix: list[int],
+        max_tokens: int,
+        *,
+        cleaned: bool = False,
+        max_words: int = MAX_WORDS,
     ) -> None:
-        self._wordpiece = (
-            wordpiece.encode_batch_fast if hasattr(wordpiece, "encode_batch_fast") else wordpiece.encode_batch
-        )
+        """``words``: the tokenizer without normalizer and template (its pre-tokenizer and WordPiece);
+        ``cleaned``: the texts come from a normalizer with clean_text (no whitespace but spaces)."""
+        self._encode_words = words.encode_batch_fast if hasattr(words, "encode_batch_fast") else words.encode_batch
+        self._split = str.split if cleaned else _RUST_WHITESPACE_WORDS
         self.prefix = list(prefix)
         self.suffix = list(suffix)
         # Truncation keeps the specials and cuts the words' ids, as the tokenizer's does.
@@ -57,19 +66,18 @@ class WordCacheEncoder:
             return None
         if (config.get("model") or {}).get("type") != "WordPiece":
             return None
-        wordpiece = cls._copy(tokenizer)
-        wordpiece.pre_tokenizer = None
-        whole = cls._copy(tokenizer)  # pre-tokenizer and template kept: the probes' reference
-        word = wordpiece.encode("a", add_special_tokens=False).ids
-        framed = whole.encode("a").ids
+        words = cls._copy(tokenizer)  # pre-tokenizer and WordPiece: a word's ids, punctuation split off
+        word = words.encode("a", add_special_tokens=False).ids
+        framed = words.encode("a").ids  # the template's specials around them
         at = next((i for i in range(len(framed) - len(word) + 1) if framed[i : i + len(word)] == word), None)
         if not word or at is None:
             return None
-        encoder = cls(wordpiece, framed[:at], framed[at + len(word) :], max_tokens, **kwargs)
+        cleaned = bool((config.get("normalizer") or {}).get("clean_text", False))
+        encoder = cls(words, framed[:at], framed[at + len(word) :], max_tokens, cleaned=cleaned, **kwargs)
         if encoder.budget < 1:
             return None
         probes = ["a, b", "", "a.b  c-d"]
-        if encoder.encode(probes, truncate=False) != [e.ids for e in whole.encode_batch(probes)]:
+        if encoder.encode(probes, truncate=False) != [e.ids for e in words.encode_batch(probes)]:
             return None
         encoder._cache.clear()  # the probes' words
         return encoder
@@ -89,7 +97,7 @@ class WordCacheEncoder:
     def encode(self, texts: list[str], truncate: bool = True) -> list[list[int]]:
         """Ids of each normalized text, specials included; ``truncate`` cuts at the model's max."""
         budget = self.budget if truncate else None
-        split, known = _WORDS.findall, self._cache.__getitem__
+        split, known = self._split, self._cache.__getitem__
         out: list = [None] * len(texts)
         missed: list[tuple[int, list[str]]] = []
         for row, text in enumerate(texts):
@@ -126,7 +134,7 @@ class WordCacheEncoder:
         if new:
             if len(self._cache) + len(new) > self.max_words:
                 self._cache.clear()
-            for word, encoding in zip(new, self._wordpiece(new, add_special_tokens=False)):
+            for word, encoding in zip(new, self._encode_words(new, add_special_tokens=False)):
                 ids = tuple(encoding.ids)
                 table[word] = ids
                 if len(word) <= MAX_CACHED_CHARS and len(self._cache) < self.max_words:

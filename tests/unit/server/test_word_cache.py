@@ -103,6 +103,14 @@ def test_words_past_wordpiece_limit_and_long_words(model):
     assert pool.word_cache.cached_words <= before + 4  # the words longer than MAX_CACHED_CHARS are not kept
 
 
+def test_a_word_is_cached_with_its_punctuation(model, reference_tokenizer):
+    spec, _, reference = model
+    encoder = WordCacheEncoder.for_tokenizer(reference_tokenizer(spec.tokenizer_file), spec.max_tokens)
+    texts = ["hello, world.", "world. hello,"]
+    assert encoder.encode(texts) == _ids(reference, texts)
+    assert encoder.cached_words == 2  # "hello," and "world.": split at whitespace only, one lookup each
+
+
 def test_empty_blank_and_punctuation_only_texts(model):
     _, pool, reference = model
     texts = ["", " ", "\t\n", "...", "!?", "(a)", " - ", "\x00"]
