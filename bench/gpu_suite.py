@@ -123,11 +123,12 @@ def run_gpu_suite(
             ]
             targets = [s.target for s in servers]
             pid = servers[0].pid  # memory: the first server's process tree (the others hold the same)
+            loops = engine_loops(targets)
             con = stack.enter_context(duckdb.connect())
             embedtext.register(con, targets)
             for tokens in TOKENS:
                 name = f"gpu_udf_embed_text_{tokens}tok_{tag}"
-                scan(con, name, "embed_text", pid, n, tokens, processes=k, paced=paced)
+                scan(con, name, "embed_text", pid, n, tokens, processes=k, paced=paced, engine_loop=loops)
     if http:
         progress("gpu: vLLM OpenAI HTTP server (JSON)")
         from embedtext.server.models.source import load_model_spec
@@ -145,6 +146,16 @@ def run_gpu_suite(
             for tokens in TOKENS:
                 scan(con, f"gpu_vllm_http_json_{tokens}tok", "http_embed", server.pid, None, tokens)
     return cases
+
+
+def engine_loops(targets: Sequence[str]) -> str:
+    """How the servers' engines step, as their Info says once every engine is up: "packed" only
+    where each packed engine passed its start-up check (otherwise it steps vLLM's requests)."""
+    loops = set()
+    for target in targets:
+        with embedtext.Client(target) as client:
+            loops.update(client.info(refresh=True).model().engine_loop.split(","))
+    return ",".join(sorted(loops))
 
 
 def gpu_ratios(cases: Sequence[dict]) -> dict[str, float]:

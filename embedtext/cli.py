@@ -80,6 +80,7 @@ def info(target: str) -> None:
             )
             + (f", {m.starting_replicas} more starting" if m.starting_replicas else "")
             + (f", dtype {m.dtype}" if m.dtype else "")
+            + (f", engine loop {m.engine_loop}" if m.engine_loop else "")
             + (", eager" if m.enforce_eager else "")
             + (f", aliases {', '.join(m.aliases)}" if m.aliases else "")
         )
@@ -103,7 +104,7 @@ def info(target: str) -> None:
             else "not paced"
         )
         turns = f" (bulk callers' turns: about {m.bulk_turn_ms:.0f} ms of engine time)" if m.bulk_turn_ms else ""
-        if m.engine_loop in ("stepped", "packed"):  # the engines pace their own steps; bulk batches only feed them
+        if m.engine_loop:  # the engines pace their own steps; bulk batches only feed them
             steps = " / ".join(f"{tokens:,}" for tokens in m.engine_step_tokens) or "not reported yet"
             click.echo(f"    engine steps: {steps} tokens, {target}; {speed}")
             click.echo(f"    bulk batches: {m.bulk_batch_tokens:,} tokens{turns}")

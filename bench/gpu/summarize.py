@@ -86,6 +86,8 @@ def case_summary(case: dict, gpu: list, host: list) -> dict:
     return {
         "name": case["name"],
         "tokens_per_s": case.get("tokens_per_s"),
+        # what the engines ran, as the servers said (a packed engine whose check failed steps)
+        "engine_loop": case.get("engine_loop"),
         "gpu_util_pct": mean([u for u, _ in inside_gpu]),
         "gpu_power_w": mean([w for _, w in inside_gpu]),
         "host_cores": per_sample(by_role),
@@ -145,6 +147,7 @@ def main() -> int:
         cores = ", ".join(f"{role} {value}" for role, value in s["host_cores"].items())
         print(
             f"{s['run']:<28} {s['name']:<40} {s['tokens_per_s'] or 0:>12,.0f} tok/s  limit: {s['limit']}  "
+            f"engines {s['engine_loop']}  "
             f"GPU {s['gpu_util_pct']}%  "
             f"busiest engine {s['busiest_engine_cores']} cores  [{cores}]  busiest thread {s['busiest_thread']}"
             f"  main thread {s['main_thread']}"

@@ -236,7 +236,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 interactive_threads=rt.settings.interactive_threads,
                 engine_tokens_per_second=rt.engine_tokens_per_s,
                 dtype=rt.settings.dtype.dtype,
-                engine_loop=rt.settings.engine_loop,
+                engine_loop=rt.engine_loop,
                 engine_step_tokens=[pace.budget_tokens for pace in rt.engine_paces()],
                 interactive_slo_missed=rt.interactive_slo_missed,
                 enforce_eager=rt.settings.enforce_eager,

@@ -66,6 +66,12 @@ class Backend(Protocol):
         """The step budget of an engine that paces its own steps (None: it does not)."""
         ...
 
+    @property
+    def loop(self) -> str:
+        """How its steps run once started: "packed", "stepped" (vLLM's request per row), or ""
+        (the null engine). A packed backend whose start-up check failed says "stepped"."""
+        ...
+
 
 @dataclass(frozen=True)
 class EngineSettings:

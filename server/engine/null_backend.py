@@ -58,3 +58,7 @@ class NullBackend:
     @property
     def pace(self) -> None:
         return None  # nothing to pace
+
+    @property
+    def loop(self) -> str:
+        return ""

@@ -69,6 +69,10 @@ class PackedVllmBackend(SteppedVllmBackend):
         self.packed = packed
         return engine
 
+    @property
+    def loop(self) -> str:
+        return "packed" if self.packed is not None else "stepped"
+
     def _wrap_rows(self, rows):
         if self.packed is None:  # vLLM's requests take a list per row
             return rows.to_lists() if isinstance(rows, TokenRows) else rows

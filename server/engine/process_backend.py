@@ -66,6 +66,7 @@ class EngineProcessBackend:
         self._pending: dict[int, asyncio.Future] = {}
         self._ids = itertools.count(1)
         self._engine_pids: list[int] = []
+        self._loop = ""  # as its worker's READY said
         self._engine_processes: list = []  # psutil.Process: the engine's processes, to end orphans
         self._dead: str | None = None
         self._pace: PaceReport | None = None
@@ -118,7 +119,9 @@ class EngineProcessBackend:
                 why += f" ({_ending(await self._exit_status(within_s=_EXIT_WAIT_S))})"
             await self._reap(kill=True)
             raise EngineStartError(f"{self.name}'s engine process did not start: {why}")
-        self._engine_pids = list(json.loads(first.payload).get("pids", []))
+        ready = json.loads(first.payload)
+        self._engine_pids = list(ready.get("pids", []))
+        self._loop = str(ready.get("loop", ""))
         self._engine_processes = _process_trees(self._engine_pids)
         self._reader_task = asyncio.create_task(self._read_replies(self._reader), name=f"replies-{self.name}")
         log.info("%s ready (worker pid %d, engine pids %s)", self.name, self._process.pid, self._engine_pids)
@@ -164,6 +167,10 @@ class EngineProcessBackend:
     @property
     def pids(self) -> list[int]:
         return ([self._process.pid] if self._process is not None else []) + self._engine_pids
+
+    @property
+    def loop(self) -> str:
+        return self._loop
 
     @property
     def pace(self) -> PaceReport | None:

@@ -57,6 +57,8 @@ class StepLoopBackend:
 
     # How the start-up log says this engine runs ("stepped in this process", ...).
     how = "stepped in this process"
+    # What Info's engine_loop says of it (engine.Backend.loop).
+    loop = "stepped"
 
     def __init__(self, spec: ModelSpec, settings: EngineSettings, *, name: str = "replica") -> None:
         self.spec = spec

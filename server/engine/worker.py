@@ -88,7 +88,8 @@ class EngineWorker:
             self.send(frames.FAILED, payload=f"{type(exc).__name__}: {exc}".encode())
             await self.writer.drain()
             return 1
-        self.send(frames.READY, payload=json.dumps({"pids": self.backend.pids}).encode())
+        ready = {"pids": self.backend.pids, "loop": self.backend.loop}
+        self.send(frames.READY, payload=json.dumps(ready).encode())
         await self.writer.drain()
         watching = [
             asyncio.create_task(self._read_requests()),

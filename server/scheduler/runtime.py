@@ -145,6 +145,14 @@ class ModelRuntime:
         return [pace for replica in self.supervisor.replicas if (pace := reported_pace(replica))]
 
     @property
+    def engine_loop(self) -> str:
+        """How the serving replicas' engines step: "packed", "stepped", "packed,stepped" when they
+        differ (a packed engine whose start-up check failed steps vLLM's requests), "" for the null
+        engine; the setting while none serves yet."""
+        loops = {r.backend.loop for r in self.supervisor.replicas if r.healthy and r.backend is not None}
+        return ",".join(sorted(loops)) if loops else self.settings.engine_loop
+
+    @property
     def engine_tokens_per_s(self) -> float:
         """One engine's speed while busy (0.0: not measured yet): stepped engines measure their own."""
         if not self.settings.stepped:

@@ -47,6 +47,7 @@ def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, tmp_pa
     with server:  # started and ready
         with embedtext.Client(server.target) as client:
             old = client.embed(TEXTS)
+            assert client.info(refresh=True).model().engine_loop == "stepped"  # as its engine runs
             bulk = client.embed(TEXTS * 300, latency_class="bulk")  # several steps or batches
     new = minilm_client.embed(TEXTS)
     assert "packed steps off, vLLM's request per row instead" in server.log_path.read_text()

@@ -57,7 +57,7 @@ def test_a_stepped_engine_reports_the_step_budget_it_sized_from_its_speed(server
     out = embedtext_info(servers.tiny.target)
     steps = " / ".join(f"{step:,}" for step in model.engine_step_tokens)
     assert f"engine steps: {steps} tokens, paced for interactive requests within 250 ms" in out
-    assert ", eager" in out
+    assert ", eager" in out and ", engine loop stepped" in out
 
 
 def test_engines_beside_an_interactive_replica_report_their_full_steps_and_speed(servers):
