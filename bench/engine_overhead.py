@@ -28,8 +28,8 @@ PACKED_2 = Variant("packed_2", (*PACKED.flags, "--replicas", "2"))
 NULL_2 = Variant("null_2", (*NULL.flags, "--replicas", "2"))
 # The server's CPU a row with a GPU's tokenizer setting: the tokenizer's own Rust threads, no word cache.
 NULL_RUST_TOKENIZER = Variant("null_rust_tokenizer", (*NULL.flags, "--set", "word_cache=off"))
-# The overhead model's shape: compute negligible beside the engine's per-row work (head_dim 32,
-# the least vLLM-CPU's attention takes).
+# The overhead model's shape: the smallest BERT vLLM-CPU's attention takes (head_dim 32). Its
+# compute is still most of a packed engine's CPU a row on a small CPU (docs/benchmarks.md).
 OVERHEAD_MODEL = dict(layers=1, hidden=32, heads=1, max_tokens=512)
 METRICS = {
     "engine_cpu_us": "engine_cpu_us_per_row",
