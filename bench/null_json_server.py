@@ -20,7 +20,7 @@ def build_app(models: dict[str, str]) -> FastAPI:
     for name, path in models.items():
         spec = load_model_spec(path, name=name)
         served[name] = (
-            TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, word_cache=True),
+            TokenizerPool(str(spec.tokenizer_file), spec.max_tokens),
             NullBackend(spec, name=f"null-json-{name}"),
         )
     app = FastAPI()

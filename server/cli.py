@@ -57,8 +57,8 @@ def advanced_values(assignments: tuple[str, ...], environ: dict[str, str] | None
     """The advanced settings given: each ``EMBEDTEXT_<NAME>`` in the environment, then each ``--set NAME=VALUE``
     (a later one wins). An unknown name or a malformed value is a ValueError that says what is known.
 
-    >>> advanced_values(("max_batch_rows=64", "word-cache=off"), {"EMBEDTEXT_MAX_BATCH_ROWS": "32"})
-    {'max_batch_rows': 64, 'word_cache': 'off'}
+    >>> advanced_values(("max_batch_rows=64", "engine-loop=packed"), {"EMBEDTEXT_MAX_BATCH_ROWS": "32"})
+    {'max_batch_rows': 64, 'engine_loop': 'packed'}
     >>> advanced_values(("max_batch_row=64",), {})
     Traceback (most recent call last):
     ...

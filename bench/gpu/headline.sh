@@ -13,10 +13,9 @@
 #    server processes sharing the N replicas), :NAME=VALUE (a server setting, `--set`), :mps (under
 #    CUDA's multi-process service, so that replicas' kernels may run at once). The default:
 #    packed steps at 8 and 1 replicas, stepped at 8 (the first run's one replica kept the GPU busier
-#    per token than eight); then 8 packed, where the engines leave the most to the server: with the
-#    word cache (Python, under the GIL) instead of the tokenizer's Rust threads, whose server CPU a
-#    row was 4x the CPU suite's; in 2 server processes (does one cap them?); under MPS (do 8
-#    processes taking turns on the GPU cap them?); 2 packed; 1 replica against vLLM's HTTP server; 4.
+#    per token than eight); then 8 packed, where the engines leave the most to the server: in 2
+#    server processes (does one cap them?); under MPS (do 8 processes taking turns on the GPU cap
+#    them?); 2 packed; 1 replica against vLLM's HTTP server; 4.
 #    The runs share one workdir (WORK), so the model is made once;
 # 4. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s; after each run,
 #    both over each case's window (bench/gpu/summarize.py, OUT/summary.json).
@@ -98,7 +97,7 @@ mps_start() {  # CUDA's multi-process service, where the host has it: false wher
 }
 mps_stop() { echo quit | nvidia-cuda-mps-control >>"$OUT/headline.log" 2>&1; }
 
-for spec in ${RUNS:-r8:packed r1:packed r8 r8:packed:word_cache=on r8:packed:p2 r8:packed:mps r2:packed r1:http r4}; do
+for spec in ${RUNS:-r8:packed r1:packed r8 r8:packed:p2 r8:packed:mps r2:packed r1:http r4}; do
   replicas=${spec%%:*} opts=${spec#*:}
   [[ $spec == *:* ]] || opts=""
   args=(--replicas "${replicas#r}")

@@ -47,7 +47,6 @@ class ResolvedSettings:
     config: ServerConfig
     device: str  # "cuda" or "cpu" ("auto" for the null engine, which runs nowhere)
     engine_loop: str  # "stepped", "packed", or "" (the null engine)
-    word_cache: bool
     interactive_slo_s: float | None  # None: no latency target (0, or the null engine)
     memory_fraction: float  # of the device, for all engines together
     dtype: EngineDtype
@@ -123,9 +122,6 @@ def resolve(
       step's rows at once) cut the engine's own work a row and give the same vectors (bench: --only
       engine-overhead); a GPU keeps vLLM's request per row until a GPU run has measured packed steps
       there. Either way the server steps each engine in a worker process of its own.
-    - ``word_cache=auto``: on unless the engines run on a GPU: it saves tokenizer CPU, which a CPU
-      engine competes for, but holds the GIL, where the tokenizer's Rust spreads over a GPU
-      machine's spare cores (bench/results/full-word-cache.json).
     - ``--interactive-slo-ms`` unset: 250 ms on a CPU, whose engine steps at --max-batch-tokens take
       seconds; 20 ms on a GPU.
     - ``--memory-fraction`` unset: 0.9 of a GPU, 0.2 of a CPU's memory.
@@ -164,8 +160,8 @@ def resolve(
     >>> (r.engine_loop, r.backend, r.engine_processes, r.interactive_slo_s)
     ('', 'null', False, None)
     >>> r = resolve(ServerConfig(), "cuda")
-    >>> (r.engine_loop, r.backend, r.word_cache, r.interactive_slo_s, r.memory_fraction, r.interactive_replica)
-    ('stepped', 'vllm-stepped', False, 0.02, 0.9, True)
+    >>> (r.engine_loop, r.backend, r.interactive_slo_s, r.memory_fraction, r.interactive_replica)
+    ('stepped', 'vllm-stepped', 0.02, 0.9, True)
     >>> cpu = resolve(ServerConfig(), "cpu")
     >>> (cpu.interactive_replica, cpu.interactive_gather_s, r.interactive_gather_s)
     (True, 0.075, 0.0)
@@ -192,7 +188,6 @@ def resolve(
         loop = config.engine_loop
     else:
         loop = "packed" if device == "cpu" else "stepped"
-    word_cache = config.word_cache == "on" if config.word_cache != "auto" else device != "cuda"
     slo_ms = config.interactive_slo_ms
     if slo_ms is None:
         slo_ms = default_interactive_slo_ms(device) if vllm else 0.0
@@ -224,7 +219,6 @@ def resolve(
         config=replace(config, replicas=replicas),
         device=device,
         engine_loop=loop,
-        word_cache=word_cache,
         interactive_slo_s=slo_s,
         memory_fraction=memory,
         dtype=engine_dtype(config.dtype, device, flags) if vllm else EngineDtype("float32", "null engine"),

@@ -160,9 +160,6 @@ class ServerConfig:
         "auto", "Run the model eagerly (no torch.compile, no CUDA graphs); auto: by the CPU.", choices=AUTO_ON_OFF
     )
     tokenizer_threads: int = advanced(2, "Threads that tokenize requests ahead of the engines.", min=1)
-    word_cache: str = advanced(
-        "auto", "Cache each ASCII word's ids; auto: on unless the engines run on a GPU.", choices=AUTO_ON_OFF
-    )
     engine_loop: str = advanced(
         "auto",
         choices=("auto", "stepped", "packed"),
@@ -208,8 +205,8 @@ def parse_setting(name: str, text: str) -> Any:
     """An advanced setting's value from its text (``--set NAME=VALUE`` or EMBEDTEXT_NAME), by its field's type;
     ``auto`` leaves one whose default is None to the server. Bounds are checked as the config is built.
 
-    >>> parse_setting("max_batch_tokens", "8192"), parse_setting("word_cache", "off")
-    (8192, 'off')
+    >>> parse_setting("max_batch_tokens", "8192"), parse_setting("engine_loop", "packed")
+    (8192, 'packed')
     >>> parse_setting("bulk_threads", "auto") is None
     True
     >>> parse_setting("max_batch_rows", "many")
@@ -245,10 +242,10 @@ def config_flags() -> dict[str, Flag]:
 def _check(flag: Flag, value: Any, option: str) -> None:
     """The bounds a flag declares, for configs built in code as well as from the command line.
 
-    >>> _check(Flag(choices=("auto", "on", "off")), "yes", "word_cache")
+    >>> _check(Flag(choices=("auto", "on", "off")), "yes", "enforce_eager")
     Traceback (most recent call last):
     ...
-    ValueError: word_cache must be auto, on or off, not 'yes'
+    ValueError: enforce_eager must be auto, on or off, not 'yes'
     >>> _check(Flag(min=1), 0, "--replicas")
     Traceback (most recent call last):
     ...

@@ -69,12 +69,7 @@ class ModelRuntime:
         self.settings = settings  # what Info reports of the engines: dtype, loop, eager, threads
         self.config = config
         self.metrics = metrics
-        self.tokenizers = TokenizerPool(
-            str(spec.tokenizer_file),
-            spec.max_tokens,
-            threads=config.tokenizer_threads,
-            word_cache=settings.word_cache,
-        )
+        self.tokenizers = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=config.tokenizer_threads)
         log.info("model %s: %s", spec.name, self.tokenizers.path)
         self.queue = BatchQueue(
             max_batch_tokens=config.max_batch_tokens,

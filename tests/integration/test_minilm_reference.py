@@ -39,8 +39,8 @@ def test_server_log_names_the_tokenizing_path(servers):
     if servers.minilm.pid is None or not getattr(servers.minilm, "log_path", None):
         pytest.skip("external test servers: their log is theirs")
     log = Path(servers.minilm.log_path).read_text(errors="replace")
-    # A CPU engine: --word-cache auto turns the cache on (server/config/resolve.py).
-    assert "each word's ids from a cache (word_cache)" in log
+    # all-MiniLM-L6-v2's tokenizer is BERT's WordPiece (server/tokenization/wordpiece.py).
+    assert "WordPiece by nanotoken" in log
 
 
 def test_semantics_are_sane(minilm_client):

@@ -72,10 +72,10 @@ def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_targ
     assert tag == "r8_p2_packed" and packed.backend == "vllm-packed" and packed.interactive_slo_s is None
     tag, config, stepped = on_gpu(engine_loop="stepped")
     assert tag == "r8_p2_stepped" and stepped.backend == "vllm-stepped"
-    # --gpu-set: a server setting under test, named in the cases (the GPU's tokenizer A/B)
-    assert not bulk.word_cache
-    tag, config, cached = on_gpu(settings=("word_cache=on",))
-    assert tag == "r8_p2_word_cache_on" and cached.word_cache and cached.stepped
+    # --gpu-set: a server setting under test, named in the cases
+    assert config.tokenizer_threads == 2
+    tag, config, threads = on_gpu(settings=("tokenizer_threads=4",))
+    assert tag == "r8_p2_tokenizer_threads_4" and config.tokenizer_threads == 4 and threads.stepped
 
 
 def test_the_engine_overhead_suite_runs_one_bulk_engine_per_path(monkeypatch):
@@ -98,7 +98,4 @@ def test_the_engine_overhead_suite_runs_one_bulk_engine_per_path(monkeypatch):
         assert servers["packed"][1].backend == "vllm-packed"
         if "null" in servers:
             assert servers["null"][1].backend == servers["null_2"][1].backend == "null"
-            # the CPU's tokenizer setting (word cache) against the GPU's (Rust threads), both null
-            assert servers["null"][1].word_cache and not servers["null_rust_tokenizer"][1].word_cache
-            assert servers["null_rust_tokenizer"][1].backend == "null"
             assert servers["packed_2"][1].backend == "vllm-packed"

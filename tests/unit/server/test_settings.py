@@ -38,8 +38,8 @@ def test_interactive_threads_need_an_interactive_replica():
 def test_an_advanced_setting_comes_from_set_or_the_environment_and_set_wins():
     assert _serve_config(["--set", "interactive_replica=off"]).interactive_replica == "off"
     assert _serve_config(["--set", "max-batch-rows=64"]).max_batch_rows == 64  # dashes as the options have them
-    env = {"EMBEDTEXT_MAX_BATCH_ROWS": "32", "EMBEDTEXT_WORD_CACHE": "off"}
-    assert (_serve_config([], env=env).max_batch_rows, _serve_config([], env=env).word_cache) == (32, "off")
+    env = {"EMBEDTEXT_MAX_BATCH_ROWS": "32", "EMBEDTEXT_ENFORCE_EAGER": "off"}
+    assert (_serve_config([], env=env).max_batch_rows, _serve_config([], env=env).enforce_eager) == (32, "off")
     assert _serve_config(["--set", "max_batch_rows=64"], env=env).max_batch_rows == 64
     assert _serve_config(["--set", "bulk_threads=auto"]).bulk_threads is None
 
@@ -139,12 +139,12 @@ def test_options_and_environment_variables_reach_the_config():
             "--interactive-slo-ms",
             "100",
             "--set",
-            "word_cache=off",
+            "tokenizer_threads=3",
         ],
         env={"EMBEDTEXT_MAX_BATCH_TOKENS": "512", "EMBEDTEXT_ENGINE_LOOP": "stepped"},
     )
     assert config.models == ("a", "b=dir") and config.replicas == 3
-    assert config.interactive_slo_ms == 100 and config.word_cache == "off"
+    assert config.interactive_slo_ms == 100 and config.tokenizer_threads == 3
     assert config.max_batch_tokens == 512 and config.engine_loop == "stepped"
 
 

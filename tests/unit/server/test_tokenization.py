@@ -73,7 +73,7 @@ def test_an_interactive_request_is_not_tokenized_behind_bulk_ones():
     """Bulk requests fill the shared threads; an interactive request is tokenized apart from them
     and comes back while they are still being tokenized."""
     spec = load_model_spec("default")
-    pool = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=1, word_cache=False)
+    pool = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens, threads=1)
 
     async def run():
         order = []
