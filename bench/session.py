@@ -103,7 +103,7 @@ def _extension(run: Run) -> list[dict]:
     from embedtext.bench.extension import run_extension
 
     work = {
-        "null": run.sized(((50, 20_000), (512, 4000)), ((50, 100_000), (512, 20_000))),
+        "null": run.sized(((50, 40_000), (512, 8000)), ((50, 400_000), (512, 80_000))),
         "model": run.sized(((50, 2048), (512, 256)), ((50, 6000), (512, 1024))),
     }
     corpus = _default_corpus()[0]
