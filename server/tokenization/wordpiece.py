@@ -1,13 +1,13 @@
 """WordPiece tokenizers (BERT and the embedding models built on it) by nanotoken: the same ids as
 the Hugging Face tokenizer, at a small part of its CPU a row, with the GIL released.
 
-The tokenizer's own ``encode_batch_fast`` spends about 75 us of CPU on a 50-token row here, and a
-word cache in Python (this stage before) about 20 us, all of it under the GIL, which the whole server
-shares. nanotoken does the BERT normalizer, pre-tokenizer, WordPiece, truncation and [CLS] ... [SEP]
-in Rust, with per-thread caches of each chunk's ids, and builds the rows' lists in one call
-(tests/unit/server/test_wordpiece.py compares its ids with the tokenizer's; docs/benchmarks.md has the
-A/B). A tokenizer.json it cannot read exactly (not WordPiece, or a part it lacks) is refused at load,
-and the pool keeps the Hugging Face tokenizer for it.
+The tokenizer's own ``encode_batch_fast`` spends 18-31 times nanotoken's CPU a row, and a word
+cache in Python 3-10 times, under the GIL the whole server shares (docs/tuning.md has the A/B).
+nanotoken does the BERT normalizer, pre-tokenizer, WordPiece, truncation and [CLS] ... [SEP] in
+Rust, with per-thread caches of each chunk's ids, and builds the rows' lists in one call
+(tests/unit/server/test_wordpiece.py compares its ids with the tokenizer's). A tokenizer.json it
+cannot read exactly (not WordPiece, or a part it lacks) is refused at load, and the pool keeps the
+Hugging Face tokenizer for it.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ SENTENCES = [
     "",
     "Ünïcödé text, emoji 🐱 and 中文 mixed together.",
     "word " * 400,  # longer than the model's 256 tokens: truncated on both sides
-    # Punctuation, capitals, digits and subwords: split into words by the server's word cache.
+    # Punctuation, capitals, digits and subwords: split by the server's WordPiece (nanotoken).
     "Don't e-mail J.R.R. Tolkien's (1892-1973) publisher at info@example.com; it's \"unbelievably\" late!",
 ]
 
