@@ -1,9 +1,9 @@
 """When a bulk request is tokenized: as the engines drain the queue, not all at once on arrival.
 
-Tokenizing takes CPU that the engines share, and the event loop waits for the GIL while each
-tokenized request's rows are handed back. Bulk calls that arrive together (16 clients each sending
-2,048 rows) were all tokenized at once, and the queries that came meanwhile waited for that
-burst. With an interactive target, a bulk request now waits here, ahead of the tokenizer, while
+Tokenizing takes CPU that the engines share, and building each request's rows (Python lists)
+holds the GIL that the server's event loop needs too. Bulk calls that arrive together (16 clients
+each sending 2,048 rows) were all tokenized at once, and the queries that came meanwhile waited
+for that burst. With an interactive target, a bulk request now waits here, ahead of the tokenizer, while
 the queue already holds ``ahead_rows`` bulk rows (tokenized or being tokenized): enough to keep
 the engines busy. Waiting requests go in the queue's fair order, the caller served fewest tokens
 first (server/scheduler/batching.py), so a caller that comes second is not held behind the whole of the
