@@ -31,6 +31,8 @@ NULL_2 = Variant("null_2", (*NULL.flags, "--replicas", "2"))
 OVERHEAD_MODEL = dict(layers=1, hidden=32, heads=1, max_tokens=512)
 METRICS = {
     "engine_cpu_us": "engine_cpu_us_per_row",
+    "model_cpu_us": "model_cpu_us_per_row",
+    "path_cpu_us": "engine_path_cpu_us_per_row",
     "server_cpu_us": "server_cpu_us_per_row",
     "rows_per_s": "rows_per_s",
 }

@@ -100,9 +100,10 @@ def run_gpu_suite(
     gc.collect()
     cases: list[dict] = []
 
-    def scan(con, name: str, fn: str, pid: int, n: int | None, tokens: int, **extra) -> None:
+    def scan(con, name: str, fn: str, pid: int, n: int | None, tokens: int, servers=(), **extra) -> None:
         path, texts = files[tokens, n is None]
-        query = dict(fn=fn, source=f"read_parquet('{path}')", rows=len(texts), tokens_per_row=tokens, server_pid=pid)
+        query = dict(fn=fn, source=f"read_parquet('{path}')", rows=len(texts), tokens_per_row=tokens)
+        query.update(server_pid=pid, servers=servers)
         started = time.time()  # the case's window in the GPU and host samplers' lines (bench/gpu/summarize.py)
         case = embed_query_case(con, name, SUITE, **query, **extra, replicas=n, model=model)
         case["unix_window"] = [round(started, 2), round(time.time(), 2)]
@@ -128,7 +129,7 @@ def run_gpu_suite(
             embedtext.register(con, targets)
             for tokens in TOKENS:
                 name = f"gpu_udf_embed_text_{tokens}tok_{tag}"
-                scan(con, name, "embed_text", pid, n, tokens, processes=k, paced=paced, engine_loop=loops)
+                scan(con, name, "embed_text", pid, n, tokens, targets, processes=k, paced=paced, engine_loop=loops)
     if http:
         progress("gpu: vLLM OpenAI HTTP server (JSON)")
         from embedtext.server.models.source import load_model_spec

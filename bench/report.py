@@ -28,6 +28,9 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     # 30,000 rows/s on a GPU host (bench/engine_overhead.py).
     "engine_overhead_engine_cpu_us_overhead_packed": ("<=", 30.0),
     "engine_overhead_server_cpu_us_overhead_packed": ("<=", 25.0),
+    # The same budget for the engine's CPU besides the model's forward: on a small CPU the overhead
+    # model's own compute is most of the line above (docs/benchmarks.md).
+    "engine_overhead_path_cpu_us_overhead_packed": ("<=", 30.0),
     # On the default model the packed path must not lose rows/s (its compute dominates).
     "engine_overhead_rows_per_s_default_packed_vs_stepped": (">=", 1.0),
     "engine_overhead_rows_per_s_default_packed_vs_stepped_256": (">=", 1.0),

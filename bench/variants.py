@@ -75,10 +75,14 @@ def run_variants(
 
 def _scan(server, con: duckdb.DuckDBPyConnection, suite: str):
     def measure(workload: Workload, warmup: bool) -> dict:
-        run = scan_measure(con, suite, "embed_text", server.pid)(workload, warmup)
+        run = scan_measure(con, suite, "embed_text", server.pid, [server.target])(workload, warmup)
         cpu = run.get("cpu_s_per_run") or {}
         engines = sum(seconds for name, seconds in cpu.items() if name.startswith("server/"))
         run["engine_cpu_us_per_row"] = round(1e6 * engines / workload.rows, 1) if engines else None
+        # The engines' CPU besides the model's forward: their path's own (requests, steps, pooling).
+        model = run.get("model_cpu_us_per_row")
+        if run["engine_cpu_us_per_row"] is not None and model is not None:
+            run["engine_path_cpu_us_per_row"] = round(run["engine_cpu_us_per_row"] - model, 1)
         return run
 
     return measure

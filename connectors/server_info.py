@@ -49,6 +49,8 @@ class ModelInfo:
     interactive_gather_ms: float = 0.0
     # On a CPU, the threads the interactive replica's engine computes on (0: not set).
     interactive_threads: int = 0
+    # CPU seconds the engines' threads spent in the model's forward since the server started (0: not measured).
+    engine_model_cpu_seconds: float = 0.0
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -117,6 +119,7 @@ class ServerInfo:
                     bulk_turn_ms=m.bulk_turn_ms,
                     interactive_gather_ms=m.interactive_gather_ms,
                     interactive_threads=m.interactive_threads,
+                    engine_model_cpu_seconds=m.engine_model_cpu_seconds,
                 )
                 for m in r.models
             ),

@@ -139,7 +139,7 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "aliases", "dim", "max_tokens", "matryoshka_dimensions", "normalize_default", "pooling", "replicas", "queued_interactive_rows", "queued_bulk_rows", "waiting_bulk_callers", "interactive_slo_ms", "bulk_batch_tokens", "engine_tokens_per_second", "dtype", "engine_loop", "engine_step_tokens", "interactive_slo_missed", "enforce_eager", "held_bulk_rows", "held_bulk_requests", "interactive_p50_ms", "interactive_p99_ms", "interactive_requests", "interactive_replicas", "bulk_turn_ms", "interactive_gather_ms", "interactive_threads", "starting_replicas")
+    __slots__ = ("name", "aliases", "dim", "max_tokens", "matryoshka_dimensions", "normalize_default", "pooling", "replicas", "queued_interactive_rows", "queued_bulk_rows", "waiting_bulk_callers", "interactive_slo_ms", "bulk_batch_tokens", "engine_tokens_per_second", "dtype", "engine_loop", "engine_step_tokens", "interactive_slo_missed", "enforce_eager", "held_bulk_rows", "held_bulk_requests", "interactive_p50_ms", "interactive_p99_ms", "interactive_requests", "interactive_replicas", "bulk_turn_ms", "interactive_gather_ms", "interactive_threads", "starting_replicas", "engine_model_cpu_seconds")
     NAME_FIELD_NUMBER: _ClassVar[int]
     ALIASES_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
@@ -169,6 +169,7 @@ class ModelInfo(_message.Message):
     INTERACTIVE_GATHER_MS_FIELD_NUMBER: _ClassVar[int]
     INTERACTIVE_THREADS_FIELD_NUMBER: _ClassVar[int]
     STARTING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
+    ENGINE_MODEL_CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
     name: str
     aliases: _containers.RepeatedScalarFieldContainer[str]
     dim: int
@@ -198,7 +199,8 @@ class ModelInfo(_message.Message):
     interactive_gather_ms: float
     interactive_threads: int
     starting_replicas: int
-    def __init__(self, name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., dim: _Optional[int] = ..., max_tokens: _Optional[int] = ..., matryoshka_dimensions: _Optional[_Iterable[int]] = ..., normalize_default: _Optional[bool] = ..., pooling: _Optional[str] = ..., replicas: _Optional[int] = ..., queued_interactive_rows: _Optional[int] = ..., queued_bulk_rows: _Optional[int] = ..., waiting_bulk_callers: _Optional[int] = ..., interactive_slo_ms: _Optional[float] = ..., bulk_batch_tokens: _Optional[int] = ..., engine_tokens_per_second: _Optional[float] = ..., dtype: _Optional[str] = ..., engine_loop: _Optional[str] = ..., engine_step_tokens: _Optional[_Iterable[int]] = ..., interactive_slo_missed: _Optional[bool] = ..., enforce_eager: _Optional[bool] = ..., held_bulk_rows: _Optional[int] = ..., held_bulk_requests: _Optional[int] = ..., interactive_p50_ms: _Optional[float] = ..., interactive_p99_ms: _Optional[float] = ..., interactive_requests: _Optional[int] = ..., interactive_replicas: _Optional[int] = ..., bulk_turn_ms: _Optional[float] = ..., interactive_gather_ms: _Optional[float] = ..., interactive_threads: _Optional[int] = ..., starting_replicas: _Optional[int] = ...) -> None: ...
+    engine_model_cpu_seconds: float
+    def __init__(self, name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., dim: _Optional[int] = ..., max_tokens: _Optional[int] = ..., matryoshka_dimensions: _Optional[_Iterable[int]] = ..., normalize_default: _Optional[bool] = ..., pooling: _Optional[str] = ..., replicas: _Optional[int] = ..., queued_interactive_rows: _Optional[int] = ..., queued_bulk_rows: _Optional[int] = ..., waiting_bulk_callers: _Optional[int] = ..., interactive_slo_ms: _Optional[float] = ..., bulk_batch_tokens: _Optional[int] = ..., engine_tokens_per_second: _Optional[float] = ..., dtype: _Optional[str] = ..., engine_loop: _Optional[str] = ..., engine_step_tokens: _Optional[_Iterable[int]] = ..., interactive_slo_missed: _Optional[bool] = ..., enforce_eager: _Optional[bool] = ..., held_bulk_rows: _Optional[int] = ..., held_bulk_requests: _Optional[int] = ..., interactive_p50_ms: _Optional[float] = ..., interactive_p99_ms: _Optional[float] = ..., interactive_requests: _Optional[int] = ..., interactive_replicas: _Optional[int] = ..., bulk_turn_ms: _Optional[float] = ..., interactive_gather_ms: _Optional[float] = ..., interactive_threads: _Optional[int] = ..., starting_replicas: _Optional[int] = ..., engine_model_cpu_seconds: _Optional[float] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
     __slots__ = ("protocol_version", "server_version", "default_model", "models", "max_batch_rows", "max_message_bytes", "event_loop_lag_p99_ms", "event_loop_lag_max_ms", "event_loop_ticks")

@@ -64,6 +64,12 @@ class ServerMetrics:
         self.replica_batches = Counter(
             "embedtext_replica_batches", "Batches run per replica", ["model", "replica"], registry=r
         )
+        self.replica_model_seconds = Counter(
+            "embedtext_replica_model_cpu_seconds",
+            "CPU seconds the replica's engine thread spent in the model's forward (the rest is its path's)",
+            ["model", "replica"],
+            registry=r,
+        )
         self.replica_healthy = Gauge(
             "embedtext_replica_healthy", "1 when the replica is in rotation", ["model", "replica"], registry=r
         )

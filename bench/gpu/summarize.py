@@ -88,6 +88,8 @@ def case_summary(case: dict, gpu: list, host: list) -> dict:
         "tokens_per_s": case.get("tokens_per_s"),
         # what the engines ran, as the servers said (a packed engine whose check failed steps)
         "engine_loop": case.get("engine_loop"),
+        # the engines' threads inside the model's forward (launching its kernels), from the servers' Info
+        "model_cpu_us_per_row": case.get("model_cpu_us_per_row"),
         "gpu_util_pct": mean([u for u, _ in inside_gpu]),
         "gpu_power_w": mean([w for _, w in inside_gpu]),
         "host_cores": per_sample(by_role),
@@ -148,6 +150,7 @@ def main() -> int:
         print(
             f"{s['run']:<28} {s['name']:<40} {s['tokens_per_s'] or 0:>12,.0f} tok/s  limit: {s['limit']}  "
             f"engines {s['engine_loop']}  "
+            f"model forward {s['model_cpu_us_per_row']} us/row  "
             f"GPU {s['gpu_util_pct']}%  "
             f"busiest engine {s['busiest_engine_cores']} cores  [{cores}]  busiest thread {s['busiest_thread']}"
             f"  main thread {s['main_thread']}"

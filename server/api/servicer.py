@@ -235,6 +235,7 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 interactive_gather_ms=rt.queue.interactive_gather_s * 1000,
                 interactive_threads=rt.settings.interactive_threads,
                 engine_tokens_per_second=rt.engine_tokens_per_s,
+                engine_model_cpu_seconds=rt.model_seconds,
                 dtype=rt.settings.dtype.dtype,
                 engine_loop=rt.engine_loop,
                 engine_step_tokens=[pace.budget_tokens for pace in rt.engine_paces()],

@@ -55,6 +55,11 @@ class Backend(Protocol):
 
     async def stop(self) -> None: ...
 
+    def take_model_seconds(self) -> float:
+        """CPU seconds the engine thread spent in the model's forward since the last call (0.0:
+        none, or not measured): the rest of the engine's CPU is its path's (server/engine/model_clock.py)."""
+        ...
+
     @property
     def alive(self) -> bool: ...
 

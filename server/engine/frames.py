@@ -20,7 +20,10 @@ Worker -> server:
 * ``DEAD``: the engine died under the request; payload = UTF-8 message;
 * ``FAILED``: the engine did not start; payload = UTF-8 message;
 * ``PACE``: a stepped engine's step budget changed; payload = JSON of a ``PaceReport``
-  (server/engine/pacing.py), request id 0.
+  (server/engine/pacing.py), request id 0;
+* ``MODEL_TIME``: CPU seconds the engine thread spent in the model's forward since the last such
+  frame (float64), request id 0; sent ahead of a ``VECTORS`` frame, so that a batch's vectors
+  arrive after the time its steps took (server/engine/model_clock.py).
 """
 
 from __future__ import annotations
@@ -33,9 +36,10 @@ from dataclasses import dataclass
 import numpy as np
 
 EMBED, ABORT, STOP, START = 1, 2, 3, 4
-READY, VECTORS, REFUSED, DEAD, FAILED, PACE = 11, 12, 13, 14, 15, 16
+READY, VECTORS, REFUSED, DEAD, FAILED, PACE, MODEL_TIME = 11, 12, 13, 14, 15, 16, 17
 
 HEADER = struct.Struct("<BQIIQ")
+SECONDS = struct.Struct("<d")
 # A frame larger than this is a bug on the other side, not a request (the server bounds
 # batches far below it): refuse it rather than allocate it.
 MAX_PAYLOAD_BYTES = 1 << 31
@@ -141,6 +145,20 @@ def decode_token_rows(payload: bytes, rows: int) -> TokenRows:
     if (lengths < 0).any() or int(lengths.sum()) != len(ids):
         raise FrameError(f"an embed frame's row lengths add up to {int(lengths.sum())}, but it holds {len(ids)} ids")
     return TokenRows(ids, lengths)
+
+
+def decode_model_time(found: Frame) -> float:
+    """The seconds a ``MODEL_TIME`` frame carries.
+
+    >>> decode_model_time(Frame(MODEL_TIME, 0, 0, 0, SECONDS.pack(0.25)))
+    0.25
+    """
+    if len(found.payload) != SECONDS.size:
+        raise FrameError(f"a model-time frame of {len(found.payload)} bytes, not {SECONDS.size}")
+    seconds = SECONDS.unpack(found.payload)[0]
+    if not seconds >= 0.0:  # NaN too
+        raise FrameError(f"a model-time frame of {seconds} seconds")
+    return seconds
 
 
 def decode_vectors(found: Frame) -> np.ndarray:

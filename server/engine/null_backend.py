@@ -47,6 +47,9 @@ class NullBackend:
     async def stop(self) -> None:
         self._running = False
 
+    def take_model_seconds(self) -> float:
+        return 0.0  # no model
+
     @property
     def alive(self) -> bool:
         return self._running

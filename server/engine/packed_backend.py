@@ -53,7 +53,7 @@ class PackedVllmBackend(SteppedVllmBackend):
 
         engine = super()._build()
         try:
-            packed = PackedModel(engine)
+            packed = PackedModel(engine, self.model_clock)
             least, _ = packed.check(engine, check_rows(packed.vocab_size, packed.max_tokens))
         except Exception as exc:  # a vLLM whose internals read otherwise too: its own path still serves
             why = (

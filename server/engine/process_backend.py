@@ -70,6 +70,7 @@ class EngineProcessBackend:
         self._engine_processes: list = []  # psutil.Process: the engine's processes, to end orphans
         self._dead: str | None = None
         self._pace: PaceReport | None = None
+        self._model_seconds = 0.0  # from MODEL_TIME frames, not yet taken
 
     async def spawn(self) -> None:
         """Start the worker process: it loads the engine's code, then waits for :meth:`start`.
@@ -136,6 +137,9 @@ class EngineProcessBackend:
                     except (ValueError, TypeError) as exc:
                         raise frames.FrameError(f"a pace frame that is not a PaceReport: {exc}") from None
                     continue
+                if found.kind == frames.MODEL_TIME:
+                    self._model_seconds += frames.decode_model_time(found)
+                    continue
                 waiter = self._pending.pop(found.request_id, None)
                 if waiter is None or waiter.done():
                     continue  # aborted by us meanwhile
@@ -176,6 +180,11 @@ class EngineProcessBackend:
     def pace(self) -> PaceReport | None:
         """The last step budget its worker reported (a stepped engine's; None: none reported)."""
         return self._pace if self.alive else None
+
+    def take_model_seconds(self) -> float:
+        """The model's time its worker reported since the last call (a batch's, ahead of its vectors)."""
+        spent, self._model_seconds = self._model_seconds, 0.0
+        return spent
 
     async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
         if not self.alive or self._writer is None:

@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from embedtext.server.engine.base import ENGINE_THREAD_NAME, EngineSettings, ReplicaDeadError
+from embedtext.server.engine.model_clock import ModelClock
 from embedtext.server.engine.pacing import BulkPacer, EngineSpeed, PaceReport
 from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS, StepBatch, StepPlan
 from embedtext.server.engine.vllm_args import max_step_tokens
@@ -75,6 +76,7 @@ class StepLoopBackend:
         self.plan = StepPlan()  # the engine thread's; others only read its counts
         self.speed = EngineSpeed()
         self.pacer = step_pacer(spec, settings)
+        self.model_clock = ModelClock()  # the subclass's _build sets it on the model's forward
         # The engine thread's: id(batch) -> (batch, its caller's future).
         self.waiters: dict[int, tuple[StepBatch, asyncio.Future]] = {}
 
@@ -113,6 +115,9 @@ class StepLoopBackend:
         if self.pacer is not None:
             log.info("%s: steps sized for interactive rows within %.0f ms", self.name, self.pacer.slo_s * 1000)
         log.info("%s ready", self.name)
+
+    def take_model_seconds(self) -> float:
+        return self.model_clock.take()
 
     @property
     def alive(self) -> bool:

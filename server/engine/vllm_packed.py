@@ -29,6 +29,9 @@ from typing import Any
 
 import numpy as np
 
+from embedtext.server.engine.model_clock import ModelClock
+from embedtext.server.engine.vllm_runner import RunnerNotFoundError, model_runner
+
 log = logging.getLogger(__name__)
 
 POOLINGS = {"MEAN": "mean", "CLS": "cls", "LAST": "last"}
@@ -77,15 +80,6 @@ class PackedModelError(Exception):
     """This vLLM or model cannot run packed; the message says why (the engine's own path serves)."""
 
 
-def _runner(engine) -> Any:
-    """The model runner of an in-process ``LLMEngine`` (vLLM's GPU runner, or its CPU subclass)."""
-    try:
-        core = engine.engine_core.engine_core  # InprocClient -> EngineCore
-        return core.model_executor.driver_worker.worker.model_runner
-    except AttributeError as exc:
-        raise PackedModelError(f"this vLLM's engine has no in-process model runner where expected ({exc})") from None
-
-
 def _pooling(model_config) -> str:
     pooler = getattr(model_config, "pooler_config", None)
     kind = getattr(pooler, "seq_pooling_type", None) or getattr(pooler, "pooling_type", None)
@@ -102,16 +96,22 @@ def _fields(cls) -> set[str]:
 class PackedModel:
     """vLLM's loaded model of an in-process engine, run on packed batches."""
 
-    def __init__(self, engine) -> None:
+    def __init__(self, engine, clock: ModelClock | None = None) -> None:
         import torch
 
         self.torch = torch
         # Held: a dropped engine shuts down, and vLLM then forgets the model's layers.
         self.engine = engine
-        runner = _runner(engine)
+        try:
+            runner = model_runner(engine)
+        except RunnerNotFoundError as exc:
+            raise PackedModelError(str(exc)) from None
         # The runner's own config: the one the model was built under, whose layers it registered.
         self.vllm_config = getattr(runner, "vllm_config", engine.vllm_config)
         self.model = runner.model
+        # The model's call, timed where a clock is given: the engine's CPU then splits into the
+        # model's and the path's (server/engine/model_clock.py).
+        self._forward = clock.timed(self.model) if clock is not None else self.model
         self.device = runner.device
         model_config = self.vllm_config.model_config
         self.pooling = _pooling(model_config)
@@ -172,7 +172,7 @@ class PackedModel:
                 metadata, slots = self._step_metadata(step, positions)
             extra = {"slot_mapping": slots} if self._takes_slot_mapping else {}
             with self._set_forward_context(metadata, self.vllm_config, num_tokens=total, **extra):
-                hidden = self.model(input_ids=input_ids, positions=positions)
+                hidden = self._forward(input_ids=input_ids, positions=positions)
             hidden = hidden[:total]
             if self.pooling == "cls":
                 pooled = hidden[torch.from_numpy(step.starts).to(hidden.device)].float()

@@ -25,6 +25,7 @@ from embedtext.server.engine.base import EngineRequestError
 from embedtext.server.engine.step_loop import StepLoopBackend
 from embedtext.server.engine.step_plan import StepBatch, StepPlan, carries_bulk, row_tokens
 from embedtext.server.engine.vllm_args import compilation_note, engine_arguments
+from embedtext.server.engine.vllm_runner import clock_model_forward
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,9 @@ class SteppedVllmBackend(StepLoopBackend):
         self._in_engine: dict[str, tuple[StepBatch, int]] = {}  # request id -> (batch, row)
 
     def _build(self):
-        return build_inprocess_engine(self.spec, self.settings)
+        engine = build_inprocess_engine(self.spec, self.settings)
+        clock_model_forward(engine, self.model_clock, self.name)
+        return engine
 
     def _built_note(self) -> str:
         return compilation_note(getattr(self._engine, "vllm_config", None))

@@ -139,6 +139,9 @@ class EngineWorker:
             self.send(frames.REFUSED, request_id, f"{type(exc).__name__}: {exc}".encode())
             return
         vectors = vectors.astype("<f4", copy=False)
+        spent = self.backend.take_model_seconds()
+        if spent > 0.0:  # ahead of the vectors: the server counts it before the batch is done
+            self.send(frames.MODEL_TIME, payload=frames.SECONDS.pack(spent))
         self.send(frames.VECTORS, request_id, vectors.tobytes(), rows=vectors.shape[0], dim=vectors.shape[1])
         await self.writer.drain()
 

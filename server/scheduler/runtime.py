@@ -79,6 +79,7 @@ class ModelRuntime:
         )
         self.queue.interactive_gather_s = settings.interactive_gather_s
         self.speed = EngineSpeed()
+        self.model_seconds = 0.0  # the engines' CPU in the model's forward, for Info
         self.interactive_slo_s = settings.interactive_slo_s
         self.interactive_latency = LatencyWindow()  # the last interactive requests, for Info
         # Bulk callers take turns on the engines of about this long each (server/engine/pacing.py); 0: off.
@@ -345,6 +346,14 @@ class ModelRuntime:
             )
         self.queue.bulk_batch_tokens = budget
 
+    def _count_model_time(self, replica) -> None:
+        """The model's time the replica reported with the batch's vectors (and any before, of
+        batches that failed): counted before the batch's callers have their vectors."""
+        spent = replica.backend.take_model_seconds()
+        if spent:
+            self.model_seconds += spent
+            self.metrics.replica_model_seconds.labels(self.spec.name, str(replica.index)).inc(spent)
+
     async def _run_on(self, replica, batch: Batch) -> None:
         now = time.monotonic()
         for part in batch.parts:
@@ -373,6 +382,7 @@ class ModelRuntime:
         try:
             pooled = await work
             done_tokens = batch.tokens
+            self._count_model_time(replica)
         except asyncio.CancelledError:
             if asyncio.current_task().cancelling():
                 work.cancel()

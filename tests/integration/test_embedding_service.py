@@ -328,3 +328,22 @@ def test_killed_replica_is_replaced_and_requests_survive(servers, tiny_client):
     assert not victim.is_running(), f"worker {victim.pid} was killed and is still there: {victim.status()}"
     assert other.is_running() and other.pid in new_workers
     np.testing.assert_allclose(tiny_client.embed(TEXTS), expected, atol=1e-6)
+
+
+@pytest.mark.parametrize("path", ["stepped", "packed"])
+def test_engines_count_the_model_forwards_cpu_before_each_reply(servers, path):
+    """The engine thread's CPU in the model's forward (vLLM's runner's on the stepped path, the
+    packed path's own call) reaches Info with each batch's vectors, before the reply; the tiny
+    server's per-replica counters add up to its Info figure."""
+    server = servers.tiny if path == "stepped" else servers.minilm
+    with embedtext.Client(server.target) as client:
+        assert client.info(refresh=True).model().engine_loop == path
+        seen = [client.info(refresh=True).model().engine_model_cpu_seconds]
+        for i in range(3):
+            client.embed([f"{t} {i}" for t in TEXTS * 20])
+            seen.append(client.info(refresh=True).model().engine_model_cpu_seconds)
+    assert all(later > earlier for earlier, later in zip(seen, seen[1:])), seen
+    if path == "stepped":
+        metrics = servers.tiny_metrics()
+        replicas = sum(_replica_metric(metrics, "embedtext_replica_model_cpu_seconds_total", i) for i in (0, 1))
+        assert replicas == pytest.approx(seen[-1], rel=1e-9)
