@@ -37,10 +37,13 @@ def _case(model: str, source: str, dtype: str) -> dict:
         try:
             if backend.packed is None:
                 return {"packed": False, "why": "the backend fell back to vLLM's requests (see its log)"}
+            # The start-up check ran vLLM's own forwards (its runner's, timed as the stepped path's).
+            runner_seconds = backend.take_model_seconds()
             # Two batches at once, the second with interactive rows: several steps of 2,048 tokens.
             first, second = await asyncio.gather(backend.embed(rows[:30]), backend.embed(rows[30:], 4))
             vectors = np.concatenate([first, second])
             alone = await backend.embed(rows)
+            packed_seconds = backend.take_model_seconds()  # the packed path's own calls of the model
             least, norm_error = backend.packed.check(backend._engine, rows)  # the engine's own request path
             # Every attention backend but vLLM-CPU's (a GPU's) has its metadata from the backend's
             # own builder: that path too, here on the CPU builder, against the same request path.
@@ -57,6 +60,7 @@ def _case(model: str, source: str, dtype: str) -> dict:
                 "builder_least_cosine": builder_least,
                 "builder_norm_error": builder_norm_error,
                 "batches_in_order": bool(np.allclose(vectors, alone, rtol=0, atol=1e-5)),
+                "model_seconds": [runner_seconds, packed_seconds],
             }
         finally:
             await backend.stop()

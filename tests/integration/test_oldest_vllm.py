@@ -48,9 +48,12 @@ def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, tmp_pa
         with embedtext.Client(server.target) as client:
             old = client.embed(TEXTS)
             assert client.info(refresh=True).model().engine_loop == "stepped"  # as its engine runs
+            # Its model runs in another process: the model's time is not measured, and Info says 0.
+            assert client.info(refresh=True).model().engine_model_cpu_seconds == 0.0
             bulk = client.embed(TEXTS * 300, latency_class="bulk")  # several steps or batches
     new = minilm_client.embed(TEXTS)
     assert "packed steps off, vLLM's request per row instead" in server.log_path.read_text()
+    assert "the model's share of the engine's CPU is not measured" in server.log_path.read_text()
     # The engine's own config, as this vLLM names it, says it built the model eagerly.
     assert "all-MiniLM-L6-v2/0: the model runs eagerly (vLLM compilation mode" in server.log_path.read_text()
     assert old.shape == new.shape == (len(TEXTS), 384)

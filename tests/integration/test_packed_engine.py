@@ -70,6 +70,7 @@ def test_packed_steps_on_the_gpu_kits_vllm():
     assert got["packed"], got.get("why")
     assert got["least_cosine"] >= CHECK_MIN_COSINE and got["batches_in_order"]
     assert got["norm_error"] <= CHECK_MAX_NORM_ERROR
+    assert min(got["model_seconds"]) > 0.0  # the model's forward is timed on both paths of this vLLM
     # The GPU's path: attention metadata from the backend's own builder, on this vLLM.
     assert got["builder_least_cosine"] >= CHECK_MIN_COSINE and got["builder_norm_error"] <= CHECK_MAX_NORM_ERROR
 
@@ -86,3 +87,4 @@ def test_packed_steps_give_the_engines_own_vectors(packed_results, model, dtype)
     assert got["builder_least_cosine"] >= CHECK_MIN_COSINE and got["builder_norm_error"] <= CHECK_MAX_NORM_ERROR
     # The server's batches in several packed steps (interactive rows first) come back in their order.
     assert got["batches_in_order"]
+    assert min(got["model_seconds"]) > 0.0, got["model_seconds"]  # vLLM's runner's forward, then the packed call
