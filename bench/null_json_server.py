@@ -40,7 +40,8 @@ def build_app(models: dict[str, str]) -> FastAPI:
 
         def encode() -> bytes:
             data = [{"object": "embedding", "index": i, "embedding": row} for i, row in enumerate(vectors.tolist())]
-            usage = {"prompt_tokens": sum(len(r) for r in ids), "total_tokens": sum(len(r) for r in ids)}
+            tokens = int(ids.lengths.sum())
+            usage = {"prompt_tokens": tokens, "total_tokens": tokens}
             return json.dumps({"object": "list", "data": data, "model": payload.get("model"), "usage": usage}).encode()
 
         return Response(await run_in_threadpool(encode), media_type="application/json")

@@ -14,6 +14,7 @@ from typing import Protocol
 
 import numpy as np
 
+from embedtext.server.engine.frames import TokenRows
 from embedtext.server.engine.pacing import PaceReport
 
 # What ps, top and the bench's CPU split show for a replica's worker process (/proc/PID/comm, at
@@ -48,8 +49,9 @@ class Backend(Protocol):
 
     async def start(self) -> None: ...
 
-    async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
-        """Pooled, un-normalized float32 vectors, shape (len(rows), dim). The first
+    async def embed(self, rows: TokenRows, interactive_rows: int = 0) -> np.ndarray:
+        """Pooled, un-normalized float32 vectors, shape (len(rows), dim), of rows of token ids
+        (TokenRows: the server's; a list of ids per row is taken too, as tests give them). The first
         ``interactive_rows`` rows go ahead of other work the engine holds, where it can order."""
         ...
 

@@ -80,11 +80,10 @@ async def read_frame(reader: asyncio.StreamReader) -> Frame | None:
     return Frame(kind, request_id, rows, dim, payload)
 
 
-def encode_rows(rows: list[list[int]]) -> bytes:
+def encode_rows(rows: TokenRows | list[list[int]]) -> bytes:
     """Row lengths, then all ids, as int32: what an ``EMBED`` frame carries."""
-    lengths = np.fromiter(map(len, rows), dtype=np.int32, count=len(rows))
-    ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(lengths.sum()))
-    return lengths.tobytes() + ids.tobytes()
+    rows = TokenRows.from_lists(rows)
+    return rows.lengths.astype(np.int32).tobytes() + rows.ids.astype(np.int32, copy=False).tobytes()
 
 
 def decode_rows(payload: bytes, rows: int) -> list[list[int]]:
@@ -93,14 +92,17 @@ def decode_rows(payload: bytes, rows: int) -> list[list[int]]:
 
 
 class TokenRows:
-    """Rows of token ids kept as one flat int32 array and their offsets: what an ``EMBED`` frame
-    carries, without a Python list per row (a packed engine gathers whole runs of rows from it).
+    """Rows of token ids kept as one flat int32 array and their offsets, without a Python list per
+    row: what the tokenizer gives (nanotoken's ragged ids), the queue cuts into batches, an
+    ``EMBED`` frame carries, and a packed engine gathers whole runs of rows from.
 
     >>> rows = TokenRows.from_lists([[1, 2, 3], [4], [5, 6]])
     >>> len(rows), rows[2].tolist(), rows.lengths.tolist()
     (3, [5, 6], [3, 1, 2])
-    >>> rows.take(1, 3).tolist()
-    [4, 5, 6]
+    >>> rows.take(1, 3).tolist(), rows.slice(1, 3).to_lists()
+    ([4, 5, 6], [[4], [5, 6]])
+    >>> TokenRows.concat([rows.slice(2, 3), rows.slice(0, 1)]).to_lists()
+    [[5, 6], [1, 2, 3]]
     """
 
     __slots__ = ("ids", "lengths", "offsets")
@@ -113,16 +115,30 @@ class TokenRows:
 
     @classmethod
     def from_lists(cls, rows) -> TokenRows:
+        """Rows given as a list of ids per row (or already as TokenRows, returned as they are)."""
         if isinstance(rows, TokenRows):
             return rows
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(lengths.sum()))
         return cls(ids, lengths)
 
+    @classmethod
+    def concat(cls, parts: list[TokenRows]) -> TokenRows:
+        """The rows of ``parts``, one after another."""
+        if len(parts) == 1:
+            return parts[0]
+        return cls(
+            np.concatenate([p.ids for p in parts]) if parts else np.zeros(0, dtype=np.int32),
+            np.concatenate([p.lengths for p in parts]) if parts else np.zeros(0, dtype=np.int64),
+        )
+
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
     def __getitem__(self, index: int) -> np.ndarray:
+        if not -len(self) <= index < len(self):
+            raise IndexError(f"row {index} of {len(self)}")
+        index %= len(self)
         return self.ids[self.offsets[index] : self.offsets[index + 1]]
 
     def to_lists(self) -> list[list[int]]:
@@ -134,6 +150,10 @@ class TokenRows:
     def take(self, start: int, end: int) -> np.ndarray:
         """The ids of rows ``start`` .. ``end`` - 1, one flat view."""
         return self.ids[self.offsets[start] : self.offsets[end]]
+
+    def slice(self, start: int, end: int) -> TokenRows:
+        """Rows ``start`` .. ``end`` - 1, their ids a view of these."""
+        return TokenRows(self.take(start, end), self.lengths[start:end])
 
 
 def decode_token_rows(payload: bytes, rows: int) -> TokenRows:

@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 
+from embedtext.server.engine.frames import TokenRows
 from embedtext.server.models.source import ModelSpec
 
 log = logging.getLogger(__name__)
@@ -40,8 +41,8 @@ class NullBackend:
         )
         self._running = True
 
-    async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
-        scale = np.fromiter((len(r) for r in rows), dtype=np.float32, count=len(rows))
+    async def embed(self, rows: TokenRows, interactive_rows: int = 0) -> np.ndarray:
+        scale = TokenRows.from_lists(rows).lengths.astype(np.float32)
         return scale[:, None] * self._base[None, :]
 
     async def stop(self) -> None:

@@ -75,7 +75,7 @@ class PackedVllmBackend(SteppedVllmBackend):
 
     def _wrap_rows(self, rows):
         if self.packed is None:  # vLLM's requests take a list per row
-            return rows.to_lists() if isinstance(rows, TokenRows) else rows
+            return super()._wrap_rows(rows)
         flat = TokenRows.from_lists(rows)
         lengths = flat.lengths
         if lengths.min() < 1:

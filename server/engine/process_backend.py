@@ -186,7 +186,7 @@ class EngineProcessBackend:
         spent, self._model_seconds = self._model_seconds, 0.0
         return spent
 
-    async def embed(self, rows: list[list[int]], interactive_rows: int = 0) -> np.ndarray:
+    async def embed(self, rows: frames.TokenRows, interactive_rows: int = 0) -> np.ndarray:
         if not self.alive or self._writer is None:
             raise ReplicaDeadError(f"{self.name} is not running ({self._dead or 'not started'})")
         request_id = next(self._ids)

@@ -24,6 +24,7 @@ from collections.abc import Callable
 import numpy as np
 
 from embedtext.server.engine.base import ENGINE_THREAD_NAME, EngineSettings, ReplicaDeadError
+from embedtext.server.engine.frames import TokenRows
 from embedtext.server.engine.model_clock import ModelClock
 from embedtext.server.engine.pacing import BulkPacer, EngineSpeed, PaceReport
 from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS, StepBatch, StepPlan
@@ -98,8 +99,9 @@ class StepLoopBackend:
         """Release the engine (in a thread)."""
 
     def _wrap_rows(self, rows):
-        """The rows as this engine keeps them (on the event loop, as a batch comes)."""
-        return rows
+        """The rows as this engine keeps them (on the event loop, as a batch comes): vLLM's
+        requests take a list of ids per row."""
+        return rows.to_lists() if isinstance(rows, TokenRows) else rows
 
     # --- the event loop's side -----------------------------------------------------------
 

@@ -122,8 +122,7 @@ class BatchQueue:
         self.check_room(n)
         start, tokens = 0, 0
         parts: list[Part] = []
-        for i, ids in enumerate(job.rows):
-            t = max(len(ids), 1)
+        for i, t in enumerate(job.row_tokens):
             if i > start and (tokens + t > self.max_batch_tokens or i - start >= self.max_batch_rows):
                 parts.append(Part(job, start, i, tokens))
                 start, tokens = i, 0
@@ -167,9 +166,9 @@ class BatchQueue:
             row_room is None or head.stop - head.start <= row_room
         ):
             return self._account(queue, queue.popleft())
-        rows, stop, tokens = head.job.rows, head.start, 0
+        row_tokens, stop, tokens = head.job.row_tokens, head.start, 0
         while stop < head.stop and (row_room is None or stop - head.start < row_room):
-            t = max(len(rows[stop]), 1)
+            t = row_tokens[stop]
             if token_room is not None and tokens + t > token_room:
                 break
             tokens += t

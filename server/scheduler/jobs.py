@@ -14,13 +14,14 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedtext.protocol.errors import EmbedTextError
+from embedtext.server.engine.frames import TokenRows
 
 
 @dataclass(eq=False)
 class EmbedJob:
     """One request's rows for one model, and the future its caller awaits."""
 
-    rows: list[list[int]]
+    rows: TokenRows  # a list of ids per row is taken too (converted)
     future: asyncio.Future
     interactive: bool = False
     caller: str = ""  # bulk jobs of one caller share one fair share
@@ -30,6 +31,12 @@ class EmbedJob:
     inference_s: float = 0.0  # engine time of the batches that carried its rows
     _pending_parts: int = 0
     _out: np.ndarray | None = None
+    # What each row costs a batch: its tokens, one at least (an empty row still takes a slot).
+    row_tokens: list[int] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.rows = TokenRows.from_lists(self.rows)
+        self.row_tokens = np.maximum(self.rows.lengths, 1).tolist()
 
     @property
     def done(self) -> bool:
@@ -73,11 +80,8 @@ class Batch:
         return sum(p.stop - p.start for p in self.parts if p.job.interactive)
 
     @property
-    def rows(self) -> list[list[int]]:
-        out: list[list[int]] = []
-        for part in self.parts:
-            out.extend(part.job.rows[part.start : part.stop])
-        return out
+    def rows(self) -> TokenRows:
+        return TokenRows.concat([part.job.rows.slice(part.start, part.stop) for part in self.parts])
 
     @property
     def row_count(self) -> int:

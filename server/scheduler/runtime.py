@@ -26,6 +26,7 @@ from embedtext.protocol.errors import (
 )
 from embedtext.server.config.resolve import ResolvedSettings
 from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
+from embedtext.server.engine.frames import TokenRows
 from embedtext.server.engine.pacing import EngineSpeed, PaceReport, bulk_turn_tokens
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import ModelSpec
@@ -202,9 +203,7 @@ class ModelRuntime:
         """The request's latency class: as it says, or by size (at most INTERACTIVE_MAX_ROWS rows)."""
         return rows <= INTERACTIVE_MAX_ROWS if options.interactive is None else options.interactive
 
-    def _submit(
-        self, rows: list[list[int]], options: EmbedOptions, deadline: float | None, interactive: bool
-    ) -> EmbedJob:
+    def _submit(self, rows: TokenRows, options: EmbedOptions, deadline: float | None, interactive: bool) -> EmbedJob:
         """Queue a request's rows in their latency class, or refuse them (deadline, room) before they are queued."""
         self.admission.check_deadline(rows, interactive, deadline, options.caller)
         job = EmbedJob(
@@ -232,7 +231,7 @@ class ModelRuntime:
                 job.future.cancel()  # the caller went away: its queued rows are skipped
         embeddings = shape_vectors(pooled, options.dimensions, normalize)
         started = job.started_at or time.monotonic()
-        counts = np.fromiter((len(r) for r in rows), dtype=np.int32, count=len(rows))
+        counts = rows.lengths.astype(np.int32)
         latency_class = _class_name(job.interactive)
         self.metrics.rows.labels(self.spec.name).inc(len(rows))
         self.metrics.tokens.labels(self.spec.name).inc(int(counts.sum()))

@@ -13,9 +13,11 @@ from __future__ import annotations
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 from tokenizers import Tokenizer
 
 from embedtext.protocol.errors import InvalidInputError
+from embedtext.server.engine.frames import TokenRows
 from embedtext.server.tokenization.wordpiece import WordPieceEncoder
 
 # An interactive request up to this many characters is tokenized on the event loop itself: far
@@ -62,32 +64,33 @@ class TokenizerPool:
         tokenizer.no_truncation()
         return tokenizer
 
-    def tokenize_sync(self, texts: list[str], truncate: bool = True) -> list[list[int]]:
+    def tokenize_sync(self, texts: list[str], truncate: bool = True) -> TokenRows:
         """Token ids per text; with ``truncate=False`` a row over the limit raises InvalidInputError."""
         if not texts:
-            return []
-        ids = self._encode(texts, truncate)
+            return TokenRows.from_lists([])
+        rows = self._encode(texts, truncate)
         if truncate:
-            return ids
-        for row, row_ids in enumerate(ids):
-            if len(row_ids) > self.max_tokens:
-                raise InvalidInputError(
-                    f"row {row} has {len(row_ids)} tokens; the model takes at most {self.max_tokens} "
-                    "and truncation is off (turn it on, or split the text)"
-                )
-        return ids
+            return rows
+        over = np.flatnonzero(rows.lengths > self.max_tokens)
+        if over.size:
+            row = int(over[0])
+            raise InvalidInputError(
+                f"row {row} has {int(rows.lengths[row])} tokens; the model takes at most {self.max_tokens} "
+                "and truncation is off (turn it on, or split the text)"
+            )
+        return rows
 
-    def _encode(self, texts: list[str], truncate: bool) -> list[list[int]]:
+    def _encode(self, texts: list[str], truncate: bool) -> TokenRows:
         if self.wordpiece is not None:
             return self.wordpiece.encode(texts, truncate)
-        return [enc.ids for enc in self._encoders[truncate](texts)]
+        return TokenRows.from_lists([enc.ids for enc in self._encoders[truncate](texts)])
 
     @property
     def busy(self) -> bool:
         """Some request is being tokenized: its rows are on their way to the batch queue."""
         return self._in_flight > 0
 
-    async def tokenize(self, texts: list[str], truncate: bool = True, interactive: bool = False) -> list[list[int]]:
+    async def tokenize(self, texts: list[str], truncate: bool = True, interactive: bool = False) -> TokenRows:
         if interactive and sum(map(len, texts)) <= INLINE_TOKENIZE_CHARS:
             return self.tokenize_sync(texts, truncate)
         loop = asyncio.get_running_loop()
@@ -98,7 +101,7 @@ class TokenizerPool:
         finally:
             self._in_flight -= 1
 
-    def check_token_ids(self, rows: list[list[int]], truncate: bool = True) -> list[list[int]]:
+    def check_token_ids(self, rows: list[list[int]], truncate: bool = True) -> TokenRows:
         """Validate pre-tokenized rows: ids in the vocabulary, length within the limit."""
         for row, ids in enumerate(rows):
             if ids and max(ids) >= self.vocab_size:
@@ -113,8 +116,8 @@ class TokenizerPool:
                         f"token_ids: row {row} has {len(ids)} tokens; the model takes at most {self.max_tokens}"
                     )
         if truncate:
-            return [ids[: self.max_tokens] for ids in rows]
-        return rows
+            rows = [ids[: self.max_tokens] for ids in rows]
+        return TokenRows.from_lists(rows)
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

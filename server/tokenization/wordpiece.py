@@ -4,7 +4,7 @@ the Hugging Face tokenizer, at a small part of its CPU a row, with the GIL relea
 The tokenizer's own ``encode_batch_fast`` spends 18-31 times nanotoken's CPU a row, and a word
 cache in Python 3-10 times, under the GIL the whole server shares (docs/tuning.md has the A/B).
 nanotoken does the BERT normalizer, pre-tokenizer, WordPiece, truncation and [CLS] ... [SEP] in
-Rust, with per-thread caches of each chunk's ids, and builds the rows' lists in one call
+Rust, with per-thread caches of each chunk's ids, and gives the rows' ids as one flat array
 (tests/unit/server/test_wordpiece.py compares its ids with the tokenizer's). A tokenizer.json it
 cannot read exactly (not WordPiece, or a part it lacks) is refused at load, and the pool keeps the
 Hugging Face tokenizer for it.
@@ -13,6 +13,9 @@ Hugging Face tokenizer for it.
 from __future__ import annotations
 
 import nanotoken
+import numpy as np
+
+from embedtext.server.engine.frames import TokenRows
 
 # Each tokenizing thread keeps a cache of chunks' and words' ids, of this many entries per level at
 # most (~16 MiB a thread when full; the library's default is 8 times more).
@@ -35,10 +38,10 @@ class WordPieceEncoder:
         except nanotoken.UnsupportedTokenizerError:
             return None
 
-    def encode(self, texts: list[str], truncate: bool = True) -> list[list[int]]:
+    def encode(self, texts: list[str], truncate: bool = True) -> TokenRows:
         """Each text's ids; ``truncate`` cuts them at the model's max tokens, specials kept."""
         # parallel=False: the pool's own threads tokenize requests side by side, and a batch of a
         # request's rows is far below the library's 1 MiB unit of parallel work anyway.
-        return self._tokenizer.encode_batch_list(
-            texts, max_length=self.max_tokens if truncate else None, parallel=False
-        )
+        ragged = self._tokenizer.encode_batch(texts, max_length=self.max_tokens if truncate else None, parallel=False)
+        # Flat uint32 ids (vocabularies are far below 2**31): no Python int per token.
+        return TokenRows(np.asarray(ragged.ids).view(np.int32), np.asarray(ragged.lengths))

@@ -26,7 +26,7 @@ def _case(model: str, source: str, dtype: str) -> dict:
     from embedtext.server.tokenization.pool import TokenizerPool
 
     spec = load_model_spec(source)
-    rows = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens).tokenize_sync(_texts())
+    rows = TokenizerPool(str(spec.tokenizer_file), spec.max_tokens).tokenize_sync(_texts()).to_lists()
     settings = EngineSettings(
         memory_fraction=0.05, max_batch_tokens=2048, max_num_seqs=256, device="cpu", dtype=dtype, enforce_eager=True
     )

@@ -57,7 +57,7 @@ def _scenario(model_dir: str, loop: str) -> dict:
             await asyncio.sleep(0.3)
             out = {
                 "rows": len(rows),
-                "full_rows": sum(len(r) == spec.max_tokens for r in rows),
+                "full_rows": int((rows.lengths == spec.max_tokens).sum()),
                 "done_before_cancel": work.done(),
                 "in_engine_before": unfinished(),
             }
@@ -71,7 +71,7 @@ def _scenario(model_dir: str, loop: str) -> dict:
             while unfinished() and time.monotonic() - cancelled_at < 120:
                 await asyncio.sleep(0.05)  # the engine thread takes the cancellation after its step
             out["in_engine_after"] = unfinished()
-            vectors = await backend.embed(rows[:3])  # the engine serves the next batch
+            vectors = await backend.embed(rows.slice(0, 3))  # the engine serves the next batch
             out["next_shape"] = list(vectors.shape)
             out["next_finite"] = bool(np.isfinite(vectors).all())
             out["dim"] = spec.dim

@@ -10,6 +10,7 @@ import pytest
 
 from embedtext.protocol.errors import DeadlineExceededError
 from embedtext.server.config.settings import ServerConfig
+from embedtext.server.engine.frames import TokenRows
 from embedtext.server.engine.pacing import EngineSpeed
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import ModelSpec
@@ -70,7 +71,7 @@ def test_a_bulk_job_waits_for_its_fair_share_of_the_queue():
 def test_a_bulk_request_whose_fair_share_cannot_finish_in_time_is_refused_at_once():
     async def run():
         queue, admission = _busy_queue()
-        rows = [[1] * 10] * 200  # 2,000 tokens: 2 s alone, 34 s beside the 16 callers
+        rows = TokenRows.from_lists([[1] * 10] * 200)  # 2,000 tokens: 2 s alone, 34 s beside the 16 callers
         now = time.monotonic()
         admission.check_deadline(rows, False, now + 60, "new")  # 34 s of 60: admitted
         admission.check_deadline(rows, True, now + 10, "new")  # a query's own tokens: 2 s

@@ -164,7 +164,7 @@ def test_interactive_rows_overtake_queued_bulk_rows_and_do_not_wait_for_the_dela
     batch = asyncio.run(run())
     assert batch.interactive_rows == 1
     # alone in its batch: the engine returns a batch whole, so bulk rows in it would hold it back
-    assert batch.rows == [[7, 7]]
+    assert batch.rows.to_lists() == [[7, 7]]
 
 
 def test_bulk_callers_share_by_tokens_whoever_queued_first():
@@ -284,7 +284,7 @@ def test_while_bulk_work_runs_queries_gather_to_share_one_step():
         return await asyncio.wait_for(waiter, 5)
 
     batch = asyncio.run(run())
-    assert batch.rows == [[7, 7], [8]] and batch.interactive_rows == 2
+    assert batch.rows.to_lists() == [[7, 7], [8]] and batch.interactive_rows == 2
 
 
 @pytest.mark.parametrize("queries_wait_for", ["gathering", "room"])
@@ -307,8 +307,11 @@ def test_bulk_batches_go_while_queries_gather_or_wait_for_room_on_their_replica(
         return taken
 
     first, second, query = asyncio.run(run())
-    assert first.rows == second.rows == [[1], [1]] and first.interactive_rows == second.interactive_rows == 0
-    assert query.rows == [[7]] and query.interactive_rows == 1
+    assert (
+        first.rows.to_lists() == second.rows.to_lists() == [[1], [1]]
+        and first.interactive_rows == second.interactive_rows == 0
+    )
+    assert query.rows.to_lists() == [[7]] and query.interactive_rows == 1
 
 
 @pytest.mark.parametrize("bulk_queued", [False, True])
@@ -330,7 +333,7 @@ def test_queries_gather_only_while_bulk_work_runs_or_waits(bulk_queued):
     batch = asyncio.run(run())
     assert (batch is None) is bulk_queued
     if batch is not None:
-        assert batch.rows == [[7]]
+        assert batch.rows.to_lists() == [[7]]
 
 
 def test_a_query_gathers_for_at_most_half_of_what_its_deadline_left_it():
@@ -343,7 +346,7 @@ def test_a_query_gathers_for_at_most_half_of_what_its_deadline_left_it():
         q.submit(query)
         return await asyncio.wait_for(q.next_batch(bulk_running=lambda: True), 30)  # not the minute
 
-    assert asyncio.run(run()).rows == [[7]]
+    assert asyncio.run(run()).rows.to_lists() == [[7]]
 
 
 def test_a_dispatcher_cancelled_as_rows_arrive_stops():

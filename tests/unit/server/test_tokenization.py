@@ -16,14 +16,14 @@ def pool():
 
 
 def test_truncates_to_model_max_with_special_tokens(pool):
-    ids = pool.tokenize_sync(["word " * 1000, "a cat"])
+    ids = pool.tokenize_sync(["word " * 1000, "a cat"]).to_lists()
     assert len(ids[0]) == 256 and ids[0][0] == 101 and ids[0][-1] == 102
     assert ids[1] == [101, 1037, 4937, 102]
 
 
 def test_no_padding_from_the_tokenizer_file(pool):
     # The packaged tokenizer.json pads to 128; the pool must not.
-    assert pool.tokenize_sync([""]) == [[101, 102]]
+    assert pool.tokenize_sync([""]).to_lists() == [[101, 102]]
 
 
 def test_truncation_off_names_the_row(pool):
@@ -32,7 +32,7 @@ def test_truncation_off_names_the_row(pool):
 
 
 def test_async_tokenize_runs_off_loop(pool):
-    assert asyncio.run(pool.tokenize(["a cat"])) == [[101, 1037, 4937, 102]]
+    assert asyncio.run(pool.tokenize(["a cat"])).to_lists() == [[101, 1037, 4937, 102]]
 
 
 def test_token_id_checks(pool):
@@ -52,7 +52,7 @@ def test_the_pools_ids_are_the_tokenizers(pool):
     reference.no_padding()
     reference.enable_truncation(max_length=spec.max_tokens)
     texts = ["a cat", "", "  ", "Ünïcödé façade — naïve café 東京 🚀", "word " * 400, "[CLS] x [SEP]", "e\u0301"]
-    assert pool.tokenize_sync(texts) == [enc.ids for enc in reference.encode_batch(texts)]
+    assert pool.tokenize_sync(texts).to_lists() == [enc.ids for enc in reference.encode_batch(texts)]
 
 
 def test_busy_while_a_request_is_being_tokenized(pool):
@@ -123,7 +123,7 @@ def test_a_short_interactive_request_is_tokenized_on_the_event_loop_and_a_long_o
         short, loop_thread = asyncio.run(run())
     finally:
         del pool.tokenize_sync
-    assert short == encode(["which table holds the invoices"])
+    assert short.to_lists() == encode(["which table holds the invoices"]).to_lists()
     assert seen[0] == loop_thread
     assert seen[1].startswith("embedtext-tokenizer-interactive")
     assert seen[2].startswith("embedtext-tokenizer") and not seen[2].startswith("embedtext-tokenizer-interactive")

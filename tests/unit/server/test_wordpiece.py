@@ -53,10 +53,10 @@ def test_the_pool_uses_it_for_bert_wordpiece_tokenizers(model):
 
 def test_english_text_gives_the_tokenizers_ids(model, english, reference_tokenizer):
     spec, pool, reference = model
-    assert pool.tokenize_sync(english) == _ids(reference, english)  # cold caches
-    assert pool.tokenize_sync(english) == _ids(reference, english)  # warm
+    assert pool.tokenize_sync(english).to_lists() == _ids(reference, english)  # cold caches
+    assert pool.tokenize_sync(english).to_lists() == _ids(reference, english)  # warm
     short = [doc[:80] for doc in english]  # within the max tokens of both models
-    assert pool.tokenize_sync(short, truncate=False) == _ids(reference_tokenizer(spec.tokenizer_file), short)
+    assert pool.tokenize_sync(short, truncate=False).to_lists() == _ids(reference_tokenizer(spec.tokenizer_file), short)
 
 
 def test_truncation_off_still_counts_every_token(model):
@@ -69,7 +69,7 @@ def test_truncation_off_still_counts_every_token(model):
 def test_truncation_keeps_the_first_ids_and_the_specials(model):
     spec, pool, reference = model
     texts = ["unbelievably " * spec.max_tokens, "a-b " * spec.max_tokens, "x" * 5000, "y " * (spec.max_tokens - 3)]
-    assert pool.tokenize_sync(texts) == _ids(reference, texts)
+    assert pool.tokenize_sync(texts).to_lists() == _ids(reference, texts)
 
 
 @pytest.mark.parametrize("clean_text", [True, False])
@@ -87,7 +87,7 @@ def test_every_character_of_the_first_planes_as_the_tokenizer(
     try:
         assert pool.wordpiece is not None
         texts = [f"aB{chr(c)}Cd e{chr(c)}{chr(c)}f {chr(c)}" for c in range(0x3100) if not 0xD800 <= c < 0xE000]
-        assert pool.tokenize_sync(texts) == _ids(reference_tokenizer(path, spec.max_tokens), texts)
+        assert pool.tokenize_sync(texts).to_lists() == _ids(reference_tokenizer(path, spec.max_tokens), texts)
     finally:
         pool.close()
 
@@ -96,13 +96,13 @@ def test_words_past_wordpiece_limit_long_texts_and_special_tokens(model):
     _, pool, reference = model
     texts = ["a" * 99 + " x", "b" * 100 + " x", "c" * 101 + " x", "e" * 3000, "word " * 100_000]
     texts += ["[CLS] x [SEP]", "a[SEP]b", "[sep] [Mask] [MASK]", "Ünïcödé façade — naïve café 東京 🚀", "e\u0301"]
-    assert pool.tokenize_sync(texts) == _ids(reference, texts)
+    assert pool.tokenize_sync(texts).to_lists() == _ids(reference, texts)
 
 
 def test_empty_blank_and_punctuation_only_texts(model):
     _, pool, reference = model
     texts = ["", " ", "\t\n", "...", "!?", "(a)", " - ", "\x00", "\u200b", "\u3000"]
-    assert pool.tokenize_sync(texts) == _ids(reference, texts)
+    assert pool.tokenize_sync(texts).to_lists() == _ids(reference, texts)
 
 
 def test_threads_tokenizing_at_once(model):
@@ -116,7 +116,7 @@ def test_threads_tokenizing_at_once(model):
 
     def work(i):
         for _ in range(5):
-            if pool.tokenize_sync(batches[i]) != expected[i]:
+            if pool.tokenize_sync(batches[i]).to_lists() != expected[i]:
                 failures.append(i)
 
     threads = [threading.Thread(target=work, args=(i,)) for i in range(len(batches))]
@@ -139,7 +139,7 @@ _PIECES = st.one_of(
 @given(st.lists(st.lists(_PIECES, max_size=8).map("".join), min_size=1, max_size=12))
 def test_random_texts_give_the_tokenizers_own_ids(model, texts):
     _, pool, reference = model
-    assert pool.tokenize_sync(texts) == _ids(reference, texts)
+    assert pool.tokenize_sync(texts).to_lists() == _ids(reference, texts)
 
 
 def test_other_tokenizers_keep_the_hugging_face_tokenizer(model, tmp_path, reference_tokenizer):
@@ -157,6 +157,6 @@ def test_other_tokenizers_keep_the_hugging_face_tokenizer(model, tmp_path, refer
         pool = TokenizerPool(str(tmp_path / name), 16)
         try:
             assert pool.wordpiece is None and pool.path == "the Hugging Face tokenizer"
-            assert pool.tokenize_sync(texts) == _ids(reference_tokenizer(tmp_path / name, 16), texts)
+            assert pool.tokenize_sync(texts).to_lists() == _ids(reference_tokenizer(tmp_path / name, 16), texts)
         finally:
             pool.close()
