@@ -65,7 +65,8 @@ def overhead_models(
     quick: bool, overhead_dir: Path, default_dir: Path, default_max_tokens: int = 512
 ) -> list[OverheadModel]:
     """The overhead model runs thousands of rows a second; the default model about a tenth of that.
-    Long rows are 512 tokens, or as many as the model takes (all-MiniLM-L6-v2: 256)."""
+    Long rows are 512 tokens, or as many as the model takes (all-MiniLM-L6-v2: 256). A run is long
+    enough that the server's CPU in it spans 30 or more of the kernel's 10 ms ticks."""
     scale = 1 if quick else 4
     long = min(LONG_TOKENS, default_max_tokens)
     return [
@@ -73,7 +74,7 @@ def overhead_models(
             "overhead",
             f"overhead={overhead_dir}",
             overhead_dir,
-            ((50, 4096 * scale), (LONG_TOKENS, 512 * scale)),
+            ((50, 8192 * scale), (LONG_TOKENS, 2048 * scale)),
             (PACKED, STEPPED, NULL, PACKED_2, NULL_2),
         ),
         OverheadModel("default", "default", default_dir, ((50, 512 * scale), (long, 64 * scale)), (PACKED, STEPPED)),
