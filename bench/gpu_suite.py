@@ -102,8 +102,8 @@ def run_gpu_suite(
 
     def scan(con, name: str, fn: str, pid: int, n: int | None, tokens: int, servers=(), **extra) -> None:
         path, texts = files[tokens, n is None]
-        query = dict(fn=fn, source=f"read_parquet('{path}')", rows=len(texts), tokens_per_row=tokens)
-        query.update(server_pid=pid, servers=servers)
+        source = f"read_parquet('{path}')"
+        query = dict(fn=fn, source=source, rows=len(texts), tokens_per_row=tokens, server_pid=pid, servers=servers)
         started = time.time()  # the case's window in the GPU and host samplers' lines (bench/gpu/summarize.py)
         case = embed_query_case(con, name, SUITE, **query, **extra, replicas=n, model=model)
         case["unix_window"] = [round(started, 2), round(time.time(), 2)]

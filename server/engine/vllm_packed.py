@@ -96,7 +96,7 @@ def _fields(cls) -> set[str]:
 class PackedModel:
     """vLLM's loaded model of an in-process engine, run on packed batches."""
 
-    def __init__(self, engine, clock: ModelClock | None = None) -> None:
+    def __init__(self, engine, clock: ModelClock) -> None:
         import torch
 
         self.torch = torch
@@ -109,9 +109,9 @@ class PackedModel:
         # The runner's own config: the one the model was built under, whose layers it registered.
         self.vllm_config = getattr(runner, "vllm_config", engine.vllm_config)
         self.model = runner.model
-        # The model's call, timed where a clock is given: the engine's CPU then splits into the
-        # model's and the path's (server/engine/model_clock.py).
-        self._forward = clock.timed(self.model) if clock is not None else self.model
+        # The model's call, timed: the engine's CPU then splits into the model's and the path's
+        # (server/engine/model_clock.py).
+        self._forward = clock.timed(self.model)
         self.device = runner.device
         model_config = self.vllm_config.model_config
         self.pooling = _pooling(model_config)

@@ -24,14 +24,13 @@ def model_runner(engine) -> Any:
         raise RunnerNotFoundError(f"this vLLM's engine has no in-process model runner where expected ({exc})") from None
 
 
-def clock_model_forward(engine, clock: ModelClock, name: str) -> bool:
+def clock_model_forward(engine, clock: ModelClock, name: str) -> None:
     """Time every forward vLLM's runner makes (its ``_model_forward``, CUDA graphs or not) on
-    ``clock``; False, and a log line, where this vLLM's runner has none."""
+    ``clock``; a log line where this vLLM's runner has none (the clock then stays at 0)."""
     try:
         runner = model_runner(engine)
         forward = runner._model_forward
     except (RunnerNotFoundError, AttributeError) as exc:
         log.info("%s: the model's share of the engine's CPU is not measured: %s", name, exc)
-        return False
+        return
     runner._model_forward = clock.timed(forward)
-    return True

@@ -1,16 +1,16 @@
 """When a bulk request is tokenized: as the engines drain the queue, not all at once on arrival.
 
-Tokenizing takes CPU that the engines share, and building each request's rows (Python lists)
-holds the GIL that the server's event loop needs too. Bulk calls that arrive together (16 clients
-each sending 2,048 rows) were all tokenized at once, and the queries that came meanwhile waited
-for that burst. With an interactive target, a bulk request now waits here, ahead of the tokenizer, while
-the queue already holds ``ahead_rows`` bulk rows (tokenized or being tokenized): enough to keep
-the engines busy. Waiting requests go in the queue's fair order, the caller served fewest tokens
-first (server/scheduler/batching.py), so a caller that comes second is not held behind the whole of the
-first. A request goes alone when nothing else is queued, however large. Interactive requests
-never wait here. Waiting rows count against the queue bound (``held_rows``). With
-``out_of_reach`` set, waiting requests are looked at again (at most every ``recheck_s``) and
-one that can no longer finish before its deadline is refused then, not when the deadline passes.
+Tokenizing takes CPU that the engines and the server's event loop share. Bulk calls that arrive
+together (16 clients each sending 2,048 rows) were all tokenized at once, and the queries that
+came meanwhile waited for that burst. With an interactive target, a bulk request now waits here,
+ahead of the tokenizer, while the queue already holds ``ahead_rows`` bulk rows (tokenized or being
+tokenized): enough to keep the engines busy. Waiting requests go in the queue's fair order, the
+caller served fewest tokens first (server/scheduler/batching.py), so a caller that comes second is
+not held behind the whole of the first. A request goes alone when nothing else is queued, however
+large. Interactive requests never wait here. Waiting rows count against the queue bound
+(``held_rows``). With ``out_of_reach`` set, waiting requests are looked at again (at most every
+``recheck_s``) and one that can no longer finish before its deadline is refused then, not when
+the deadline passes.
 
 >>> import asyncio
 >>> from embedtext.server.scheduler.batching import BatchQueue
