@@ -20,6 +20,7 @@ what is wrong.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -118,14 +119,20 @@ def pack_token_ids(rows: Sequence[Sequence[int]]) -> tuple[bytes, bytes]:
     np.cumsum(lengths, out=offsets[1:])
     if offsets[-1] > _MAX_INT32:
         raise InvalidInputError("too many token ids for one request")
-    flat = np.fromiter((t for r in rows for t in r), dtype=np.int64, count=int(offsets[-1]))
+    flat = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int64, count=int(offsets[-1]))
     if len(flat) and (flat.min() < 0 or flat.max() > _MAX_INT32):
         raise InvalidInputError("token ids must be in 0..2**31-1")
     return flat.astype(I32LE).tobytes(), offsets.astype(I32LE).tobytes()
 
 
-def unpack_token_ids(ids_bytes: bytes, offsets_bytes: bytes) -> list[list[int]]:
-    """(int32 LE ids, int32 LE offsets) -> rows of ids; checks offsets and signs."""
+def unpack_token_ids(ids_bytes: bytes, offsets_bytes: bytes) -> tuple[np.ndarray, np.ndarray]:
+    """(int32 LE ids, int32 LE offsets) -> (the ids, flat, over ``ids_bytes``; each row's length as
+    int64); checks offsets and signs. No Python int per token: a request's ids stay one array.
+
+    >>> ids, lengths = unpack_token_ids(*pack_token_ids([[2, 5, 3], [], [7]]))
+    >>> ids.tolist(), lengths.tolist()
+    ([2, 5, 3, 7], [3, 0, 1])
+    """
     if len(ids_bytes) % 4:
         raise InvalidInputError(f"token_ids: ids are {len(ids_bytes)} bytes, not a multiple of 4 (int32 LE)")
     ids = np.frombuffer(ids_bytes, dtype=I32LE)
@@ -133,9 +140,7 @@ def unpack_token_ids(ids_bytes: bytes, offsets_bytes: bytes) -> list[list[int]]:
     if len(ids) and ids.min() < 0:
         row = int(np.searchsorted(offsets, int(np.argmax(ids < 0)), side="right") - 1)
         raise InvalidInputError(f"token_ids: row {row} holds a negative token id")
-    as_list = ids.tolist()
-    bounds = offsets.tolist()
-    return [as_list[bounds[i] : bounds[i + 1]] for i in range(len(bounds) - 1)]
+    return ids, np.diff(offsets).astype(np.int64)
 
 
 # --- embeddings --------------------------------------------------------------------------

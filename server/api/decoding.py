@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import InvalidInputError
+from embedtext.server.engine.frames import TokenRows
 from embedtext.server.scheduler.options import EmbedOptions
 
 _OUTPUT_DTYPES = frozenset(
@@ -79,7 +80,7 @@ def decode_options(request: pb.EmbedRequest) -> EmbedOptions:
 @dataclass(frozen=True)
 class Inputs:
     texts: list[str] | None = None
-    token_ids: list[list[int]] | None = None
+    token_ids: TokenRows | None = None
 
 
 def decode_inputs(request: pb.EmbedRequest) -> Inputs:
@@ -89,5 +90,6 @@ def decode_inputs(request: pb.EmbedRequest) -> Inputs:
     if kind == "texts":
         return Inputs(texts=list(request.texts.texts))
     if kind == "token_ids":
-        return Inputs(token_ids=codec.unpack_token_ids(request.token_ids.ids_i32le, request.token_ids.offsets_i32le))
+        ids, lengths = codec.unpack_token_ids(request.token_ids.ids_i32le, request.token_ids.offsets_i32le)
+        return Inputs(token_ids=TokenRows(ids, lengths))
     raise InvalidInputError("the request holds no inputs: set packed_texts, texts or token_ids")

@@ -155,6 +155,16 @@ class TokenRows:
         """Rows ``start`` .. ``end`` - 1, their ids a view of these."""
         return TokenRows(self.take(start, end), self.lengths[start:end])
 
+    def truncated(self, most: int) -> TokenRows:
+        """Each row cut to its first ``most`` ids.
+
+        >>> TokenRows.from_lists([[1, 2, 3], [4], [5, 6, 7, 8]]).truncated(2).to_lists()
+        [[1, 2], [4], [5, 6]]
+        """
+        lengths = np.minimum(self.lengths, most)
+        position = np.arange(len(self.ids)) - np.repeat(self.offsets[:-1], self.lengths)
+        return TokenRows(self.ids[position < most], lengths)
+
 
 def decode_token_rows(payload: bytes, rows: int) -> TokenRows:
     """As :func:`decode_rows`, kept flat (no list per row)."""

@@ -191,7 +191,7 @@ class ModelRuntime:
         return await self._finish(job, options, arrived, tokenize_s)
 
     async def embed_token_ids(
-        self, rows: list[list[int]], options: EmbedOptions, deadline: float | None
+        self, rows: TokenRows | list[list[int]], options: EmbedOptions, deadline: float | None
     ) -> EmbedResult:
         arrived = time.monotonic()
         self.admission.check_request(len(rows), options, started=self.started)

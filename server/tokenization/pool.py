@@ -101,23 +101,27 @@ class TokenizerPool:
         finally:
             self._in_flight -= 1
 
-    def check_token_ids(self, rows: list[list[int]], truncate: bool = True) -> TokenRows:
-        """Validate pre-tokenized rows: ids in the vocabulary, length within the limit."""
-        for row, ids in enumerate(rows):
-            if ids and max(ids) >= self.vocab_size:
-                raise InvalidInputError(
-                    f"token_ids: row {row} holds id {max(ids)}, outside the vocabulary (size {self.vocab_size})"
-                )
-            if not ids:
-                raise InvalidInputError(f"token_ids: row {row} is empty; a row needs at least one token")
-            if len(ids) > self.max_tokens:
-                if not truncate:
-                    raise InvalidInputError(
-                        f"token_ids: row {row} has {len(ids)} tokens; the model takes at most {self.max_tokens}"
-                    )
-        if truncate:
-            rows = [ids[: self.max_tokens] for ids in rows]
-        return TokenRows.from_lists(rows)
+    def check_token_ids(self, rows: TokenRows | list[list[int]], truncate: bool = True) -> TokenRows:
+        """Validate pre-tokenized rows, all at once on their flat ids: ids in the vocabulary, one at
+        least a row, and each within the model's limit (cut to it where ``truncate``). The message
+        names the first row refused, as a row-by-row check would."""
+        rows = TokenRows.from_lists(rows)
+        refusals = []  # (row, the check's rank within a row, what is wrong): the least is reported
+        outside = np.flatnonzero(rows.ids >= self.vocab_size)
+        if outside.size:
+            row = int(np.searchsorted(rows.offsets, outside[0], side="right")) - 1
+            held = int(rows[row].max())
+            refusals.append((row, 0, f"holds id {held}, outside the vocabulary (size {self.vocab_size})"))
+        if (empty := np.flatnonzero(rows.lengths == 0)).size:
+            refusals.append((int(empty[0]), 1, "is empty; a row needs at least one token"))
+        over = np.flatnonzero(rows.lengths > self.max_tokens)
+        if over.size and not truncate:
+            row = int(over[0])
+            refusals.append((row, 2, f"has {int(rows.lengths[row])} tokens; the model takes at most {self.max_tokens}"))
+        if refusals:
+            row, _, what = min(refusals)
+            raise InvalidInputError(f"token_ids: row {row} {what}")
+        return rows.truncated(self.max_tokens) if over.size else rows
 
     def close(self) -> None:
         self._executor.shutdown(wait=False, cancel_futures=True)

@@ -63,7 +63,8 @@ def test_invalid_utf8_names_the_row():
 def test_token_ids_round_trip_and_checks():
     rows = [[2, 5, 3], [], [7]]
     ids, offsets = codec.pack_token_ids(rows)
-    assert codec.unpack_token_ids(ids, offsets) == rows
+    flat, lengths = codec.unpack_token_ids(ids, offsets)
+    assert (flat.tolist(), lengths.tolist()) == ([2, 5, 3, 7], [3, 0, 1])
     bad = np.array([2, -5, 3], "<i4").tobytes()
     with pytest.raises(InvalidInputError, match="row 0 holds a negative"):
         codec.unpack_token_ids(bad, np.array([0, 3], "<i4").tobytes())

@@ -32,7 +32,9 @@ def check_inputs(inputs) -> None:
     if inputs.texts is not None:
         assert all(isinstance(t, str) for t in inputs.texts)
     else:
-        assert all(isinstance(i, int) and 0 <= i < 2**31 for row in inputs.token_ids for i in row)
+        rows = inputs.token_ids
+        assert rows.ids.dtype == np.int32 and (rows.ids >= 0).all()
+        assert (rows.lengths >= 0).all() and int(rows.lengths.sum()) == len(rows.ids)
 
 
 @FUZZ
@@ -68,12 +70,13 @@ def test_packed_texts_with_arbitrary_offsets(data_offsets):
 @given(st.binary(max_size=64).map(lambda b: b[: len(b) // 4 * 4]), offsets_like)
 def test_packed_token_ids_with_arbitrary_offsets(ids, offsets):
     try:
-        rows = codec.unpack_token_ids(ids, offsets)
+        flat, lengths = codec.unpack_token_ids(ids, offsets)
     except InvalidInputError as exc:
         assert exc.message
         return
-    assert [t for r in rows for t in r] == np.frombuffer(ids, "<i4").tolist()
-    assert all(t >= 0 for r in rows for t in r)
+    assert flat.tolist() == np.frombuffer(ids, "<i4").tolist()
+    assert (flat >= 0).all() and (lengths >= 0).all() and int(lengths.sum()) == len(flat)
+    assert lengths.tolist() == np.diff(np.frombuffer(offsets, "<i4")).tolist()
 
 
 @FUZZ
@@ -124,7 +127,7 @@ def test_client_encoding_round_trips(texts):
 def test_token_id_encoding_round_trips(rows):
     ids, offsets = codec.pack_token_ids(rows)
     request = pb.EmbedRequest(token_ids=pb.PackedTokenIds(ids_i32le=ids, offsets_i32le=offsets))
-    assert decode_everything(request.SerializeToString())[2].token_ids == rows
+    assert decode_everything(request.SerializeToString())[2].token_ids.to_lists() == rows
 
 
 @FUZZ

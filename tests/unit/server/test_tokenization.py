@@ -36,11 +36,28 @@ def test_async_tokenize_runs_off_loop(pool):
 
 
 def test_token_id_checks(pool):
-    with pytest.raises(InvalidInputError, match="outside the vocabulary"):
+    with pytest.raises(InvalidInputError, match="row 0 holds id 999999, outside the vocabulary"):
         pool.check_token_ids([[101, 999999, 102]])
     with pytest.raises(InvalidInputError, match="row 0 is empty"):
         pool.check_token_ids([[]])
-    assert len(pool.check_token_ids([[1] * 300])[0]) == 256
+    rows = pool.check_token_ids([[1] * 300, [101, 7, 102], [2] * 257])
+    assert rows.to_lists() == [[1] * 256, [101, 7, 102], [2] * 256]
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        ([[101, 102], [], [101, 999999, 102]], "row 1 is empty"),
+        ([[101, 102], [101, 999999, 102], []], "row 1 holds id 999999, outside"),
+        ([[101, 102], [5] * 257 + [999998], [101, 999999]], "row 1 holds id 999998, outside"),
+        ([[101, 102], [5] * 257, []], "row 1 has 257 tokens; the model takes at most 256"),
+        ([[101, 102], [], [5] * 257], "row 1 is empty"),
+    ],
+)
+def test_token_id_checks_name_the_first_row_refused(pool, rows, message):
+    """All rows are checked at once; the message is still the first refused row's, as row by row."""
+    with pytest.raises(InvalidInputError, match=message):
+        pool.check_token_ids(rows, truncate=False)
 
 
 def test_the_pools_ids_are_the_tokenizers(pool):
