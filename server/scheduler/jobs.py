@@ -46,9 +46,12 @@ class EmbedJob:
         """Store the pooled vectors of rows ``start:start+len(pooled)``; resolve when all are in."""
         if self.future.done():
             return
-        if self._out is None:
-            self._out = np.empty((len(self.rows), pooled.shape[1]), dtype=np.float32)
-        self._out[start : start + len(pooled)] = pooled
+        if self._out is None and len(pooled) == len(self.rows):
+            self._out = pooled  # every row in one part: its batch's vectors, not a copy of them
+        else:
+            if self._out is None:
+                self._out = np.empty((len(self.rows), pooled.shape[1]), dtype=np.float32)
+            self._out[start : start + len(pooled)] = pooled
         self._pending_parts -= 1
         if self._pending_parts == 0:
             self.future.set_result(self._out)

