@@ -52,18 +52,23 @@ class _ReplicaClock:
     since: float = 0.0  # the last start or finish while busy
     busy_s: float = 0.0
     tokens: int = 0
+    batches: int = 0
 
 
 class EngineSpeed:
     """Tokens per second a replica computes while it holds work (a moving average over windows).
 
     Each replica's busy time (any batch in flight) and the tokens it finished are summed until
-    the window is full, then averaged in. Per batch would not do: batches in flight overlap, and
-    an engine may run two in one step, so one finishes late and the next at once. Callers count
-    only batches or steps with bulk rows: a few query rows alone are mostly fixed work.
+    the window is full (``WINDOW_S`` of busy time or ``WINDOW_BATCHES`` batches), then averaged in.
+    Per batch would not do: batches in flight overlap, and an engine may run two in one step, so
+    one finishes late and the next at once. Callers count only batches or steps with bulk rows: a
+    few query rows alone are mostly fixed work.
     """
 
     WINDOW_S = 0.5
+    # ... or this many finished batches, whichever comes first: an engine that takes next to no time
+    # (the null engine) would otherwise run thousands of batches at the first, cautious budget.
+    WINDOW_BATCHES = 64
 
     def __init__(self, smoothing: float = 0.3) -> None:
         self.smoothing = smoothing
@@ -86,10 +91,11 @@ class EngineSpeed:
         clock, _ = self._advance(replica, now)
         clock.in_flight = max(clock.in_flight - 1, 0)
         clock.tokens += tokens
-        if clock.busy_s < self.WINDOW_S:
+        clock.batches += 1
+        if clock.busy_s <= 0.0 or (clock.busy_s < self.WINDOW_S and clock.batches < self.WINDOW_BATCHES):
             return
         rate = clock.tokens / clock.busy_s
-        clock.busy_s, clock.tokens = 0.0, 0
+        clock.busy_s, clock.tokens, clock.batches = 0.0, 0, 0
         self.tokens_per_s = (
             rate if self.tokens_per_s is None else self.tokens_per_s + self.smoothing * (rate - self.tokens_per_s)
         )

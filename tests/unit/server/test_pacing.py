@@ -44,6 +44,19 @@ def test_batches_finishing_together_do_not_skew_the_speed():
     assert speed.tokens_per_s == pytest.approx(2000.0, rel=0.05)
 
 
+def test_a_fast_engine_is_measured_after_a_window_of_batches():
+    """Batches that take next to no time (the null engine's) close a window by their count: waiting
+    for 0.5 s of their busy time would hold thousands of them at the first budget."""
+    speed = EngineSpeed(smoothing=1.0)
+    t = 0.0
+    for _ in range(EngineSpeed.WINDOW_BATCHES):
+        assert speed.tokens_per_s is None
+        speed.started(0, now=t)
+        speed.finished(0, 1000, now=t + 0.001)
+        t += 1.0  # idle between batches: not busy time
+    assert speed.tokens_per_s == pytest.approx(1000 / 0.001)
+
+
 def test_failed_batches_end_their_busy_time_without_tokens():
     speed = _speed()
     speed.started(0, now=0.0)

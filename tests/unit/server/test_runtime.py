@@ -195,6 +195,30 @@ def test_only_batches_with_bulk_rows_measure_the_engines_speed(tiny_spec):
     asyncio.run(run())
 
 
+def test_the_null_engines_bulk_batches_reach_the_full_budget_after_a_window_of_batches(tiny_spec):
+    """The null engine takes next to no time: its speed is measured after a window of batches, and
+    its bulk batches then hold max_batch_tokens, not the first, cautious budget."""
+
+    async def run():
+        config = ServerConfig(replicas=1, max_batches_per_replica=2)
+        runtime = ModelRuntime(tiny_spec, _settings(config), ServerMetrics(), lambda _index: NullBackend(tiny_spec))
+        await runtime.start()
+        try:
+            first = runtime.queue.bulk_batch_tokens
+            assert first < config.max_batch_tokens
+            row = [101] + [7] * 48 + [102]  # 50 tokens: 20 rows a request, within the first budget
+            for _ in range(runtime.speed.WINDOW_BATCHES - 1):
+                await runtime.embed_token_ids([row] * 20, BULK, None)
+            assert runtime.speed.tokens_per_s is None and runtime.queue.bulk_batch_tokens == first
+            await runtime.embed_token_ids([row] * 20, BULK, None)
+            assert runtime.speed.tokens_per_s > 0
+            assert runtime.queue.bulk_batch_tokens == config.max_batch_tokens
+        finally:
+            await runtime.stop()
+
+    asyncio.run(run())
+
+
 class TokensAtARateBackend(NullBackend):
     """An engine that takes time in proportion to a batch's tokens, and runs the batches it holds
     in the order given (test stand-in: the null engine, slowed, so that the runtime measures a
