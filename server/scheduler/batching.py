@@ -120,15 +120,13 @@ class BatchQueue:
         """Queue a job's rows, cut into parts that each fit one batch."""
         n = len(job.rows)
         self.check_room(n)
-        start, tokens = 0, 0
+        start = 0
         parts: list[Part] = []
-        for i, t in enumerate(job.row_tokens):
-            if i > start and (tokens + t > self.max_batch_tokens or i - start >= self.max_batch_rows):
-                parts.append(Part(job, start, i, tokens))
-                start, tokens = i, 0
-            tokens += t
-        if n:
-            parts.append(Part(job, start, n, tokens))
+        while start < n:
+            # A row over the budget goes alone.
+            stop = max(job.fit(start, n, self.max_batch_tokens, self.max_batch_rows), start + 1)
+            parts.append(Part(job, start, stop, job.tokens(start, stop)))
+            start = stop
         job._pending_parts = len(parts)
         job_tokens = sum(p.tokens for p in parts)
         if job.interactive:
@@ -166,15 +164,10 @@ class BatchQueue:
             row_room is None or head.stop - head.start <= row_room
         ):
             return self._account(queue, queue.popleft())
-        row_tokens, stop, tokens = head.job.row_tokens, head.start, 0
-        while stop < head.stop and (row_room is None or stop - head.start < row_room):
-            t = row_tokens[stop]
-            if token_room is not None and tokens + t > token_room:
-                break
-            tokens += t
-            stop += 1
+        stop = head.job.fit(head.start, head.stop, token_room, row_room)
         if stop == head.start:
             return None
+        tokens = head.job.tokens(head.start, stop)
         queue[0] = Part(head.job, stop, head.stop, head.tokens - tokens)
         head.job._pending_parts += 1
         return self._account(queue, Part(head.job, head.start, stop, tokens))

@@ -31,12 +31,27 @@ class EmbedJob:
     inference_s: float = 0.0  # engine time of the batches that carried its rows
     _pending_parts: int = 0
     _out: np.ndarray | None = None
-    # What each row costs a batch: its tokens, one at least (an empty row still takes a slot).
-    row_tokens: list[int] = field(init=False)
+    # What rows 0 .. i-1 cost a batch, at [i]: each row its tokens, one at least (an empty row still
+    # takes a slot). The queue cuts parts by it without a Python step per row.
+    token_ends: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
         self.rows = TokenRows.from_lists(self.rows)
-        self.row_tokens = np.maximum(self.rows.lengths, 1).tolist()
+        self.token_ends = np.zeros(len(self.rows) + 1, dtype=np.int64)
+        np.cumsum(np.maximum(self.rows.lengths, 1), out=self.token_ends[1:])
+
+    def tokens(self, start: int, stop: int) -> int:
+        """What rows ``start`` .. ``stop`` - 1 cost a batch."""
+        return int(self.token_ends[stop] - self.token_ends[start])
+
+    def fit(self, start: int, stop: int, tokens: int | None, rows: int | None) -> int:
+        """The end of the longest run of rows from ``start`` (to ``stop`` at most) within ``tokens``
+        and ``rows`` (None: unbounded); ``start`` if not even one row fits."""
+        end = stop if rows is None else min(stop, start + rows)
+        if tokens is not None:
+            limit = self.token_ends[start] + tokens
+            end = min(end, int(np.searchsorted(self.token_ends, limit, side="right")) - 1)
+        return max(end, start)
 
     @property
     def done(self) -> bool:

@@ -5,6 +5,8 @@ import asyncio
 import numpy as np
 import pytest
 from event_loop import settle
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from embedtext.protocol.errors import OverloadedError
 from embedtext.server.scheduler.batching import BatchQueue
@@ -242,6 +244,46 @@ def test_bulk_budget_splits_parts_by_rows_and_every_row_arrives_in_order():
     assert sum(rows for rows, _ in batches) == 10 and sum(t for _, t in batches) == 19
     assert vectors[:, 0].tolist() == list(range(10))
     assert (queued_rows, queued_tokens) == (0, 0)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    lengths=st.lists(st.integers(0, 40), min_size=1, max_size=60),
+    max_tokens=st.integers(1, 120),
+    max_rows=st.integers(1, 20),
+    bulk_tokens=st.integers(1, 120),
+)
+def test_every_cut_is_greedy_within_the_bounds_and_every_row_arrives_once_in_order(
+    lengths, max_tokens, max_rows, bulk_tokens
+):
+    """Parts and batches, whatever the rows and bounds: each holds as many rows as fit (a row costs
+    its tokens, one at least), never more than fit unless one row alone is over, and the rows come
+    out once each, in order."""
+
+    def cost(rows):
+        return sum(max(n, 1) for n in rows)
+
+    async def run():
+        q = _queue(max_batch_tokens=max_tokens, max_batch_rows=max_rows, max_queued_rows=100)
+        q.bulk_batch_tokens = bulk_tokens
+        job = _job([[7] * n for n in lengths])
+        q.submit(job)
+        parts = [(p.start, p.stop, p.tokens) for p in q._bulk[job.caller]]
+        batches = []
+        while q.queued_rows:
+            batch = await asyncio.wait_for(q.next_batch(), 1)
+            batches.append((batch.parts[0].start, batch.parts[-1].stop, batch.tokens))
+        return parts, batches
+
+    parts, batches = asyncio.run(run())
+    budget = min(max_tokens, bulk_tokens)
+    for cuts, tokens_bound, rows_bound in ((parts, max_tokens, max_rows), (batches, budget, max_rows)):
+        assert [c[0] for c in cuts] == [0] + [c[1] for c in cuts[:-1]] and cuts[-1][1] == len(lengths)
+        for start, stop, tokens in cuts:
+            assert tokens == cost(lengths[start:stop])
+            assert stop - start == 1 or (tokens <= tokens_bound and stop - start <= rows_bound)
+            if stop < len(lengths):  # the next row would not have fit
+                assert tokens + max(lengths[stop], 1) > tokens_bound or stop - start + 1 > rows_bound
 
 
 def test_a_row_over_the_bulk_budget_still_goes_alone():
