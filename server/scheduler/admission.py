@@ -11,11 +11,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-import numpy as np
-
 from embedtext.protocol.errors import DeadlineExceededError, InvalidInputError, OverloadedError, UnavailableError
 from embedtext.server.config.settings import ServerConfig
-from embedtext.server.engine.frames import TokenRows
 from embedtext.server.engine.pacing import EngineSpeed
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import ModelSpec
@@ -80,14 +77,13 @@ class Admission:
         """About how many tokens ``rows`` texts hold, as many a row as the queued ones (0 with none queued)."""
         return rows * self.queue.queued_tokens // max(self.queue.queued_rows, 1)
 
-    def check_deadline(self, rows: TokenRows, interactive: bool, deadline: float | None, caller: str = "") -> None:
-        """Refuse at once what the engines cannot finish before its deadline, instead of failing
-        it when the deadline passes. An interactive request waits for its own tokens; a bulk one
-        for its share of the queue beside the other bulk callers' (in one FIFO queue, for every
-        queued token)."""
+    def check_deadline(self, tokens: int, interactive: bool, deadline: float | None, caller: str = "") -> None:
+        """Refuse at once a request of ``tokens`` (what its rows cost a batch: EmbedJob.tokens) that
+        the engines cannot finish before its deadline, instead of failing it when the deadline
+        passes. An interactive request waits for its own tokens; a bulk one for its share of the
+        queue beside the other bulk callers' (in one FIFO queue, for every queued token)."""
         if deadline is None:
             return
-        tokens = int(np.maximum(rows.lengths, 1).sum())
         self._refuse_if_late(tokens, self.queue.tokens_before_done(tokens, caller, interactive=interactive), deadline)
 
     def check_deadline_before_tokenizing(

@@ -205,7 +205,6 @@ class ModelRuntime:
 
     def _submit(self, rows: TokenRows, options: EmbedOptions, deadline: float | None, interactive: bool) -> EmbedJob:
         """Queue a request's rows in their latency class, or refuse them (deadline, room) before they are queued."""
-        self.admission.check_deadline(rows, interactive, deadline, options.caller)
         job = EmbedJob(
             rows=rows,
             future=asyncio.get_running_loop().create_future(),
@@ -213,6 +212,7 @@ class ModelRuntime:
             caller=options.caller,
             deadline=deadline,
         )
+        self.admission.check_deadline(job.tokens(0, len(job.rows)), interactive, deadline, options.caller)
         self.admission.check_room(len(rows))
         self.queue.submit(job)
         return job

@@ -10,7 +10,6 @@ import pytest
 
 from embedtext.protocol.errors import DeadlineExceededError
 from embedtext.server.config.settings import ServerConfig
-from embedtext.server.engine.frames import TokenRows
 from embedtext.server.engine.pacing import EngineSpeed
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import ModelSpec
@@ -71,12 +70,12 @@ def test_a_bulk_job_waits_for_its_fair_share_of_the_queue():
 def test_a_bulk_request_whose_fair_share_cannot_finish_in_time_is_refused_at_once():
     async def run():
         queue, admission = _busy_queue()
-        rows = TokenRows.from_lists([[1] * 10] * 200)  # 2,000 tokens: 2 s alone, 34 s beside the 16 callers
+        tokens = 2000  # 200 rows of 10: 2 s alone, 34 s beside the 16 callers
         now = time.monotonic()
-        admission.check_deadline(rows, False, now + 60, "new")  # 34 s of 60: admitted
-        admission.check_deadline(rows, True, now + 10, "new")  # a query's own tokens: 2 s
+        admission.check_deadline(tokens, False, now + 60, "new")  # 34 s of 60: admitted
+        admission.check_deadline(tokens, True, now + 10, "new")  # a query's own tokens: 2 s
         with pytest.raises(DeadlineExceededError, match="refused at once") as caught:
-            admission.check_deadline(rows, False, now + 10, "new")
+            admission.check_deadline(tokens, False, now + 10, "new")
         message = str(caught.value)
         assert "about 34.0s of engine time (2000 tokens, and 32000 tokens of other work before or beside it" in message
         refused = admission.metrics.refusals.labels("m", "deadline")._value.get()
