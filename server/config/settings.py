@@ -106,12 +106,12 @@ class ServerConfig:
     tls_client_ca: str | None = advanced(
         None, "Require client certificates signed by this CA (mutual TLS).", existing_file=True
     )
-    max_batch_tokens: int = advanced(16384, "A batch closes at this many tokens.", min=1)
-    max_batch_rows: int = advanced(1024, "... or at this many rows.", min=1)
-    max_batch_delay_ms: float = advanced(2.0, "... or when its oldest row waited this long.", min=0)
+    max_batch_tokens: int = advanced(16384, "An engine step (and a query batch) holds this many tokens at most.", min=1)
+    max_batch_rows: int = advanced(1024, "A batch holds this many rows at most.", min=1)
+    max_batch_delay_ms: float = advanced(2.0, "A batch closes when its oldest row waited this long.", min=0)
     max_batches_per_replica: int = advanced(2, "Batches in flight per engine.", min=1)
     bulk_batch_ms: float = advanced(
-        250.0, "A bulk caller's turn: about this much engine time a batch (0: max_batch_tokens).", min=0
+        250.0, "A bulk caller's turn: about this much engine time a batch (0: max_batch_tokens a batch).", min=0
     )
     interactive_gather_ms: float | None = advanced(
         None,

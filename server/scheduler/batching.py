@@ -1,8 +1,9 @@
 """Token-budget batching: one owner builds every batch a model's replicas run.
 
 Requests arrive already tokenized as :class:`EmbedJob`s. The :class:`BatchQueue` cuts them into
-parts that fit the token budget and closes a batch when it holds ``max_batch_tokens`` (or
-``max_batch_rows``) or when its oldest row has waited ``max_batch_delay``, whichever comes
+parts that fit the token budget and closes a batch when it holds ``max_batch_tokens`` (a bulk
+batch: its budget, up to ``max_bulk_batch_tokens``, which the engine runs as several steps), or
+``max_batch_rows``, or when its oldest row has waited ``max_batch_delay``, whichever comes
 first, or at once while the caller says an engine is idle (waiting would only add latency: the
 rows that pile up while the engines are busy make the next batch anyway). A batch may mix rows
 of several jobs; each job gets its own slice of the raw pooled vectors back (the runtime then
@@ -46,6 +47,7 @@ class BatchQueue:
         max_batch_rows: int,
         max_batch_delay_s: float,
         max_queued_rows: int,
+        max_bulk_batch_tokens: int | None = None,
     ) -> None:
         if max_batch_tokens <= 0 or max_batch_rows <= 0 or max_queued_rows <= 0:
             raise ValueError("batch and queue bounds must be positive")
@@ -53,9 +55,13 @@ class BatchQueue:
         self.max_batch_rows = max_batch_rows
         self.max_batch_delay_s = max_batch_delay_s
         self.max_queued_rows = max_queued_rows
-        # Token budget of a bulk batch; the runtime lowers it to hold an interactive target
-        # (server/engine/pacing.py). Parts larger than it are split by rows when a batch is taken.
-        self.bulk_batch_tokens = max_batch_tokens
+        # A bulk batch may hold several engine steps (the engine cuts it into steps of
+        # max_batch_tokens): fewer, fuller batches spread the server's work per batch, and a
+        # request then fits one batch whole (bench/results/extension.json).
+        self.max_bulk_batch_tokens = max(max_batch_tokens, max_bulk_batch_tokens or 0)
+        # Token budget of a bulk batch; the runtime sizes it to the engines' speed (bulk turns,
+        # server/engine/pacing.py). Parts larger than it are split by rows when a batch is taken.
+        self.bulk_batch_tokens = self.max_bulk_batch_tokens
         # While bulk work runs, how long the oldest interactive row may wait for others to share
         # its engine step: each step carries the model's fixed work (--interactive-gather-ms).
         self.interactive_gather_s = 0.0
@@ -122,9 +128,10 @@ class BatchQueue:
         self.check_room(n)
         start = 0
         parts: list[Part] = []
+        most = self.max_batch_tokens if job.interactive else self.max_bulk_batch_tokens
         while start < n:
             # A row over the budget goes alone.
-            stop = max(job.fit(start, n, self.max_batch_tokens, self.max_batch_rows), start + 1)
+            stop = max(job.fit(start, n, most, self.max_batch_rows), start + 1)
             parts.append(Part(job, start, stop, job.tokens(start, stop)))
             start = stop
         job._pending_parts = len(parts)
@@ -203,9 +210,12 @@ class BatchQueue:
     def _oldest_bulk_enqueued_at(self) -> float:
         return min(q[0].job.enqueued_at for q in self._bulk.values())
 
+    def _bulk_budget(self) -> int:
+        return min(self.max_bulk_batch_tokens, self.bulk_batch_tokens)
+
     def _bulk_full(self) -> bool:
         return (
-            self._queued_tokens - self._queued_interactive_tokens >= min(self.max_batch_tokens, self.bulk_batch_tokens)
+            self._queued_tokens - self._queued_interactive_tokens >= self._bulk_budget()
             or self.queued_bulk_rows >= self.max_batch_rows
         )
 
@@ -282,7 +292,7 @@ class BatchQueue:
         all of them."""
         parts: list[Part] = []
         tokens = rows = 0
-        budget = self.max_batch_tokens if interactive else min(self.max_batch_tokens, self.bulk_batch_tokens)
+        budget = self.max_batch_tokens if interactive else self._bulk_budget()
         while (queue := self._next_queue(interactive)) is not None:
             head = queue[0]
             if head.job.done:

@@ -77,6 +77,8 @@ class ModelRuntime:
             max_batch_rows=config.max_batch_rows,
             max_batch_delay_s=config.max_batch_delay_ms / 1000.0,
             max_queued_rows=config.max_queued_rows,
+            # With bulk turns, a bulk batch is a turn of engine time, up to max_batch_rows rows.
+            max_bulk_batch_tokens=config.max_batch_rows * spec.max_tokens if config.bulk_batch_ms else None,
         )
         self.queue.interactive_gather_s = settings.interactive_gather_s
         self.speed = EngineSpeed()
@@ -335,7 +337,7 @@ class ModelRuntime:
     def _pace(self) -> None:
         """Size the next bulk batches from the engines' measured speed: each bulk caller's turn (the
         engines size their own steps to the interactive target)."""
-        budget = self.config.max_batch_tokens
+        budget = self.queue.max_bulk_batch_tokens
         if self.bulk_turn_s:
             budget = bulk_turn_tokens(
                 self.speed.tokens_per_s,

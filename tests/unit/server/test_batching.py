@@ -251,20 +251,27 @@ def test_bulk_budget_splits_parts_by_rows_and_every_row_arrives_in_order():
     lengths=st.lists(st.integers(0, 40), min_size=1, max_size=60),
     max_tokens=st.integers(1, 120),
     max_rows=st.integers(1, 20),
-    bulk_tokens=st.integers(1, 120),
+    bulk_tokens=st.integers(1, 240),
+    max_bulk_tokens=st.none() | st.integers(1, 240),
 )
 def test_every_cut_is_greedy_within_the_bounds_and_every_row_arrives_once_in_order(
-    lengths, max_tokens, max_rows, bulk_tokens
+    lengths, max_tokens, max_rows, bulk_tokens, max_bulk_tokens
 ):
     """Parts and batches, whatever the rows and bounds: each holds as many rows as fit (a row costs
     its tokens, one at least), never more than fit unless one row alone is over, and the rows come
-    out once each, in order."""
+    out once each, in order. A bulk job's bound is max_bulk_batch_tokens (never below
+    max_batch_tokens)."""
 
     def cost(rows):
         return sum(max(n, 1) for n in rows)
 
     async def run():
-        q = _queue(max_batch_tokens=max_tokens, max_batch_rows=max_rows, max_queued_rows=100)
+        q = _queue(
+            max_batch_tokens=max_tokens,
+            max_batch_rows=max_rows,
+            max_queued_rows=100,
+            max_bulk_batch_tokens=max_bulk_tokens,
+        )
         q.bulk_batch_tokens = bulk_tokens
         job = _job([[7] * n for n in lengths])
         q.submit(job)
@@ -276,8 +283,9 @@ def test_every_cut_is_greedy_within_the_bounds_and_every_row_arrives_once_in_ord
         return parts, batches
 
     parts, batches = asyncio.run(run())
-    budget = min(max_tokens, bulk_tokens)
-    for cuts, tokens_bound, rows_bound in ((parts, max_tokens, max_rows), (batches, budget, max_rows)):
+    most = max(max_tokens, max_bulk_tokens or 0)
+    budget = min(most, bulk_tokens)
+    for cuts, tokens_bound, rows_bound in ((parts, most, max_rows), (batches, budget, max_rows)):
         assert [c[0] for c in cuts] == [0] + [c[1] for c in cuts[:-1]] and cuts[-1][1] == len(lengths)
         for start, stop, tokens in cuts:
             assert tokens == cost(lengths[start:stop])
@@ -408,3 +416,22 @@ def test_a_dispatcher_cancelled_as_rows_arrive_stops():
 
     with pytest.raises(asyncio.CancelledError):
         asyncio.run(run())
+
+
+def test_bulk_batches_may_hold_several_engine_steps_and_interactive_ones_one():
+    """With max_bulk_batch_tokens, a bulk request goes as one batch over max_batch_tokens (the
+    engine cuts it into steps); an interactive request is still cut at max_batch_tokens."""
+
+    async def run():
+        q = _queue(max_batch_tokens=10, max_bulk_batch_tokens=40, max_queued_rows=100)
+        bulk = _job([[1, 2, 3]] * 10)  # 30 tokens
+        query = EmbedJob(rows=[[1, 2, 3]] * 5, future=asyncio.get_running_loop().create_future(), interactive=True)
+        q.submit(bulk)
+        q.submit(query)
+        sizes = []
+        while q.queued_rows:
+            b = await asyncio.wait_for(q.next_batch(), 1)
+            sizes.append((b.interactive_rows, b.row_count, b.tokens))
+        return sizes
+
+    assert asyncio.run(run()) == [(3, 3, 9), (2, 2, 6), (0, 10, 30)]

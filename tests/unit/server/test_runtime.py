@@ -195,13 +195,27 @@ def test_only_batches_with_bulk_rows_measure_the_engines_speed(tiny_spec):
     asyncio.run(run())
 
 
+class BatchSizesBackend(NullBackend):
+    """The null engine, recording the rows of each batch it is given."""
+
+    def __init__(self, spec) -> None:
+        super().__init__(spec, name="batch-sizes")
+        self.rows: list[int] = []
+
+    async def embed(self, rows, interactive_rows=0):
+        self.rows.append(len(rows))
+        return await super().embed(rows, interactive_rows)
+
+
 def test_the_null_engines_bulk_batches_reach_the_full_budget_after_a_window_of_batches(tiny_spec):
     """The null engine takes next to no time: its speed is measured after a window of batches, and
-    its bulk batches then hold max_batch_tokens, not the first, cautious budget."""
+    its bulk batches then hold a whole turn, up to max_batch_rows rows: more tokens than one
+    engine step (max_batch_tokens), so a request of 1,024 rows of 50 tokens goes as one batch."""
 
     async def run():
         config = ServerConfig(replicas=1, max_batches_per_replica=2)
-        runtime = ModelRuntime(tiny_spec, _settings(config), ServerMetrics(), lambda _index: NullBackend(tiny_spec))
+        backend = BatchSizesBackend(tiny_spec)
+        runtime = ModelRuntime(tiny_spec, _settings(config), ServerMetrics(), lambda _index: backend)
         await runtime.start()
         try:
             first = runtime.queue.bulk_batch_tokens
@@ -212,7 +226,13 @@ def test_the_null_engines_bulk_batches_reach_the_full_budget_after_a_window_of_b
             assert runtime.speed.tokens_per_s is None and runtime.queue.bulk_batch_tokens == first
             await runtime.embed_token_ids([row] * 20, BULK, None)
             assert runtime.speed.tokens_per_s > 0
-            assert runtime.queue.bulk_batch_tokens == config.max_batch_tokens
+            full = config.max_batch_rows * tiny_spec.max_tokens
+            assert runtime.queue.bulk_batch_tokens == runtime.queue.max_bulk_batch_tokens == full
+            backend.rows.clear()
+            rows = config.max_batch_rows  # 51,200 tokens: over max_batch_tokens
+            assert rows * len(row) > config.max_batch_tokens
+            result = await runtime.embed_token_ids([row] * rows, BULK, None)
+            assert len(result.embeddings) == rows and backend.rows == [rows]
         finally:
             await runtime.stop()
 
