@@ -12,6 +12,24 @@ _ROW_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096)
 _TIME_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
 
+class ChildrenOnce:
+    """A labelled metric whose children are each made once: prometheus_client's ``labels()``
+    checks and locks on every call, and the event loop calls it about 20 times a request."""
+
+    def __init__(self, metric) -> None:
+        self.metric = metric
+        self._children: dict[tuple[str, ...], object] = {}
+
+    def labels(self, *values: str):
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.metric.labels(*values)
+        return child
+
+    def __getattr__(self, name: str):
+        return getattr(self.metric, name)
+
+
 class ServerMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
@@ -137,6 +155,9 @@ class ServerMetrics:
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.25, 0.5, 1, 5),
             registry=r,
         )
+        for name, metric in list(vars(self).items()):
+            if getattr(metric, "_labelnames", ()):  # (prometheus_client's own record of its labels)
+                setattr(self, name, ChildrenOnce(metric))
 
     def serve_http(self, port: int, addr: str = "127.0.0.1") -> None:
         start_http_server(port, addr=addr, registry=self.registry)
