@@ -162,8 +162,17 @@ class TokenRows:
         [[1, 2], [4], [5, 6]]
         """
         lengths = np.minimum(self.lengths, most)
-        position = np.arange(len(self.ids)) - np.repeat(self.offsets[:-1], self.lengths)
-        return TokenRows(self.ids[position < most], lengths)
+        return TokenRows(self.ids[row_positions(self.offsets, self.lengths) < most], lengths)
+
+
+def row_positions(offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Each token's index within its row, for rows laid end to end (``offsets``: where each starts,
+    then the total).
+
+    >>> row_positions(np.array([0, 3, 3, 5]), np.array([3, 0, 2])).tolist()
+    [0, 1, 2, 0, 1]
+    """
+    return np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
 
 
 def decode_token_rows(payload: bytes, rows: int) -> TokenRows:

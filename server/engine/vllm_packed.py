@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from embedtext.server.engine.frames import row_positions
 from embedtext.server.engine.model_clock import ModelClock
 from embedtext.server.engine.vllm_runner import RunnerNotFoundError, model_runner
 
@@ -62,13 +63,11 @@ class _StepRows:
         np.cumsum(lengths, out=offsets[1:])
         total = int(offsets[-1])
         starts = offsets[:-1]
-        row_of_token = np.repeat(np.arange(len(lengths), dtype=np.int64), lengths)
-        positions = np.arange(total, dtype=np.int64) - starts[row_of_token]
         return cls(
             lengths=lengths,
             starts=starts,
-            row_of_token=row_of_token,
-            positions=positions,
+            row_of_token=np.repeat(np.arange(len(lengths), dtype=np.int64), lengths),
+            positions=row_positions(offsets, lengths),
             offsets=torch.from_numpy(offsets.astype(np.int32)),
             seq_lens=torch.from_numpy(lengths.astype(np.int32)),
             total=total,
