@@ -57,7 +57,7 @@ class BatchQueue:
         self.max_queued_rows = max_queued_rows
         # A bulk batch may hold several engine steps (the engine cuts it into steps of
         # max_batch_tokens): fewer, fuller batches spread the server's work per batch, and a
-        # request then fits one batch whole (bench/results/extension.json).
+        # request then fits one batch whole (docs/benchmarks.md, section extension).
         self.max_bulk_batch_tokens = max(max_batch_tokens, max_bulk_batch_tokens or 0)
         # Token budget of a bulk batch; the runtime sizes it to the engines' speed (bulk turns,
         # server/engine/pacing.py). Parts larger than it are split by rows when a batch is taken.
