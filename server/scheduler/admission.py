@@ -78,7 +78,7 @@ class Admission:
         return rows * self.queue.queued_tokens // max(self.queue.queued_rows, 1)
 
     def check_deadline(self, tokens: int, interactive: bool, deadline: float | None, caller: str = "") -> None:
-        """Refuse at once a request of ``tokens`` (what its rows cost a batch: EmbedJob.tokens) that
+        """Refuse at once a request of ``tokens`` (what its rows cost a batch: EmbedJob.total_tokens) that
         the engines cannot finish before its deadline, instead of failing it when the deadline
         passes. An interactive request waits for its own tokens; a bulk one for its share of the
         queue beside the other bulk callers' (in one FIFO queue, for every queued token)."""

@@ -135,7 +135,7 @@ class BatchQueue:
             parts.append(Part(job, start, stop, job.tokens(start, stop)))
             start = stop
         job._pending_parts = len(parts)
-        job_tokens = job.tokens(0, n)
+        job_tokens = job.total_tokens
         if job.interactive:
             self._interactive.extend(parts)
             self._queued_interactive_rows += n

@@ -44,6 +44,11 @@ class EmbedJob:
         """What rows ``start`` .. ``stop`` - 1 cost a batch."""
         return int(self.token_ends[stop] - self.token_ends[start])
 
+    @property
+    def total_tokens(self) -> int:
+        """What all its rows cost a batch."""
+        return int(self.token_ends[-1])
+
     def fit(self, start: int, stop: int, tokens: int | None, rows: int | None) -> int:
         """The end of the longest run of rows from ``start`` (to ``stop`` at most) within ``tokens``
         and ``rows`` (None: unbounded); ``start`` if not even one row fits."""

@@ -214,7 +214,7 @@ class ModelRuntime:
             caller=options.caller,
             deadline=deadline,
         )
-        self.admission.check_deadline(job.tokens(0, len(job.rows)), interactive, deadline, options.caller)
+        self.admission.check_deadline(job.total_tokens, interactive, deadline, options.caller)
         self.admission.check_room(len(rows))
         self.queue.submit(job)
         return job
