@@ -57,7 +57,7 @@ def _progress(t0: float, message: str) -> None:
     "--gpu-engine-loop",
     type=click.Choice(["auto", "stepped", "packed"]),
     default="auto",
-    help="GPU suite: the servers' loop.",
+    help="GPU suite: the servers' loop (auto: the server's default, packed).",
 )
 @click.option(
     "--gpu-set",

@@ -10,6 +10,7 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
+from pathlib import Path
 
 import duckdb
 import pyarrow as pa
@@ -38,6 +39,13 @@ def _rows(tokens: int, rows: int | None, quick: bool) -> int:
         return rows if tokens == 50 else max(64, rows // 10)
     full = {50: 400_000, 512: 40_000}[tokens]
     return full // 10 if quick else full
+
+
+def gpu_model_dir(models: GeneratedModels, model: str) -> Path:
+    """The suite's model: ``base`` (BERT-base's shape, snowflake-arctic-embed-m-v1.5's cost) or ``tiny``."""
+    if model == "base":
+        return models.get("bert-base", layers=12, hidden=768, heads=12, max_tokens=512, pooling="cls")
+    return models.tiny()
 
 
 def gpu_server_args(
@@ -85,8 +93,7 @@ def run_gpu_suite(
 ) -> list[dict]:
     """Each case is printed and handed to ``on_case`` when it ends, so a run cut short keeps it."""
     progress(f"gpu: model {model}, replicas {tuple(replicas) or GPU_REPLICAS}")
-    base = dict(layers=12, hidden=768, heads=12, max_tokens=512, pooling="cls")
-    model_dir = models.get("bert-base", **base) if model == "base" else models.tiny()
+    model_dir = gpu_model_dir(models, model)
     on_gpu = hardware_info()["gpu"] is not None
     corpus = BenchCorpus(model_dir)
     files: dict[tuple[int, bool], tuple] = {}  # (tokens, for HTTP) -> (path, texts)

@@ -7,22 +7,23 @@
 #
 # 1. the kit's venv and the editable install, unless the venv already imports embedtext;
 # 2. the device's bf16 matmul TFLOP/s (the ceiling's scale) and what the host is;
-# 3. the runs in RUNS, in order, while time is left, each cut where the budget ends, each case written
+# 3. one packed engine in this process, its steps overlapped or one at a time (bench/gpu/packed_overlap.py);
+# 4. the runs in RUNS, in order, while time is left, each cut where the budget ends, each case written
 #    when it ends. A run is rN (N replicas) with options: :packed or :stepped (the engine loop;
-#    ENGINE_LOOP or the device's default otherwise), :http (vLLM's HTTP/JSON server too), :pK (K
-#    server processes sharing the N replicas), :NAME=VALUE (a server setting, `--set`), :mps (under
-#    CUDA's multi-process service, so that replicas' kernels may run at once). The default:
-#    packed steps at 8 and 1 replicas, stepped at 8 (the first run's one replica kept the GPU busier
-#    per token than eight); then 8 packed, where the engines leave the most to the server: in 2
-#    server processes (does one cap them?); under MPS (do 8 processes taking turns on the GPU cap
-#    them?); 2 packed; 1 replica against vLLM's HTTP server; 4.
+#    ENGINE_LOOP or the server's default, packed, otherwise), :http (vLLM's HTTP/JSON server too),
+#    :pK (K server processes sharing the N replicas), :NAME=VALUE (a server setting, `--set`), :mps
+#    (under CUDA's multi-process service, so that replicas' kernels may run at once). The default:
+#    one replica (the last run's one packed replica left the GPU idle 38% of the time at 50 tokens:
+#    do overlapped steps keep it busy?); 8 under MPS (8 processes taking turns on the GPU ran fewer
+#    tokens per busy second than one); 2; 1 against vLLM's HTTP server; 8; 1 with steps of 65,536
+#    tokens (fewer steps, less fixed work a row).
 #    The runs share one workdir (WORK), so the model is made once;
-# 4. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s; after each run,
+# 5. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s; after each run,
 #    both over each case's window (bench/gpu/summarize.py, OUT/summary.json).
 # Everything lands under OUT as it goes: a run cut short keeps what it finished.
 #
 # On a CPU, rehearse the code path:
-#   VENV=.venv GPU_MODEL=tiny ROWS=200 RUNS="r2:packed r2 r1:http r2:p2" bash bench/gpu/headline.sh - OUT 900
+#   VENV=.venv GPU_MODEL=tiny ROWS=200 RUNS="r2 r2:stepped r1:http r2:p2" bash bench/gpu/headline.sh - OUT 900
 set -uo pipefail
 PARTS=$1
 OUT=$2
@@ -73,6 +74,20 @@ print(json.dumps({"device": name, "bf16_matmul_tflops": round(2 * n**3 * runs / 
 PY
 note "matmul: $(cat "$OUT/matmul.json")"
 
+# One packed engine in this process, its steps overlapped (what an unpaced engine does on a GPU) or
+# one at a time, in rotating rounds: does the device compute while the host prepares the next step?
+if [[ ${OVERLAP_PROBE:-on} == on ]]; then
+  device=cpu
+  command -v nvidia-smi >/dev/null && device=cuda
+  t=$(left)
+  note "packed-overlap: one engine, steps overlapped or not (at most $((t < 240 ? t : 240))s)"
+  timeout -k 10 $((t < 240 ? t : 240)) "$VENV/bin/python" bench/gpu/packed_overlap.py "${WORK:-$HOME/gpu-bench-work}" \
+    "$OUT/packed-overlap.json" --gpu-model "${GPU_MODEL:-base}" --device $device ${ROWS:+--rows "$ROWS"} \
+    >"$OUT/packed-overlap.log" 2>&1
+  note "packed-overlap: exit $?"
+  grep -E '^\{"command"' "$OUT/packed-overlap.log" | tee -a "$OUT/headline.log"
+fi
+
 run() {  # NAME ARGS...: one gpu-suite run, cut where the budget ends
   local name=$1 t
   shift
@@ -97,7 +112,7 @@ mps_start() {  # CUDA's multi-process service, where the host has it: false wher
 }
 mps_stop() { echo quit | nvidia-cuda-mps-control >>"$OUT/headline.log" 2>&1; }
 
-for spec in ${RUNS:-r8:packed r1:packed r8 r8:packed:p2 r8:packed:mps r2:packed r1:http r4}; do
+for spec in ${RUNS:-r1 r8:mps r2 r1:http r8 r1:max_batch_tokens=65536}; do
   replicas=${spec%%:*} opts=${spec#*:}
   [[ $spec == *:* ]] || opts=""
   args=(--replicas "${replicas#r}")

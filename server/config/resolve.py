@@ -118,10 +118,11 @@ def resolve(
 ) -> ResolvedSettings:
     """``config``'s choices on ``device`` (by default: ``--device``, or for auto a GPU if torch sees one).
 
-    - ``engine_loop=auto``: packed on a CPU, stepped on a GPU. Packed steps (vLLM's model on each
-      step's rows at once) cut the engine's own work a row and give the same vectors (bench: --only
-      engine-overhead); a GPU keeps vLLM's request per row until a GPU run has measured packed steps
-      there. Either way the server steps each engine in a worker process of its own.
+    - ``engine_loop``: packed on either device. Packed steps (vLLM's model on each step's rows at
+      once) cut the engine's own work a row and give the same vectors (bench: --only
+      engine-overhead); on an H200 they ran 1.28x the tokens/s of vLLM's request per row at 50
+      tokens with 8 replicas, 4.4x with one (bench/results/gpu-headline-h200-packed/). Either way
+      the server steps each engine in a worker process of its own.
     - ``--interactive-slo-ms`` unset: 250 ms on a CPU, whose engine steps at --max-batch-tokens take
       seconds; 20 ms on a GPU.
     - ``--memory-fraction`` unset: 0.9 of a GPU, 0.2 of a CPU's memory.
@@ -161,7 +162,7 @@ def resolve(
     ('', 'null', False, None)
     >>> r = resolve(ServerConfig(), "cuda")
     >>> (r.engine_loop, r.backend, r.interactive_slo_s, r.memory_fraction, r.interactive_replica)
-    ('stepped', 'vllm-stepped', 0.02, 0.9, True)
+    ('packed', 'vllm-packed', 0.02, 0.9, True)
     >>> cpu = resolve(ServerConfig(), "cpu")
     >>> (cpu.interactive_replica, cpu.interactive_gather_s, r.interactive_gather_s)
     (True, 0.075, 0.0)
@@ -184,10 +185,8 @@ def resolve(
         device = detect_device() if config.device == "auto" and vllm else config.device
     if not vllm:
         loop = ""
-    elif config.engine_loop != "auto":
-        loop = config.engine_loop
     else:
-        loop = "packed" if device == "cpu" else "stepped"
+        loop = config.engine_loop
     slo_ms = config.interactive_slo_ms
     if slo_ms is None:
         slo_ms = default_interactive_slo_ms(device) if vllm else 0.0

@@ -161,9 +161,9 @@ class ServerConfig:
     )
     tokenizer_threads: int = advanced(2, "Threads that tokenize requests ahead of the engines.", min=1)
     engine_loop: str = advanced(
-        "auto",
-        choices=("auto", "stepped", "packed"),
-        help="packed: one call of vLLM's model a step; stepped: vLLM's request per row; auto: packed on a CPU.",
+        "packed",
+        choices=("stepped", "packed"),
+        help="packed: one call of vLLM's model a step; stepped: vLLM's request per row (bench: engine-overhead).",
     )
 
     def __post_init__(self) -> None:

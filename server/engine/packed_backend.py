@@ -12,7 +12,9 @@ this vLLM or model cannot run packed, it says why in the log and steps vLLM's re
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+from typing import Any
 
 import numpy as np
 
@@ -38,6 +40,16 @@ def check_rows(vocab_size: int, max_tokens: int, seed: int = 0) -> list[list[int
     return [rng.integers(0, vocab_size, size=n).tolist() for n in lengths]
 
 
+@dataclasses.dataclass(frozen=True)
+class _InFlight:
+    """A launched step: its runs of rows (batch, start, end), and what its speed counts."""
+
+    runs: list
+    launched: Any  # vllm_packed.LaunchedStep
+    measured: bool
+    tokens: int
+
+
 class PackedVllmBackend(SteppedVllmBackend):
     """vLLM's engine built in this process; each step one packed call of its model."""
 
@@ -46,6 +58,10 @@ class PackedVllmBackend(SteppedVllmBackend):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.packed = None  # vllm_packed.PackedModel, once it passed its check
+        # Whether the next step is launched before this one's vectors are collected: where the
+        # device computes after a launch returns (a GPU), so that it need not wait for the host's
+        # work between steps; and only on unpaced engines, where no query waits for that step.
+        self.overlaps_steps = False
         self._out: dict[int, np.ndarray] = {}  # id(batch) -> its vectors so far
 
     def _build(self):
@@ -64,9 +80,14 @@ class PackedVllmBackend(SteppedVllmBackend):
             log.warning("%s: packed steps off, vLLM's request per row instead: %s", self.name, why)
             return engine
         log.info(
-            "%s: packed steps, %s pooling (least cosine to vLLM's own vectors %.7f)", self.name, packed.pooling, least
+            "%s: packed steps, %s pooling (least cosine to vLLM's own vectors %.7f)%s",
+            self.name,
+            packed.pooling,
+            least,
+            ", each launched while the last one computes" if packed.asynchronous and self.pacer is None else "",
         )
         self.packed = packed
+        self.overlaps_steps = packed.asynchronous and self.pacer is None
         return engine
 
     @property
@@ -92,29 +113,41 @@ class PackedVllmBackend(SteppedVllmBackend):
         if self.packed is None:
             super()._loop()
             return
+        in_flight: _InFlight | None = None  # launched, not yet collected: only where steps overlap
         while True:
-            cancelled = self.wait_for_work(lambda: False)  # a step holds no rows once it returns
+            cancelled = self.wait_for_work(lambda: in_flight is not None)  # no wait while a step computes
             if cancelled is None:
                 break
             for batch in cancelled:
                 self._out.pop(id(batch), None)
                 self.fail(batch)
             step = self.next_step()
-            if not step:
-                continue
-            runs = step_runs(step)
-            ids = np.concatenate([batch.rows.take(start, end) for batch, start, end in runs])
-            lengths = np.concatenate([batch.rows.lengths[start:end] for batch, start, end in runs])
-            measured = carries_bulk(step)
-            self.step_started(measured)
-            vectors = self.packed.embed(ids, lengths)
-            at = 0
-            for batch, start, end in runs:
+            launched = self._launch(step) if step else None
+            if in_flight is not None:
+                self._collect(in_flight)
+            in_flight = launched
+            if in_flight is not None and not self.overlaps_steps:
+                self._collect(in_flight)
+                in_flight = None
+
+    def _launch(self, step) -> _InFlight:
+        runs = step_runs(step)
+        ids = np.concatenate([batch.rows.take(start, end) for batch, start, end in runs])
+        lengths = np.concatenate([batch.rows.lengths[start:end] for batch, start, end in runs])
+        measured = carries_bulk(step)
+        self.step_started(measured)
+        return _InFlight(runs, self.packed.launch(ids, lengths), measured, int(ids.shape[0]))
+
+    def _collect(self, step: _InFlight) -> None:
+        vectors = self.packed.collect(step.launched)
+        at = 0
+        for batch, start, end in step.runs:
+            if not batch.cancelled:  # cancelled while its rows computed: its caller has gone
                 self._scatter(batch, start, end, vectors[at : at + end - start])
-                at += end - start
-                if batch.done and not batch.cancelled:
+                if batch.done:
                     self.deliver(batch, self._out.pop(id(batch)))
-            self.step_ended(measured, int(ids.shape[0]))
+            at += end - start
+        self.step_ended(step.measured, step.tokens)
 
     def _scatter(self, batch: StepBatch, start: int, end: int, vectors: np.ndarray) -> None:
         out = self._out.get(id(batch))

@@ -75,6 +75,15 @@ class _StepRows:
         )
 
 
+@dataclasses.dataclass(frozen=True)
+class LaunchedStep:
+    """A packed step handed to the device: its pooled vectors on the host once ``copied`` (a CUDA
+    event; None where the step ran as it was launched, on a CPU)."""
+
+    vectors: Any  # float32 tensor, rows x dim, in host memory
+    copied: Any
+
+
 class PackedModelError(Exception):
     """This vLLM or model cannot run packed; the message says why (the engine's own path serves)."""
 
@@ -112,6 +121,9 @@ class PackedModel:
         # (server/engine/model_clock.py).
         self._forward = clock.timed(self.model)
         self.device = runner.device
+        # A GPU runs a step's kernels after its launch returns: the engine thread may then prepare
+        # the next step meanwhile (server/engine/packed_backend.py). A CPU computes as it launches.
+        self.asynchronous = torch.device(self.device).type == "cuda"
         model_config = self.vllm_config.model_config
         self.pooling = _pooling(model_config)
         self.vocab_size = int(model_config.get_vocab_size())
@@ -159,11 +171,23 @@ class PackedModel:
     def embed(self, ids: np.ndarray, lengths: np.ndarray) -> np.ndarray:
         """Pooled float32 vectors, (rows, dim), of rows given as their ids end to end (int32) and
         their lengths (each 1 .. max_tokens, ids below the vocabulary's size: the caller checks)."""
+        return self.collect(self.launch(ids, lengths))
+
+    def launch(self, ids: np.ndarray, lengths: np.ndarray) -> LaunchedStep:
+        """``embed``'s step handed to the device: on a GPU it returns as the kernels are queued,
+        so the host can prepare the next step while the device computes this one (``collect``)."""
         torch = self.torch
         step = _StepRows.of(lengths, torch)
         rows, total = len(lengths), step.total
-        input_ids = torch.from_numpy(ids.astype(np.int32, copy=False)).to(self.device, non_blocking=True)
-        positions = torch.from_numpy(step.positions).to(self.device, non_blocking=True)
+        to_device = self._to_device
+        input_ids = to_device(ids.astype(np.int32, copy=False))
+        positions = to_device(step.positions)
+        # Pooling's indices go before the forward: a copy from pageable memory queued behind the
+        # forward would hold the host until the device got to it.
+        if self.pooling == "mean":
+            owners, divisors = to_device(step.row_of_token), to_device(lengths.astype(np.float32))
+        else:
+            picks = to_device(step.starts if self.pooling == "cls" else step.starts + lengths - 1)
         with torch.inference_mode():
             if self._cpu_metadata is not None:
                 metadata, slots = self._cpu_step_metadata(step)
@@ -173,16 +197,29 @@ class PackedModel:
             with self._set_forward_context(metadata, self.vllm_config, num_tokens=total, **extra):
                 hidden = self._forward(input_ids=input_ids, positions=positions)
             hidden = hidden[:total]
-            if self.pooling == "cls":
-                pooled = hidden[torch.from_numpy(step.starts).to(hidden.device)].float()
-            elif self.pooling == "last":
-                pooled = hidden[torch.from_numpy(step.starts + lengths - 1).to(hidden.device)].float()
-            else:  # mean: a segment sum in float32
-                owners = torch.from_numpy(step.row_of_token).to(hidden.device)
+            if self.pooling == "mean":  # a segment sum in float32
                 pooled = torch.zeros((rows, hidden.shape[1]), dtype=torch.float32, device=hidden.device)
                 pooled.index_add_(0, owners, hidden.float())
-                pooled /= torch.from_numpy(lengths.astype(np.float32)).to(hidden.device)[:, None]
-            return pooled.cpu().numpy()
+                pooled /= divisors[:, None]
+            else:
+                pooled = hidden[picks].float()
+            if not self.asynchronous:
+                return LaunchedStep(pooled, None)
+            host = torch.empty(pooled.shape, dtype=torch.float32, pin_memory=True)
+            host.copy_(pooled, non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record()
+            return LaunchedStep(host, copied)
+
+    @staticmethod
+    def collect(launched: LaunchedStep) -> np.ndarray:
+        """A launched step's vectors, once the device has them (float32, rows x dim)."""
+        if launched.copied is not None:
+            launched.copied.synchronize()
+        return launched.vectors.numpy()
+
+    def _to_device(self, array: np.ndarray):
+        return self.torch.from_numpy(array).to(self.device, non_blocking=True)
 
     def _step_metadata(self, step: _StepRows, positions) -> tuple[dict, dict]:
         """Each attention layer's metadata from its backend's builder, for rows computed whole."""

@@ -4,10 +4,10 @@ Two servers start side by side (engine start-up dominates the suite's time):
 * ``minilm``: the real all-MiniLM-L6-v2 (default model) on the server's defaults as ``resolve``
   picks them for this host: on a CPU of at most 2 cores, a bulk engine per core on one thread each
   and an interactive replica for queries, each a worker process whose engine the server steps
-  itself, each step one packed call of vLLM's model (``engine_loop=packed``, the CPU's default).
+  itself, each step one packed call of vLLM's model (``engine_loop=packed``, the default).
   Only the dtype is fixed (float32, tests/conftest.py), so vectors equal the reference's;
 * ``tiny``: a generated 2-layer BERT (deterministic), two replicas stepped through vLLM's request
-  per row (``engine_loop=stepped``, the GPU's default), with metrics. It runs queries and bulk work
+  per row (``engine_loop=stepped``, the path a packed engine falls back to), with metrics. It runs queries and bulk work
   on the same engines (``interactive_replica=off``, the setting for a host without memory for an
   interactive replica): the order of work within one engine and its paced steps are what its
   tests check.
@@ -121,7 +121,7 @@ def servers(tiny_model_dir, tmp_path_factory):
             "interactive_replica=off",  # queries and bulk work on the same engines
             *TINY_ENGINE_ARGS,
             "--set",
-            "engine_loop=stepped",  # the GPU's default: vLLM's requests, tested on a CPU here
+            "engine_loop=stepped",  # vLLM's requests: what a packed engine falls back to
         ],
         log_path=logs / "tiny.log",
     )

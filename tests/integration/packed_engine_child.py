@@ -44,6 +44,11 @@ def _case(model: str, source: str, dtype: str) -> dict:
             vectors = np.concatenate([first, second])
             alone = await backend.embed(rows)
             packed_seconds = backend.take_model_seconds()  # the packed path's own calls of the model
+            # A GPU's loop on this CPU: each step launched before the last one's vectors are collected.
+            backend.overlaps_steps = True
+            first, second = await asyncio.gather(backend.embed(rows[:30]), backend.embed(rows[30:], 4))
+            overlapped = np.concatenate([first, second])
+            backend.overlaps_steps = False
             least, norm_error = backend.packed.check(backend._engine, rows)  # the engine's own request path
             # Every attention backend but vLLM-CPU's (a GPU's) has its metadata from the backend's
             # own builder: that path too, here on the CPU builder, against the same request path.
@@ -60,6 +65,7 @@ def _case(model: str, source: str, dtype: str) -> dict:
                 "builder_least_cosine": builder_least,
                 "builder_norm_error": builder_norm_error,
                 "batches_in_order": bool(np.allclose(vectors, alone, rtol=0, atol=1e-5)),
+                "overlapped_steps_in_order": bool(np.allclose(vectors, overlapped, rtol=0, atol=1e-5)),
                 "model_seconds": [runner_seconds, packed_seconds],
             }
         finally:

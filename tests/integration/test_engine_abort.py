@@ -2,7 +2,8 @@
 inside the engine, not only dropped by the server.
 
 The server-level test (test_faults: a deadline shorter than the work) sees that no further
-batches start; this one looks inside vLLM, for both engine loops: once the cancelled ``embed``
+batches start; this one looks inside vLLM, for both engine loops (the packed one also as a GPU runs it, each step
+launched before the last is collected): once the cancelled ``embed``
 returns (AsyncLLM), or once the engine thread has taken the cancellation (the stepped engine,
 at the end of the step it runs), the engine holds none of the batch's requests (vLLM's own count
 of unfinished requests) and the stepped replica none of its queued rows; the same engine embeds
@@ -40,7 +41,7 @@ def _scenario(model_dir: str, loop: str) -> dict:
     settings = EngineSettings(
         memory_fraction=0.1, max_batch_tokens=2048, max_num_seqs=64, device="cpu", dtype="float32", enforce_eager=True
     )
-    kind = {"stepped": SteppedVllmBackend, "packed": PackedVllmBackend}[loop]
+    kind = {"stepped": SteppedVllmBackend, "packed": PackedVllmBackend, "packed-overlapped": PackedVllmBackend}[loop]
     backend = kind(spec, settings, name="abort-test")
 
     def unfinished() -> int:
@@ -49,6 +50,8 @@ def _scenario(model_dir: str, loop: str) -> dict:
 
     async def run() -> dict:
         await backend.start()
+        if loop == "packed-overlapped":  # a GPU's loop on this CPU: a step is in flight as the batch goes
+            backend.overlaps_steps = True
         try:
             work = asyncio.ensure_future(backend.embed(rows))
             # The engine thread has taken the batch (it adds a step's worth of rows at a time).
@@ -75,6 +78,7 @@ def _scenario(model_dir: str, loop: str) -> dict:
             out["next_shape"] = list(vectors.shape)
             out["next_finite"] = bool(np.isfinite(vectors).all())
             out["dim"] = spec.dim
+            out["vectors_held"] = len(getattr(backend, "_out", {}))  # the packed loop's partial batches
             return out
         finally:
             await backend.stop()
@@ -84,7 +88,7 @@ def _scenario(model_dir: str, loop: str) -> dict:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("loop", ["stepped", "packed"])
+@pytest.mark.parametrize("loop", ["stepped", "packed", "packed-overlapped"])
 def test_a_cancelled_batch_is_aborted_in_the_engine(tiny_model_dir, loop):
     done = subprocess.run(
         [sys.executable, __file__, str(tiny_model_dir), loop],
@@ -103,6 +107,7 @@ def test_a_cancelled_batch_is_aborted_in_the_engine(tiny_model_dir, loop):
         f"{got['in_engine_after']} of {got['in_engine_before']} requests still in the engine"
     )
     assert got["next_shape"] == [3, got["dim"]] and got["next_finite"]
+    assert got["vectors_held"] == 0  # nothing of the cancelled batch stays behind
 
 
 if __name__ == "__main__":

@@ -68,7 +68,7 @@ def test_packed_steps_on_the_gpu_kits_vllm():
     assert version.stdout.strip() == GPU_KIT_VLLM, version.stderr
     got = _run_cases(GPU_KIT_PYTHON, {"default": "default"}, [("default", "float32")])[("default", "float32")]
     assert got["packed"], got.get("why")
-    assert got["least_cosine"] >= CHECK_MIN_COSINE and got["batches_in_order"]
+    assert got["least_cosine"] >= CHECK_MIN_COSINE and got["batches_in_order"] and got["overlapped_steps_in_order"]
     assert got["norm_error"] <= CHECK_MAX_NORM_ERROR
     assert min(got["model_seconds"]) > 0.0  # the model's forward is timed on both paths of this vLLM
     # The GPU's path: attention metadata from the backend's own builder, on this vLLM.
@@ -87,4 +87,6 @@ def test_packed_steps_give_the_engines_own_vectors(packed_results, model, dtype)
     assert got["builder_least_cosine"] >= CHECK_MIN_COSINE and got["builder_norm_error"] <= CHECK_MAX_NORM_ERROR
     # The server's batches in several packed steps (interactive rows first) come back in their order.
     assert got["batches_in_order"]
+    # ... and so do they where each step is launched before the last is collected (a GPU's loop).
+    assert got["overlapped_steps_in_order"]
     assert min(got["model_seconds"]) > 0.0, got["model_seconds"]  # vLLM's runner's forward, then the packed call

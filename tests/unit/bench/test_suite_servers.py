@@ -66,8 +66,8 @@ def test_the_gpu_suite_runs_bulk_work_alone_unless_told_to_keep_the_default_targ
     assert not bulk.interactive_replica  # every engine runs the bulk work
     tag, config, paced = on_gpu(paced=True)
     assert tag == "r8_p2_paced" and paced.stepped and paced.interactive_slo_s == 0.02
-    # The GPU's default (stepped) and packed steps, side by side in a headline run.
-    assert on_gpu()[2].engine_loop == "stepped"
+    # The default (packed steps) and vLLM's requests, side by side in a headline run.
+    assert on_gpu()[2].engine_loop == "packed"
     tag, config, packed = on_gpu(engine_loop="packed")
     assert tag == "r8_p2_packed" and packed.backend == "vllm-packed" and packed.interactive_slo_s is None
     tag, config, stepped = on_gpu(engine_loop="stepped")

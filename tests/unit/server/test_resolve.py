@@ -19,13 +19,13 @@ def test_every_vllm_engine_lives_in_its_replicas_worker_and_the_null_engine_in_t
 @pytest.mark.parametrize(
     "setting, device, engine, stepped",
     [
-        ("auto", "cpu", "vllm", True),  # one vLLM import at start-up, steps paced by the server
-        ("auto", "cuda", "vllm", True),
+        ("packed", "cpu", "vllm", True),  # one vLLM import at start-up, steps paced by the server
         ("packed", "cuda", "vllm", True),
-        ("auto", "cpu", "null", False),  # the null engine has no steps
+        ("stepped", "cuda", "vllm", True),
+        ("packed", "cpu", "null", False),  # the null engine has no steps
     ],
 )
-def test_engine_loop_auto_steps_the_engine_on_either_device(setting, device, engine, stepped):
+def test_either_engine_loop_steps_the_engine_on_either_device(setting, device, engine, stepped):
     assert resolve(ServerConfig(engine_loop=setting, engine=engine), device).stepped is stepped
 
 
@@ -126,14 +126,17 @@ def test_interactive_gather_auto_waits_for_queries_on_a_cpu_beside_an_interactiv
 @pytest.mark.parametrize(
     ("loop", "device", "resolved", "backend"),
     [
-        ("auto", "cpu", "packed", "vllm-packed"),  # vLLM's model on each step's rows at once
-        ("auto", "cuda", "stepped", "vllm-stepped"),  # vLLM's requests until a GPU run measures packed steps
-        ("packed", "cuda", "packed", "vllm-packed"),  # one setting away
+        (None, "cpu", "packed", "vllm-packed"),  # vLLM's model on each step's rows at once
+        (None, "cuda", "packed", "vllm-packed"),  # measured on an H200: bench/results/gpu-headline-h200-packed/
+        ("stepped", "cuda", "stepped", "vllm-stepped"),  # vLLM's requests, one setting away
         ("stepped", "cpu", "stepped", "vllm-stepped"),
     ],
 )
-def test_packed_steps_are_the_cpus_engine_loop_and_one_setting_away_on_a_gpu(loop, device, resolved, backend):
-    settings = resolve(ServerConfig(engine_loop=loop), device, flags=frozenset())
+def test_packed_steps_are_the_engine_loop_on_either_device_and_requests_one_setting_away(
+    loop, device, resolved, backend
+):
+    config = ServerConfig() if loop is None else ServerConfig(engine_loop=loop)
+    settings = resolve(config, device, flags=frozenset())
     assert (settings.engine_loop, settings.backend) == (resolved, backend)
     # Both step their engines in a worker process, paced and split by the same rules.
     assert settings.stepped and settings.engine_processes

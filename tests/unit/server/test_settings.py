@@ -25,7 +25,7 @@ def test_bounds_must_be_positive():
 
 
 def test_the_engine_loop_is_stepped_or_packed():
-    with pytest.raises(ValueError, match="engine_loop must be auto, stepped or packed, not 'async'"):
+    with pytest.raises(ValueError, match="engine_loop must be stepped or packed, not 'async'"):
         ServerConfig(engine_loop="async")
 
 
@@ -155,7 +155,7 @@ def test_the_options_refuse_what_the_config_refuses():
 
     for args, message in (
         (["--replicas", "0"], "x>=1"),
-        (["--set", "engine_loop=own"], "engine_loop must be auto, stepped or packed, not 'own'"),
+        (["--set", "engine_loop=own"], "engine_loop must be stepped or packed, not 'own'"),
         (["--dtype", "fp8"], "'fp8' is not one of"),
     ):
         result = CliRunner().invoke(cli.serve_command, args)
