@@ -8,6 +8,10 @@ scatters runs of consecutive rows, not rows.
 
 As it starts, the backend compares the packed vectors of a few rows with the engine's own; where
 this vLLM or model cannot run packed, it says why in the log and steps vLLM's requests instead.
+
+On a GPU, an engine that no query paces launches each step before it collects the last one's
+vectors, so the device computes while the host gathers, scatters and delivers rows. A paced engine
+keeps one step at a time: a query would otherwise wait for one step more.
 """
 
 from __future__ import annotations
