@@ -14,9 +14,10 @@
 #    :pK (K server processes sharing the N replicas), :NAME=VALUE (a server setting, `--set`), :mps
 #    (under CUDA's multi-process service, so that replicas' kernels may run at once). The default:
 #    one replica (the last run's one packed replica left the GPU idle 38% of the time at 50 tokens:
-#    do overlapped steps keep it busy?); 8 under MPS (8 processes taking turns on the GPU ran fewer
-#    tokens per busy second than one); 2; 1 against vLLM's HTTP server; 8; 1 with steps of 65,536
-#    tokens (fewer steps, less fixed work a row).
+#    do overlapped steps keep it busy?); 1 with steps of 65,536 tokens (its forward's host time was
+#    about the same a step at 50 and 512 tokens: fewer steps, less of it a row); 8 under MPS (8
+#    processes taking turns on the GPU ran fewer tokens per busy second than one); 2; 1 against
+#    vLLM's HTTP server; 8.
 #    The runs share one workdir (WORK), so the model is made once;
 # 5. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s; after each run,
 #    both over each case's window (bench/gpu/summarize.py, OUT/summary.json).
@@ -112,7 +113,7 @@ mps_start() {  # CUDA's multi-process service, where the host has it: false wher
 }
 mps_stop() { echo quit | nvidia-cuda-mps-control >>"$OUT/headline.log" 2>&1; }
 
-for spec in ${RUNS:-r1 r8:mps r2 r1:http r8 r1:max_batch_tokens=65536}; do
+for spec in ${RUNS:-r1 r1:max_batch_tokens=65536 r8:mps r2 r1:http r8}; do
   replicas=${spec%%:*} opts=${spec#*:}
   [[ $spec == *:* ]] || opts=""
   args=(--replicas "${replicas#r}")
