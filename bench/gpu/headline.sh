@@ -7,7 +7,8 @@
 #
 # 1. the kit's venv and the editable install, unless the venv already imports embedtext;
 # 2. the device's bf16 matmul TFLOP/s (the ceiling's scale) and what the host is;
-# 3. one packed engine in this process, its steps overlapped or one at a time (bench/gpu/packed_overlap.py);
+# 3. one packed engine in this process, its steps of 16,384 or 65,536 tokens, overlapped or one at a
+#    time (bench/gpu/packed_overlap.py);
 # 4. the runs in RUNS, in order, while time is left, each cut where the budget ends, each case written
 #    when it ends. A run is rN (N replicas) with options: :packed or :stepped (the engine loop;
 #    ENGINE_LOOP or the server's default, packed, otherwise), :http (vLLM's HTTP/JSON server too),
@@ -75,13 +76,14 @@ print(json.dumps({"device": name, "bf16_matmul_tflops": round(2 * n**3 * runs / 
 PY
 note "matmul: $(cat "$OUT/matmul.json")"
 
-# One packed engine in this process, its steps overlapped (what an unpaced engine does on a GPU) or
-# one at a time, in rotating rounds: does the device compute while the host prepares the next step?
+# One packed engine in this process, its steps of 16,384 or 65,536 tokens, overlapped (what an unpaced
+# engine does on a GPU) or one at a time, in rotating rounds: does the device compute while the host
+# prepares the next step, and do larger steps leave it more to compute?
 if [[ ${OVERLAP_PROBE:-on} == on ]]; then
   device=cpu
   command -v nvidia-smi >/dev/null && device=cuda
   t=$(left)
-  note "packed-overlap: one engine, steps overlapped or not (at most $((t < 240 ? t : 240))s)"
+  note "packed-overlap: one engine, two step sizes, steps overlapped or not (at most $((t < 240 ? t : 240))s)"
   timeout -k 10 $((t < 240 ? t : 240)) "$VENV/bin/python" bench/gpu/packed_overlap.py "${WORK:-$HOME/gpu-bench-work}" \
     "$OUT/packed-overlap.json" --gpu-model "${GPU_MODEL:-base}" --device $device ${ROWS:+--rows "$ROWS"} \
     >"$OUT/packed-overlap.log" 2>&1

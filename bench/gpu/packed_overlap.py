@@ -1,13 +1,13 @@
-"""One packed engine in this process, its steps overlapped (each launched while the last one
-computes: what an unpaced engine on a GPU does) or one at a time, in rotating rounds: rows/s, the
-engine thread's CPU a row, and how close the two ways' vectors are. The GPU headline runs it first
-(bench/gpu/headline.sh); on a CPU it rehearses the code path (there a launch computes, so nothing
-overlaps):
+"""One packed engine in this process, in four ways side by side in rotating rounds: steps of the
+server's default size or four times that, each launched while the last one computes (what an
+unpaced engine on a GPU does) or one at a time. For each: rows/s, the engine thread's CPU a row, and
+the least cosine of its vectors to one step at a time at the default size. The GPU headline runs it
+first (bench/gpu/headline.sh); on a CPU it rehearses the code path (there a launch computes, so
+nothing overlaps):
 
-    python bench/gpu/packed_overlap.py WORKDIR OUT.json [--gpu-model base] [--rows 200000] [--rounds 3] [--device cuda]
+    python bench/gpu/packed_overlap.py WORKDIR OUT.json [--gpu-model base] [--rows 100000] [--rounds 2] [--device cuda]
 
 The model is the gpu suite's (``--gpu-model``), made in WORKDIR unless that already holds it.
-
 Batches go as the server sends bulk work: 1,024 rows each, 4 in flight.
 """
 
@@ -31,7 +31,11 @@ from embedtext.server.engine.frames import TokenRows
 BATCH_ROWS = 1024
 IN_FLIGHT = 4
 TOKENS = (50, 512)
-COMPARED_ROWS = 2048  # the rows whose vectors both ways are compared
+COMPARED_ROWS = 2048  # the rows whose vectors every way are compared
+# Steps of the server's default size, and four times that: a forward's host time on a GPU was about
+# the same a step at 50 and 512 tokens (bench/results/gpu-headline-h200-packed/), so larger steps
+# spend less of it a row, and leave the device more to compute while the host prepares the next.
+STEP_TOKENS = (16384, 65536)
 
 
 def engine_thread_cpu_s() -> float:
@@ -80,7 +84,7 @@ async def run(args, spec) -> dict:
 
     settings = EngineSettings(
         memory_fraction=args.memory_fraction,
-        max_batch_tokens=args.max_batch_tokens,
+        max_batch_tokens=max(STEP_TOKENS),  # vLLM sizes its engine for the longest step
         max_num_seqs=1024,
         device=args.device,
         enforce_eager=args.device == "cpu",
@@ -95,26 +99,28 @@ async def run(args, spec) -> dict:
         out["overlaps_by_default"] = backend.overlaps_steps
         vocab = backend.packed.vocab_size
         sets = {t: random_rows(args.rows if t == 50 else args.rows // 10, t, vocab, seed=t) for t in TOKENS}
-        for rows in sets.values():  # warm both ways (compiles and allocations)
-            for overlap in (False, True):
-                backend.overlaps_steps = overlap
+        ways = [(step, overlap) for step in STEP_TOKENS for overlap in (False, True)]
+        for rows in sets.values():  # warm every way (compiles and allocations)
+            for way in ways:
+                backend._step_tokens, backend.overlaps_steps = way
                 await embed_all(backend, rows.slice(0, min(len(rows.lengths), BATCH_ROWS * IN_FLIGHT)))
         vectors: dict = {}
         for round_ in range(args.rounds):
             for tokens, rows in sets.items():
-                ways = (False, True) if round_ % 2 == 0 else (True, False)
-                for overlap in ways:
-                    backend.overlaps_steps = overlap
+                for step, overlap in ways[round_ % len(ways) :] + ways[: round_ % len(ways)]:  # rotating
+                    backend._step_tokens, backend.overlaps_steps = step, overlap
                     cpu0, t0 = engine_thread_cpu_s(), time.perf_counter()
                     got = await embed_all(backend, rows)
                     seconds, cpu, ended = time.perf_counter() - t0, engine_thread_cpu_s() - cpu0, time.time()
                     if round_ == 0:
-                        vectors[tokens, overlap] = got
+                        vectors[tokens, step, overlap] = got
                     count = len(rows.lengths)
+                    way = f"{'overlapped' if overlap else 'serial'}_steps{step}"
                     case = {
-                        "name": f"packed_{'overlapped' if overlap else 'serial'}_{tokens}tok_round{round_}",
+                        "name": f"packed_{way}_{tokens}tok_round{round_}",
                         "engine_loop": "packed, overlapped" if overlap else "packed",
                         "tokens_per_row": tokens,
+                        "step_tokens": step,
                         "overlapped": overlap,
                         "round": round_,
                         "rows": count,
@@ -125,18 +131,18 @@ async def run(args, spec) -> dict:
                     }
                     out["cases"].append(case)
                     print(json.dumps(case), flush=True)
+        small, large = STEP_TOKENS
         for tokens in TOKENS:
-            rounds = [c for c in out["cases"] if c["tokens_per_row"] == tokens]
-            ratios = [
-                on["rows_per_s"] / off["rows_per_s"]
-                for on in rounds
-                if on["overlapped"]
-                for off in rounds
-                if not off["overlapped"] and off["round"] == on["round"]
-            ]
-            out[f"overlapped_vs_serial_rows_per_s_{tokens}tok"] = round(statistics.median(ratios), 3)
-            out[f"overlapped_vs_serial_least_cosine_{tokens}tok"] = least_cosine(
-                vectors[tokens, True], vectors[tokens, False]
+            pairs = {
+                f"overlapped_vs_serial_steps{small}": ((small, True), (small, False)),
+                f"overlapped_vs_serial_steps{large}": ((large, True), (large, False)),
+                f"steps{large}_vs_steps{small}_overlapped": ((large, True), (small, True)),
+            }
+            for key, (numerator, denominator) in pairs.items():
+                out[f"{key}_rows_per_s_{tokens}tok"] = median_ratio(out["cases"], tokens, numerator, denominator)
+            reference = vectors[tokens, small, False]
+            out[f"least_cosine_to_serial_steps{small}_{tokens}tok"] = min(
+                least_cosine(vectors[tokens, *way], reference) for way in ways
             )
         return out
     finally:
@@ -144,15 +150,29 @@ async def run(args, spec) -> dict:
         await backend.stop()
 
 
+def median_ratio(cases: list[dict], tokens: int, numerator: tuple, denominator: tuple) -> float:
+    """The median over rounds of one way's rows/s over another's (ways as (step tokens, overlapped))."""
+
+    def rows_per_s(way, round_):
+        (case,) = [
+            c
+            for c in cases
+            if (c["step_tokens"], c["overlapped"]) == way and c["tokens_per_row"] == tokens and c["round"] == round_
+        ]
+        return case["rows_per_s"]
+
+    rounds = sorted({c["round"] for c in cases})
+    return round(statistics.median(rows_per_s(numerator, r) / rows_per_s(denominator, r) for r in rounds), 3)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("workdir")
     parser.add_argument("out")
-    parser.add_argument("--rows", type=int, default=200_000, help="rows of 50 tokens; a tenth as many of 512")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rows", type=int, default=100_000, help="rows of 50 tokens; a tenth as many of 512")
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--gpu-model", choices=("base", "tiny"), default="base")
     parser.add_argument("--device", default="cuda")
-    parser.add_argument("--max-batch-tokens", type=int, default=16384)
     parser.add_argument("--memory-fraction", type=float, default=0.5)
     args = parser.parse_args()
     from embedtext.server.engine.vllm_stepped import use_inprocess_engine
