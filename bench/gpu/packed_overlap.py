@@ -161,7 +161,7 @@ def median_ratio(cases: list[dict], tokens: int, numerator: tuple, denominator: 
         ]
         return case["rows_per_s"]
 
-    rounds = sorted({c["round"] for c in cases})
+    rounds = sorted({c["round"] for c in cases if c["tokens_per_row"] == tokens})
     return round(statistics.median(rows_per_s(numerator, r) / rows_per_s(denominator, r) for r in rounds), 3)
 
 
