@@ -1,26 +1,15 @@
 """bench/gpu/summarize.py: each case's GPU utilisation and host cores come from the samples inside
 its window alone, summed per role within a sample and averaged over the window's samples."""
 
-import importlib.util
 import json
 from datetime import datetime
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _summarize_module():
-    spec = importlib.util.spec_from_file_location("gpu_summarize", ROOT / "bench/gpu/summarize.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _smi_time(unix: float) -> str:
     return datetime.fromtimestamp(unix).strftime("%Y/%m/%d %H:%M:%S.%f")[:-3]
 
 
-def test_each_case_reads_only_the_samples_inside_its_window(tmp_path):
+def test_each_case_reads_only_the_samples_inside_its_window(tmp_path, gpu_script):
     t0 = 1_800_000_000.0
     lines = ["timestamp, utilization.gpu [%], utilization.memory [%], memory.used [MiB], power.draw [W]"]
     # before the case 0 %, inside 80 % then 100 %, after it 0 % again
@@ -50,7 +39,7 @@ def test_each_case_reads_only_the_samples_inside_its_window(tmp_path):
     (tmp_path / "gpu-headline-r8.json").write_text(json.dumps({"cases": cases}))
     (tmp_path / "matmul.json").write_text(json.dumps({"device": "cpu"}))
 
-    (summary,) = _summarize_module().summarize(tmp_path)
+    (summary,) = gpu_script("summarize").summarize(tmp_path)
 
     assert summary["name"] == "case_a" and summary["run"] == "gpu-headline-r8"
     assert summary["gpu_util_pct"] == 90.0 and summary["gpu_power_w"] == 600.0
@@ -65,8 +54,8 @@ def test_each_case_reads_only_the_samples_inside_its_window(tmp_path):
     assert json.loads((tmp_path / "summary.json").read_text()) == [summary]
 
 
-def test_the_limit_is_the_first_bound_that_holds():
-    limit = _summarize_module().limit
+def test_the_limit_is_the_first_bound_that_holds(gpu_script):
+    limit = gpu_script("summarize").limit
     case = dict(gpu_util_pct=60.0, busiest_thread={"engine": 0.5, "server": 0.95}, busiest_engine_cores=0.5)
     case["host_cores"] = {"host idle": 4.0}
     assert limit(case) == "server thread"

@@ -1,18 +1,6 @@
 """bench/gpu/packed_overlap.py: each ratio pairs the two ways' cases of the same round and row
 length, and the ratio reported is the median over rounds."""
 
-import importlib.util
-from pathlib import Path
-
-ROOT = Path(__file__).resolve().parents[3]
-
-
-def _probe_module():
-    spec = importlib.util.spec_from_file_location("packed_overlap", ROOT / "bench/gpu/packed_overlap.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
 
 def _case(step, overlapped, tokens, round_, rows_per_s):
     return {
@@ -24,8 +12,8 @@ def _case(step, overlapped, tokens, round_, rows_per_s):
     }
 
 
-def test_a_ratio_is_the_median_of_each_rounds_own_pair():
-    probe = _probe_module()
+def test_a_ratio_is_the_median_of_each_rounds_own_pair(gpu_script):
+    probe = gpu_script("packed_overlap")
     cases = [
         # round 0: overlapped 2x; round 1: 1.5x; round 2: 1.2x. The 512-token cases must not count.
         _case(16384, True, 50, 0, 200.0),
@@ -42,8 +30,8 @@ def test_a_ratio_is_the_median_of_each_rounds_own_pair():
     assert probe.median_ratio(cases, 512, (16384, True), (16384, False)) == 0.001
 
 
-def test_random_rows_have_the_length_asked_and_ids_above_the_special_tokens():
-    probe = _probe_module()
+def test_random_rows_have_the_length_asked_and_ids_above_the_special_tokens(gpu_script):
+    probe = gpu_script("packed_overlap")
     rows = probe.random_rows(count=7, tokens=50, vocab=1000, seed=1)
     assert rows.lengths.tolist() == [50] * 7 and rows.ids.shape == (350,)
     assert rows.ids.min() >= 100 and rows.ids.max() < 1000
