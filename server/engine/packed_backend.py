@@ -83,15 +83,15 @@ class PackedVllmBackend(SteppedVllmBackend):
             )
             log.warning("%s: packed steps off, vLLM's request per row instead: %s", self.name, why)
             return engine
+        self.packed = packed
+        self.overlaps_steps = packed.asynchronous and self.pacer is None
         log.info(
             "%s: packed steps, %s pooling (least cosine to vLLM's own vectors %.7f)%s",
             self.name,
             packed.pooling,
             least,
-            ", each launched while the last one computes" if packed.asynchronous and self.pacer is None else "",
+            ", each launched while the last one computes" if self.overlaps_steps else "",
         )
-        self.packed = packed
-        self.overlaps_steps = packed.asynchronous and self.pacer is None
         return engine
 
     @property
