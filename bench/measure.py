@@ -48,6 +48,20 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS if len(fields) > 12 else 0.0  # utime, stime
 
 
+def named_thread_cpu_seconds(name: str, pid: int | None = None) -> float:
+    """User + system CPU seconds so far of the thread of ``pid`` (by default this process) whose
+    name (its ``comm``: 15 characters at most) is ``name``; LookupError where none is.
+
+    >>> named_thread_cpu_seconds(_proc(os.getpid(), "comm").strip()) >= 0.0  # the main thread's
+    True
+    """
+    pid = os.getpid() if pid is None else pid
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        if _proc(pid, f"task/{tid}/comm").strip() == name[:15]:
+            return _cpu_seconds(int(tid))  # /proc/TID/stat: that thread's own times
+    raise LookupError(f"no thread named {name!r} in process {pid}")
+
+
 class ProcessWatch:
     """What processes spend inside the block: ``peaks`` (MB of RSS, sampled in a thread) and
     ``cpu_seconds`` for ``pids`` alone and ``trees`` with their descendants. CPU is counted per

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import platform
@@ -25,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from embedtext.bench.measure import named_thread_cpu_seconds
 from embedtext.server.engine.base import ENGINE_THREAD_NAME, EngineSettings
 from embedtext.server.engine.frames import TokenRows
 
@@ -36,21 +38,6 @@ COMPARED_ROWS = 2048  # the rows whose vectors every way are compared
 # the same a step at 50 and 512 tokens (bench/results/gpu-headline-h200-packed/), so larger steps
 # spend less of it a row, and leave the device more to compute while the host prepares the next.
 STEP_TOKENS = (16384, 65536)
-
-
-def engine_thread_cpu_s() -> float:
-    """The engine thread's CPU seconds so far (/proc, by the thread's name)."""
-    for task in os.listdir("/proc/self/task"):
-        try:
-            with open(f"/proc/self/task/{task}/comm") as f:
-                if f.read().strip() != ENGINE_THREAD_NAME[:15]:
-                    continue
-            with open(f"/proc/self/task/{task}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except FileNotFoundError:
-            continue
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-    raise RuntimeError("no engine thread")
 
 
 def random_rows(count: int, tokens: int, vocab: int, seed: int) -> TokenRows:
@@ -90,6 +77,7 @@ async def run(args, spec) -> dict:
         enforce_eager=args.device == "cpu",
     )
     backend = PackedVllmBackend(spec, settings, name="overlap-probe")
+    engine_cpu = functools.partial(named_thread_cpu_seconds, ENGINE_THREAD_NAME)
     started = time.perf_counter()
     await backend.start()
     out: dict = {"engine_start_s": round(time.perf_counter() - started, 1), "cases": []}
@@ -109,9 +97,9 @@ async def run(args, spec) -> dict:
             for tokens, rows in sets.items():
                 for step, overlap in ways[round_ % len(ways) :] + ways[: round_ % len(ways)]:  # rotating
                     backend._step_tokens, backend.overlaps_steps = step, overlap
-                    cpu0, t0 = engine_thread_cpu_s(), time.perf_counter()
+                    cpu0, t0 = engine_cpu(), time.perf_counter()
                     got = await embed_all(backend, rows)
-                    seconds, cpu, ended = time.perf_counter() - t0, engine_thread_cpu_s() - cpu0, time.time()
+                    seconds, cpu, ended = time.perf_counter() - t0, engine_cpu() - cpu0, time.time()
                     if round_ == 0:
                         vectors[tokens, step, overlap] = got
                     count = len(rows.lengths)
