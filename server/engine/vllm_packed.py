@@ -182,8 +182,8 @@ class PackedModel:
         to_device = self._to_device
         input_ids = to_device(ids.astype(np.int32, copy=False))
         positions = to_device(step.positions)
-        # Pooling's indices go before the forward: a copy from pageable memory queued behind the
-        # forward would hold the host until the device got to it.
+        # Pooling's indices go before the forward: queued behind it, their copy would start only
+        # once it ended.
         if self.pooling == "mean":
             owners, divisors = to_device(step.row_of_token), to_device(lengths.astype(np.float32))
         else:
@@ -218,8 +218,14 @@ class PackedModel:
             launched.copied.synchronize()
         return launched.vectors.numpy()
 
-    def _to_device(self, array: np.ndarray):
-        return self.torch.from_numpy(array).to(self.device, non_blocking=True)
+    def _to_device(self, values):
+        """A host array (or CPU tensor) on the model's device. A GPU's copy comes from pinned memory:
+        one from pageable memory may first wait for every kernel queued before it (CUDA's API
+        synchronization behavior), which would hold the host until the last step computed."""
+        tensor = values if isinstance(values, self.torch.Tensor) else self.torch.from_numpy(values)
+        if self.asynchronous:
+            tensor = tensor.pin_memory()  # torch's pinned-memory cache keeps it until the copy ran
+        return tensor.to(self.device, non_blocking=True)
 
     def _step_metadata(self, step: _StepRows, positions) -> tuple[dict, dict]:
         """Each attention layer's metadata from its backend's builder, for rows computed whole."""
@@ -233,9 +239,9 @@ class PackedModel:
             block_table = torch.zeros((rows, 1), dtype=torch.int32, device=self.device)
             slot_mapping = torch.zeros((total,), dtype=torch.int64, device=self.device)
             fields = dict(
-                query_start_loc=offsets_cpu.to(self.device, non_blocking=True),
+                query_start_loc=self._to_device(offsets_cpu),
                 query_start_loc_cpu=offsets_cpu,
-                seq_lens=seq_lens.to(self.device, non_blocking=True),
+                seq_lens=self._to_device(seq_lens),
                 seq_lens_cpu=seq_lens,
                 num_computed_tokens_cpu=torch.zeros(rows, dtype=torch.int32),
                 num_reqs=rows,
