@@ -13,12 +13,13 @@
 #    when it ends. A run is rN (N replicas) with options: :packed or :stepped (the engine loop;
 #    ENGINE_LOOP or the server's default, packed, otherwise), :http (vLLM's HTTP/JSON server too),
 #    :pK (K server processes sharing the N replicas), :NAME=VALUE (a server setting, `--set`), :mps
-#    (under CUDA's multi-process service, so that replicas' kernels may run at once). The default:
-#    one replica (the last run's one packed replica left the GPU idle 38% of the time at 50 tokens:
-#    do overlapped steps keep it busy?); 1 with steps of 65,536 tokens (its forward's host time was
-#    about the same a step at 50 and 512 tokens: fewer steps, less of it a row); 8 under MPS (8
-#    processes taking turns on the GPU ran fewer tokens per busy second than one); 2; 1 against
-#    vLLM's HTTP server; 8.
+#    (under CUDA's multi-process service, so that replicas' kernels may run at once). A run that names
+#    no max_batch_tokens takes the step size the probe picked (its --step-for-runs): the larger one
+#    only where it won at both row lengths. The default runs: one replica with steps of 16,384 tokens
+#    (the last run's one packed replica left the GPU idle 38% of the time at 50 tokens: do overlapped
+#    steps keep it busy?) and of 65,536 (its forward's host time was about the same a step at 50 and
+#    512 tokens: fewer steps, less of it a row); 2; 8 under MPS (8 processes taking turns on the GPU
+#    ran fewer tokens per busy second than one); 1 against vLLM's HTTP server; 8.
 #    The runs share one workdir (WORK), so the model is made once;
 # 5. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s; after each run,
 #    both over each case's window (bench/gpu/summarize.py, OUT/summary.json).
@@ -90,6 +91,11 @@ if [[ ${OVERLAP_PROBE:-on} == on ]]; then
   note "packed-overlap: exit $?"
   grep -E '^\{"command"' "$OUT/packed-overlap.log" | tee -a "$OUT/headline.log"
 fi
+STEP=""  # the step size of runs that name none: the probe's pick, else the server's default
+if [[ -s $OUT/packed-overlap.json ]]; then
+  STEP=$("$VENV/bin/python" bench/gpu/packed_overlap.py --step-for-runs "$OUT/packed-overlap.json")
+  note "runs that name no max_batch_tokens take steps of ${STEP:-the default} tokens (the probe's pick)"
+fi
 
 run() {  # NAME ARGS...: one gpu-suite run, cut where the budget ends
   local name=$1 t
@@ -115,12 +121,13 @@ mps_start() {  # CUDA's multi-process service, where the host has it: false wher
 }
 mps_stop() { echo quit | nvidia-cuda-mps-control >>"$OUT/headline.log" 2>&1; }
 
-for spec in ${RUNS:-r1 r1:max_batch_tokens=65536 r8:mps r2 r1:http r8}; do
+for spec in ${RUNS:-r1:max_batch_tokens=16384 r1:max_batch_tokens=65536 r2 r8:mps r1:http r8}; do
   replicas=${spec%%:*} opts=${spec#*:}
   [[ $spec == *:* ]] || opts=""
   args=(--replicas "${replicas#r}")
   LOOP=${ENGINE_LOOP:-} mps=""
   [[ ":$opts:" == *":http:"* ]] || args+=(--no-gpu-http)
+  [[ -z $STEP || ":$opts:" == *":max_batch_tokens="* ]] || args+=(--gpu-set "max_batch_tokens=$STEP")
   for opt in ${opts//:/ }; do
     case $opt in
       packed | stepped) LOOP=$opt ;;

@@ -6,6 +6,7 @@ first (bench/gpu/headline.sh); on a CPU it rehearses the code path (there a laun
 nothing overlaps):
 
     python bench/gpu/packed_overlap.py WORKDIR OUT.json [--gpu-model base] [--rows 100000] [--rounds 2] [--device cuda]
+    python bench/gpu/packed_overlap.py --step-for-runs OUT.json    # the step size the later runs take
 
 The model is the gpu suite's (``--gpu-model``), made in WORKDIR unless that already holds it.
 Batches go as the server sends bulk work: 1,024 rows each, 4 in flight.
@@ -38,6 +39,10 @@ COMPARED_ROWS = 2048  # the rows whose vectors every way are compared
 # the same a step at 50 and 512 tokens (bench/results/gpu-headline-h200-packed/), so larger steps
 # spend less of it a row, and leave the device more to compute while the host prepares the next.
 STEP_TOKENS = (16384, 65536)
+# The headline's later runs take the larger steps only where, overlapped, they beat the default by
+# more than rounds differ by at every row length, and every way's vectors agree.
+WIN_MARGIN = 1.03
+SAME_VECTORS = 0.99999
 
 
 def random_rows(count: int, tokens: int, vocab: int, seed: int) -> TokenRows:
@@ -153,16 +158,35 @@ def median_ratio(cases: list[dict], tokens: int, numerator: tuple, denominator: 
     return round(statistics.median(rows_per_s(numerator, r) / rows_per_s(denominator, r) for r in rounds), 3)
 
 
+def step_tokens_for_runs(result: dict) -> int:
+    """The step size for the headline's later runs: the larger where the probe says it wins
+    (``WIN_MARGIN``, ``SAME_VECTORS``), else the server's default; a probe without its ratios
+    (cut short, or failed) keeps the default."""
+    small, large = STEP_TOKENS
+    for tokens in TOKENS:
+        ratio = result.get(f"steps{large}_vs_steps{small}_overlapped_rows_per_s_{tokens}tok")
+        least = result.get(f"least_cosine_to_serial_steps{small}_{tokens}tok")
+        if ratio is None or least is None or ratio < WIN_MARGIN or least < SAME_VECTORS:
+            return small
+    return large
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("workdir")
-    parser.add_argument("out")
+    parser.add_argument("workdir", nargs="?")
+    parser.add_argument("out", nargs="?")
+    parser.add_argument("--step-for-runs", metavar="RESULT", help="print the step size a result picks; run nothing")
     parser.add_argument("--rows", type=int, default=100_000, help="rows of 50 tokens; a tenth as many of 512")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--gpu-model", choices=("base", "tiny"), default="base")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--memory-fraction", type=float, default=0.5)
     args = parser.parse_args()
+    if args.step_for_runs:
+        print(step_tokens_for_runs(json.loads(Path(args.step_for_runs).read_text())))
+        return 0
+    if not (args.workdir and args.out):
+        parser.error("WORKDIR and OUT are needed to run the probe")
     from embedtext.server.engine.vllm_stepped import use_inprocess_engine
 
     if args.device == "cpu":

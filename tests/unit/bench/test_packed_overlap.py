@@ -35,3 +35,22 @@ def test_random_rows_have_the_length_asked_and_ids_above_the_special_tokens(gpu_
     rows = probe.random_rows(count=7, tokens=50, vocab=1000, seed=1)
     assert rows.lengths.tolist() == [50] * 7 and rows.ids.shape == (350,)
     assert rows.ids.min() >= 100 and rows.ids.max() < 1000
+
+
+def _probe_result(ratio_50, ratio_512, least=0.999999):
+    return {
+        "steps65536_vs_steps16384_overlapped_rows_per_s_50tok": ratio_50,
+        "steps65536_vs_steps16384_overlapped_rows_per_s_512tok": ratio_512,
+        "least_cosine_to_serial_steps16384_50tok": least,
+        "least_cosine_to_serial_steps16384_512tok": least,
+    }
+
+
+def test_the_later_runs_take_larger_steps_only_where_they_won_at_both_lengths_with_the_same_vectors(gpu_script):
+    probe = gpu_script("packed_overlap")
+    pick = probe.step_tokens_for_runs
+    assert pick(_probe_result(1.30, 1.10)) == 65536
+    assert pick(_probe_result(1.30, 1.01)) == 16384  # within the rounds' noise at 512 tokens
+    assert pick(_probe_result(0.90, 1.20)) == 16384  # lost at 50 tokens
+    assert pick(_probe_result(1.30, 1.10, least=0.9999)) == 16384  # vectors differ
+    assert pick({"error": "the packed check failed"}) == 16384  # a probe that failed
