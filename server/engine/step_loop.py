@@ -27,7 +27,7 @@ from embedtext.server.engine.base import ENGINE_THREAD_NAME, EngineSettings, Rep
 from embedtext.server.engine.frames import TokenRows
 from embedtext.server.engine.model_clock import ModelClock
 from embedtext.server.engine.pacing import BulkPacer, EngineSpeed, PaceReport
-from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS, StepBatch, StepPlan
+from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS, Step, StepBatch, StepPlan
 from embedtext.server.engine.vllm_args import max_step_tokens
 from embedtext.server.host.naming import name_this_thread
 from embedtext.server.models.source import ModelSpec
@@ -210,8 +210,8 @@ class StepLoopBackend:
             self.waiters[id(batch)] = (batch, waiter)
         return cancelled
 
-    def next_step(self) -> list[tuple[StepBatch, int]]:
-        """The next step's rows: within the pacer's budget where it paces, else a full step."""
+    def next_step(self) -> Step:
+        """The next step's runs of rows: within the pacer's budget where it paces, else a full step."""
         if self.pacer is None:
             return self.plan.next_step(self._step_tokens)
         # The pacer's budget is the longest step; two steps a query waits for hold 1.25 of it.

@@ -90,7 +90,7 @@ class SteppedVllmBackend(StepLoopBackend):
             for batch in cancelled:
                 self._drop(batch)
             if not in_engine:
-                for batch, index in self.next_step():
+                for batch, index in ((b, i) for b, start, end in self.next_step() for i in range(start, end)):
                     if batch.cancelled:  # refused by the engine a row ago
                         continue
                     request_id = f"{self.name}-{next(self._ids)}"
@@ -102,7 +102,7 @@ class SteppedVllmBackend(StepLoopBackend):
                     in_engine[request_id] = (batch, index)
             if not in_engine:
                 continue
-            measured = carries_bulk(in_engine.values())
+            measured = carries_bulk((batch, index, index + 1) for batch, index in in_engine.values())
             self.step_started(measured)
             outputs = engine.step()
             finished_tokens = 0  # a step may leave rows for the next (more rows than max_num_seqs)
