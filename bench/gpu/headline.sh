@@ -19,7 +19,9 @@
 #    (the last run's one packed replica left the GPU idle 38% of the time at 50 tokens: do overlapped
 #    steps keep it busy?) and of 65,536 (its forward's host time was about the same a step at 50 and
 #    512 tokens: fewer steps, less of it a row); 2; 8 under MPS (8 processes taking turns on the GPU
-#    ran fewer tokens per busy second than one); 1 against vLLM's HTTP server; 8.
+#    ran fewer tokens per busy second than one); 1 against vLLM's HTTP server; 8. The run `graphs` is the
+#    probe again with --graphs (does replaying vLLM's CUDA graphs cut the forward's launch time?);
+#    the default runs it after r2.
 #    The runs share one workdir (WORK), so the model is made once;
 # 5. beside them, GPU utilisation (nvidia-smi) and each process's host CPU, every 2 s; after each run,
 #    both over each case's window (bench/gpu/summarize.py, OUT/summary.json).
@@ -77,20 +79,29 @@ print(json.dumps({"device": name, "bf16_matmul_tflops": round(2 * n**3 * runs / 
 PY
 note "matmul: $(cat "$OUT/matmul.json")"
 
-# One packed engine in this process, its steps of 16,384 or 65,536 tokens, overlapped (what an unpaced
-# engine does on a GPU) or one at a time, in rotating rounds: does the device compute while the host
-# prepares the next step, and do larger steps leave it more to compute?
-if [[ ${OVERLAP_PROBE:-on} == on ]]; then
-  device=cpu
-  command -v nvidia-smi >/dev/null && device=cuda
+# One packed engine in this process, in several ways side by side (bench/gpu/packed_overlap.py): its
+# steps of 16,384 or 65,536 tokens overlapped (what an unpaced engine on a GPU does) or one at a time
+# (does the device compute while the host prepares the next step, and do larger steps leave it more
+# to compute?); with --graphs, replaying vLLM's CUDA graphs or launching each kernel.
+device=cpu
+command -v nvidia-smi >/dev/null && device=cuda
+probe() {  # NAME [--graphs]: one probe, cut at 240 s or where the budget ends
+  local name=$1 t
+  shift
   t=$(left)
-  note "packed-overlap: one engine, two step sizes, steps overlapped or not (at most $((t < 240 ? t : 240))s)"
+  if ((t < 60)); then
+    note "$name: skipped, ${t}s left"
+    return
+  fi
+  note "$name: one packed engine, its ways side by side $* (at most $((t < 240 ? t : 240))s)"
   timeout -k 10 $((t < 240 ? t : 240)) "$VENV/bin/python" bench/gpu/packed_overlap.py "${WORK:-$HOME/gpu-bench-work}" \
-    "$OUT/packed-overlap.json" --gpu-model "${GPU_MODEL:-base}" --device $device ${ROWS:+--rows "$ROWS"} \
-    >"$OUT/packed-overlap.log" 2>&1
-  note "packed-overlap: exit $?"
-  grep -E '^\{"command"' "$OUT/packed-overlap.log" | tee -a "$OUT/headline.log"
-fi
+    "$OUT/$name.json" --gpu-model "${GPU_MODEL:-base}" --device $device ${ROWS:+--rows "$ROWS"} "$@" \
+    >"$OUT/$name.log" 2>&1
+  note "$name: exit $?"
+  grep -E '^\{"command"' "$OUT/$name.log" | tee -a "$OUT/headline.log"
+}
+[[ ${OVERLAP_PROBE:-on} != on ]] || probe packed-overlap
+
 STEP=""  # the step size of runs that name none: the probe's pick, else the server's default
 if [[ -s $OUT/packed-overlap.json ]]; then
   STEP=$("$VENV/bin/python" bench/gpu/packed_overlap.py --step-for-runs "$OUT/packed-overlap.json")
@@ -121,7 +132,11 @@ mps_start() {  # CUDA's multi-process service, where the host has it: false wher
 }
 mps_stop() { echo quit | nvidia-cuda-mps-control >>"$OUT/headline.log" 2>&1; }
 
-for spec in ${RUNS:-r1:max_batch_tokens=16384 r1:max_batch_tokens=65536 r2 r8:mps r1:http r8}; do
+for spec in ${RUNS:-r1:max_batch_tokens=16384 r1:max_batch_tokens=65536 r2 graphs r8:mps r1:http r8}; do
+  if [[ $spec == graphs ]]; then
+    probe packed-graphs --graphs
+    continue
+  fi
   replicas=${spec%%:*} opts=${spec#*:}
   [[ $spec == *:* ]] || opts=""
   args=(--replicas "${replicas#r}")

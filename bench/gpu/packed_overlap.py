@@ -1,11 +1,14 @@
-"""One packed engine in this process, in four ways side by side in rotating rounds: steps of the
+"""One packed engine in this process, in several ways side by side in rotating rounds: steps of the
 server's default size or four times that, each launched while the last one computes (what an
-unpaced engine on a GPU does) or one at a time. For each: rows/s, the engine thread's CPU a row, and
-the least cosine of its vectors to one step at a time at the default size. The GPU headline runs it
-first (bench/gpu/headline.sh); on a CPU it rehearses the code path (there a launch computes, so
-nothing overlaps):
+unpaced engine on a GPU does) or one at a time. With ``--graphs`` the engine captures vLLM's
+piecewise CUDA graphs at packed steps' sizes, and overlapped steps of either size replay them or
+launch each kernel. For each way: rows/s, the engine thread's CPU a row, and the least cosine of its
+vectors to the first way's. The GPU headline runs it first, and with ``--graphs`` later
+(bench/gpu/headline.sh); on a CPU it rehearses the code path (there a launch computes, so nothing
+overlaps, and no graphs are captured):
 
     python bench/gpu/packed_overlap.py WORKDIR OUT.json [--gpu-model base] [--rows 100000] [--rounds 2] [--device cuda]
+    python bench/gpu/packed_overlap.py WORKDIR OUT.json --graphs   # CUDA graphs against launches
     python bench/gpu/packed_overlap.py --step-for-runs OUT.json    # the step size the later runs take
 
 The model is the gpu suite's (``--gpu-model``), made in WORKDIR unless that already holds it.
@@ -43,6 +46,8 @@ STEP_TOKENS = (16384, 65536)
 # more than rounds differ by at every row length, and every way's vectors agree.
 WIN_MARGIN = 1.03
 SAME_VECTORS = 0.99999
+# The sizes the engine captures graphs at: a step pads to the next, so at most twice its tokens.
+GRAPH_TOKENS = (512, 1024, 2048, 4096, 8192, 16384, 32768, 65536)
 
 
 def random_rows(count: int, tokens: int, vocab: int, seed: int) -> TokenRows:
@@ -71,6 +76,33 @@ def least_cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(dots.min())
 
 
+def way_name(way: tuple) -> str:
+    """``(16384, True, False)`` -> ``overlapped_steps16384``; ``_graphs`` where the step replays CUDA graphs."""
+    step, overlap, graphed = way
+    return f"{'overlapped' if overlap else 'serial'}_steps{step}{'_graphs' if graphed else ''}"
+
+
+def probe_ways(graphs: bool) -> list[tuple[int, bool, bool]]:
+    """The ways a probe compares, (step tokens, overlapped, CUDA graphs), its reference first:
+    without graphs, both step sizes overlapped or not; with them, both sizes overlapped, replaying
+    graphs or launching each kernel."""
+    if graphs:
+        return [(step, True, graphed) for step in STEP_TOKENS for graphed in (False, True)]
+    return [(step, overlap, False) for step in STEP_TOKENS for overlap in (False, True)]
+
+
+def probe_pairs(graphs: bool) -> dict[str, tuple[tuple, tuple]]:
+    """The ratios a probe reports: name -> (numerator way, denominator way)."""
+    small, large = STEP_TOKENS
+    if graphs:
+        return {f"graphs_vs_launches_steps{s}_overlapped": ((s, True, True), (s, True, False)) for s in STEP_TOKENS}
+    return {
+        f"overlapped_vs_serial_steps{small}": ((small, True, False), (small, False, False)),
+        f"overlapped_vs_serial_steps{large}": ((large, True, False), (large, False, False)),
+        f"steps{large}_vs_steps{small}_overlapped": ((large, True, False), (small, True, False)),
+    }
+
+
 async def run(args, spec) -> dict:
     from embedtext.server.engine.packed_backend import PackedVllmBackend
 
@@ -80,6 +112,7 @@ async def run(args, spec) -> dict:
         max_num_seqs=1024,
         device=args.device,
         enforce_eager=args.device == "cpu",
+        step_graph_tokens=GRAPH_TOKENS if args.graphs else (),
     )
     backend = PackedVllmBackend(spec, settings, name="overlap-probe")
     engine_cpu = functools.partial(named_thread_cpu_seconds, ENGINE_THREAD_NAME)
@@ -87,34 +120,43 @@ async def run(args, spec) -> dict:
     await backend.start()
     out: dict = {"engine_start_s": round(time.perf_counter() - started, 1), "cases": []}
     try:
-        if backend.packed is None:
+        packed = backend.packed
+        if packed is None:
             return out | {"error": "the packed check failed: the engine fell back to vLLM's requests"}
         out["overlaps_by_default"] = backend.overlaps_steps
-        vocab = backend.packed.vocab_size
-        sets = {t: random_rows(args.rows if t == 50 else args.rows // 10, t, vocab, seed=t) for t in TOKENS}
-        ways = [(step, overlap) for step in STEP_TOKENS for overlap in (False, True)]
+        if args.graphs and not packed.use_graphs:
+            why = "the start-up check refused them" if packed.graphs else "none captured (a GPU's compiled engine does)"
+            return out | {"error": f"no CUDA graphs to replay: {why}"}
+        sets = {t: random_rows(args.rows if t == 50 else args.rows // 10, t, packed.vocab_size, seed=t) for t in TOKENS}
+        ways = probe_ways(args.graphs)
+
+        def use(way) -> None:
+            backend._step_tokens, backend.overlaps_steps, packed.use_graphs = way
+
         for rows in sets.values():  # warm every way (compiles and allocations)
             for way in ways:
-                backend._step_tokens, backend.overlaps_steps = way
+                use(way)
                 await embed_all(backend, rows.slice(0, min(len(rows.lengths), BATCH_ROWS * IN_FLIGHT)))
         vectors: dict = {}
         for round_ in range(args.rounds):
             for tokens, rows in sets.items():
-                for step, overlap in ways[round_ % len(ways) :] + ways[: round_ % len(ways)]:  # rotating
-                    backend._step_tokens, backend.overlaps_steps = step, overlap
+                for way in ways[round_ % len(ways) :] + ways[: round_ % len(ways)]:  # rotating
+                    use(way)
                     cpu0, t0 = engine_cpu(), time.perf_counter()
                     got = await embed_all(backend, rows)
                     seconds, cpu, ended = time.perf_counter() - t0, engine_cpu() - cpu0, time.time()
                     if round_ == 0:
-                        vectors[tokens, step, overlap] = got
+                        vectors[tokens, way] = got
                     count = len(rows.lengths)
-                    way = f"{'overlapped' if overlap else 'serial'}_steps{step}"
+                    step, overlap, graphed = way
                     case = {
-                        "name": f"packed_{way}_{tokens}tok_round{round_}",
-                        "engine_loop": "packed, overlapped" if overlap else "packed",
+                        "name": f"packed_{way_name(way)}_{tokens}tok_round{round_}",
+                        "engine_loop": ("packed, overlapped" if overlap else "packed")
+                        + (", CUDA graphs" if graphed else ""),
                         "tokens_per_row": tokens,
                         "step_tokens": step,
                         "overlapped": overlap,
+                        "graphs": graphed,
                         "round": round_,
                         "rows": count,
                         "rows_per_s": round(count / seconds, 1),
@@ -124,18 +166,12 @@ async def run(args, spec) -> dict:
                     }
                     out["cases"].append(case)
                     print(json.dumps(case), flush=True)
-        small, large = STEP_TOKENS
         for tokens in TOKENS:
-            pairs = {
-                f"overlapped_vs_serial_steps{small}": ((small, True), (small, False)),
-                f"overlapped_vs_serial_steps{large}": ((large, True), (large, False)),
-                f"steps{large}_vs_steps{small}_overlapped": ((large, True), (small, True)),
-            }
-            for key, (numerator, denominator) in pairs.items():
+            for key, (numerator, denominator) in probe_pairs(args.graphs).items():
                 out[f"{key}_rows_per_s_{tokens}tok"] = median_ratio(out["cases"], tokens, numerator, denominator)
-            reference = vectors[tokens, small, False]
-            out[f"least_cosine_to_serial_steps{small}_{tokens}tok"] = min(
-                least_cosine(vectors[tokens, *way], reference) for way in ways
+            reference = vectors[tokens, ways[0]]
+            out[f"least_cosine_to_{way_name(ways[0])}_{tokens}tok"] = min(
+                least_cosine(vectors[tokens, way], reference) for way in ways
             )
         return out
     finally:
@@ -144,13 +180,16 @@ async def run(args, spec) -> dict:
 
 
 def median_ratio(cases: list[dict], tokens: int, numerator: tuple, denominator: tuple) -> float:
-    """The median over rounds of one way's rows/s over another's (ways as (step tokens, overlapped))."""
+    """The median over rounds of one way's rows/s over another's (ways as (step tokens, overlapped,
+    CUDA graphs))."""
 
     def rows_per_s(way, round_):
         (case,) = [
             c
             for c in cases
-            if (c["step_tokens"], c["overlapped"]) == way and c["tokens_per_row"] == tokens and c["round"] == round_
+            if (c["step_tokens"], c["overlapped"], c["graphs"]) == way
+            and c["tokens_per_row"] == tokens
+            and c["round"] == round_
         ]
         return case["rows_per_s"]
 
@@ -181,6 +220,11 @@ def main() -> int:
     parser.add_argument("--gpu-model", choices=("base", "tiny"), default="base")
     parser.add_argument("--device", default="cuda")
     parser.add_argument("--memory-fraction", type=float, default=0.5)
+    parser.add_argument(
+        "--graphs",
+        action="store_true",
+        help="capture vLLM's CUDA graphs at packed steps' sizes, and compare replaying them with launching each kernel",
+    )
     args = parser.parse_args()
     if args.step_for_runs:
         print(step_tokens_for_runs(json.loads(Path(args.step_for_runs).read_text())))

@@ -96,6 +96,11 @@ class EngineSettings:
     compute_threads: int | None = None
     # An engine's worker process lowers its scheduling priority by this much (os.nice) as it starts.
     nice: int = 0
+    # A compiled engine on a GPU captures vLLM's piecewise CUDA graphs at these token counts, so a
+    # packed step replays them (padded to the next) instead of launching each kernel (empty: vLLM's
+    # own sizes, a few hundred tokens at most). Only bench/gpu/packed_overlap.py sets it until a GPU
+    # run has measured it.
+    step_graph_tokens: tuple[int, ...] = ()
 
 
 def detect_device() -> str:

@@ -12,6 +12,12 @@ only in what it names.
 >>> args = engine_arguments(spec, settings)
 >>> args["max_num_batched_tokens"], args["max_num_seqs"], args["scheduling_policy"]  # a step holds the longest row
 (256, 256, 'fcfs')
+>>> "compilation_config" in args
+False
+>>> gpu = EngineSettings(memory_fraction=0.2, max_batch_tokens=65536, max_num_seqs=1024, device="cuda",
+...                      step_graph_tokens=(65536, 16384, 131072))
+>>> engine_arguments(spec, gpu)["compilation_config"]  # sizes above a step's tokens would be dropped
+{'cudagraph_mode': 'PIECEWISE', 'cudagraph_capture_sizes': [16384, 65536]}
 """
 
 from __future__ import annotations
@@ -31,6 +37,10 @@ def engine_arguments(spec: ModelSpec, settings: EngineSettings) -> dict[str, Any
     """Keywords for vLLM's ``EngineArgs`` or ``LLM``. vLLM schedules first come, first served: the
     step plan (server/engine/step_plan.py) chooses each step's rows, queries first."""
     step_tokens = max_step_tokens(spec, settings)
+    graphs = {}
+    if settings.step_graph_tokens and settings.device == "cuda" and not settings.enforce_eager:
+        sizes = sorted(n for n in set(settings.step_graph_tokens) if n <= step_tokens)
+        graphs["compilation_config"] = {"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": sizes}
     return dict(
         model=str(spec.path),
         runner="pooling",
@@ -46,6 +56,7 @@ def engine_arguments(spec: ModelSpec, settings: EngineSettings) -> dict[str, Any
         enable_prefix_caching=False,
         scheduling_policy="fcfs",
         use_tqdm_on_load=False,  # no progress bar in the server's log (server/host/quiet.py)
+        **graphs,
     )
 
 

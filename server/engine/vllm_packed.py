@@ -13,7 +13,11 @@ vLLM's model once on every row of the step, concatenated:
   builds it but with one encoder buffer kept across steps where the builder allocates and zeroes
   a new one each step;
 * pooling (mean, CLS or last token, as vLLM resolved the model's) is a segment sum over the packed
-  hidden states.
+  hidden states;
+* where the engine was built with graphs at packed steps' sizes (``EngineSettings.step_graph_tokens``,
+  a compiled engine on a GPU), a step replays vLLM's piecewise CUDA graphs of the model, padded to
+  the next captured size, from the runner's own input buffers (a graph reads the addresses it was
+  captured at), instead of launching each kernel of the model.
 
 So the weights, the kernels and every model vLLM embeds stay vLLM's. ``PackedModel.check`` compares
 its vectors with the engine's own for the same rows as it starts; where they differ (a pooler this
@@ -84,6 +88,18 @@ class LaunchedStep:
     copied: Any
 
 
+@dataclasses.dataclass(frozen=True)
+class _StepGraphs:
+    """vLLM's piecewise CUDA graphs of the model, as its runner captured them: the dispatcher that
+    pads a step's tokens to a captured size, and the input buffers the graphs read."""
+
+    dispatch: Any  # runner.cudagraph_dispatcher.dispatch: tokens -> (mode, BatchDescriptor)
+    input_ids: Any  # int32, on the device
+    positions: Any  # int64, on the device
+    eager: Any  # CUDAGraphMode.NONE: the dispatcher's answer for a step no graph holds
+    largest: int
+
+
 class PackedModelError(Exception):
     """This vLLM or model cannot run packed; the message says why (the engine's own path serves)."""
 
@@ -104,7 +120,7 @@ def _fields(cls) -> set[str]:
 class PackedModel:
     """vLLM's loaded model of an in-process engine, run on packed batches."""
 
-    def __init__(self, engine, clock: ModelClock) -> None:
+    def __init__(self, engine, clock: ModelClock, graphs: bool = False) -> None:
         import torch
 
         self.torch = torch
@@ -145,6 +161,34 @@ class PackedModel:
         self._common_fields = _fields(CommonAttentionMetadata)
         self._cpu_metadata = self._cpu_builder_parts()
         self._encoder_buffers: dict[int, Any] = {}
+        # vLLM's captured graphs, where the engine was built with them at packed steps' sizes;
+        # ``use_graphs`` turns their replay off (the start-up check where they disagree, the probe).
+        self.graphs = self._step_graphs(runner) if graphs else None
+        self.use_graphs = self.graphs is not None
+
+    def _step_graphs(self, runner) -> _StepGraphs | None:
+        """The runner's piecewise graphs, where it captured some (a compiled engine on a GPU), and
+        this vLLM's runner and forward context read as expected; else None (steps launch eagerly)."""
+        compilation = getattr(self.vllm_config, "compilation_config", None)
+        mode = getattr(getattr(compilation, "cudagraph_mode", None), "name", "")
+        sizes = list(getattr(compilation, "cudagraph_capture_sizes", None) or [])
+        if not (self.asynchronous and "PIECEWISE" in mode and sizes):
+            return None
+        if "cudagraph_runtime_mode" not in inspect.signature(self._set_forward_context).parameters:
+            return None
+        try:
+            from vllm.config import CUDAGraphMode
+
+            return _StepGraphs(
+                dispatch=runner.cudagraph_dispatcher.dispatch,
+                input_ids=runner.input_ids.gpu,
+                positions=runner.positions,
+                eager=CUDAGraphMode.NONE,
+                largest=max(sizes),
+            )
+        except (ImportError, AttributeError) as exc:
+            log.info("vLLM's CUDA graphs are not replayed on packed steps: %s", exc)
+            return None
 
     def _cpu_builder_parts(self):
         """vLLM-CPU's attention metadata class and scheduler call, where every group is its
@@ -194,9 +238,10 @@ class PackedModel:
             else:
                 metadata, slots = self._step_metadata(step, positions)
             extra = {"slot_mapping": slots} if self._takes_slot_mapping else {}
-            with self._set_forward_context(metadata, self.vllm_config, num_tokens=total, **extra):
+            input_ids, positions, replay = self._graph_inputs(total, input_ids, positions)
+            with self._set_forward_context(metadata, self.vllm_config, **extra, **replay):
                 hidden = self._forward(input_ids=input_ids, positions=positions)
-            hidden = hidden[:total]
+            hidden = hidden[:total]  # a graph's output is overwritten by its next replay: pooled below, first
             if self.pooling == "mean":  # a segment sum in float32
                 pooled = torch.zeros((rows, hidden.shape[1]), dtype=torch.float32, device=hidden.device)
                 pooled.index_add_(0, owners, hidden.float())
@@ -210,6 +255,22 @@ class PackedModel:
             copied = torch.cuda.Event()
             copied.record()
             return LaunchedStep(host, copied)
+
+    def _graph_inputs(self, total: int, input_ids, positions) -> tuple[Any, Any, dict]:
+        """A step's inputs, and its forward context's arguments: in the graphs' own buffers, padded to
+        the next captured size, where a graph holds the step; else as they are."""
+        graphs = self.graphs if self.use_graphs and total <= self.graphs.largest else None
+        mode, descriptor = graphs.dispatch(num_tokens=total) if graphs else (None, None)
+        if graphs is None or mode == graphs.eager:
+            return input_ids, positions, {"num_tokens": total}
+        # The graphs read the buffers they were captured on. The padding takes position 0 and never
+        # reaches a pooled row: attention computes the step's own tokens only, as in vLLM's runner.
+        padded = descriptor.num_tokens
+        graphs.input_ids[:total].copy_(input_ids)
+        graphs.positions[:total].copy_(positions)
+        graphs.positions[total:padded].zero_()
+        replay = {"num_tokens": padded, "cudagraph_runtime_mode": mode, "batch_descriptor": descriptor}
+        return graphs.input_ids[:padded], graphs.positions[:padded], replay
 
     @staticmethod
     def collect(launched: LaunchedStep) -> np.ndarray:
@@ -323,7 +384,17 @@ class PackedModel:
     def check(self, engine, rows: list[list[int]]) -> tuple[float, float]:
         """The least cosine and the largest relative difference in length between this path's
         vectors of ``rows`` and the engine's own (vLLM's request path, in this process); raises
-        PackedModelError below CHECK_MIN_COSINE or above CHECK_MAX_NORM_ERROR."""
+        PackedModelError below CHECK_MIN_COSINE or above CHECK_MAX_NORM_ERROR. Steps that replay
+        CUDA graphs are checked first: where they differ, steps launch eagerly, and are checked."""
+        if self.use_graphs:
+            try:
+                return self._check(engine, rows)
+            except Exception as exc:  # differing vectors, or a replay this vLLM refuses
+                log.warning("packed steps launch each kernel: replaying vLLM's CUDA graphs, %s", exc)
+                self.use_graphs = False
+        return self._check(engine, rows)
+
+    def _check(self, engine, rows: list[list[int]]) -> tuple[float, float]:
         from vllm import PoolingParams
         from vllm.inputs import tokens_input
 
