@@ -24,7 +24,7 @@ import numpy as np
 
 from embedtext.server.engine.base import EngineRequestError
 from embedtext.server.engine.frames import TokenRows
-from embedtext.server.engine.step_plan import StepBatch, carries_bulk
+from embedtext.server.engine.step_plan import Step, StepBatch, carries_bulk
 from embedtext.server.engine.vllm_stepped import SteppedVllmBackend
 
 log = logging.getLogger(__name__)
@@ -135,7 +135,7 @@ class PackedVllmBackend(SteppedVllmBackend):
                 self._collect(in_flight)
                 in_flight = None
 
-    def _launch(self, runs) -> _InFlight:
+    def _launch(self, runs: Step) -> _InFlight:
         ids = np.concatenate([batch.rows.take(start, end) for batch, start, end in runs])
         lengths = np.concatenate([batch.rows.lengths[start:end] for batch, start, end in runs])
         measured = carries_bulk(runs)

@@ -71,7 +71,7 @@ class StepBatch:
     vectors: list = field(init=False)  # one per row, None until finished
     unfinished: int = field(init=False)
     cancelled: bool = False
-    # The tokens of rows 0 .. i - 1 at [i], each row counted as ``row_tokens`` counts it.
+    # What rows 0 .. i - 1 cost a step, at [i]: their tokens, an empty row one (it still takes a slot).
     cost_sums: np.ndarray = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -95,7 +95,7 @@ class StepBatch:
 
 def row_tokens(batch: StepBatch, index: int) -> int:
     """What one row costs a step: its tokens (an empty row still takes a slot)."""
-    return max(len(batch.rows[index]), 1)
+    return batch.tokens(index, index + 1)
 
 
 def step_rows(step: Step) -> int:
