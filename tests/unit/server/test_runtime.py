@@ -312,9 +312,8 @@ def test_with_an_interactive_target_a_burst_of_bulk_requests_waits_before_the_to
     async def run():
         config = ServerConfig(replicas=1, max_batches_per_replica=1, max_batch_rows=2, max_batch_delay_ms=DELAY_MS)
         backend = HoldsEveryBatchBackend(tiny_spec)
-        runtime = ModelRuntime(
-            tiny_spec, _settings(config, interactive_slo_s=slo_s), ServerMetrics(), lambda _index: backend
-        )
+        metrics = ServerMetrics()
+        runtime = ModelRuntime(tiny_spec, _settings(config, interactive_slo_s=slo_s), metrics, lambda _index: backend)
         await runtime.start()
         try:
             texts = [[f"request {i} row {j}" for j in range(2)] for i in range(5)]
@@ -329,6 +328,9 @@ def test_with_an_interactive_target_a_burst_of_bulk_requests_waits_before_the_to
             await settle()
             if slo_s:
                 assert runtime.tokenizing_gate.waiting_requests == 3 and runtime.queue.queued_rows == 2
+                # The gauge an operator scrapes reads the same rows held.
+                held = metrics.registry.get_sample_value("embedtext_bulk_rows_held", {"model": tiny_spec.name})
+                assert held == 6
             else:
                 assert runtime.tokenizing_gate is None and runtime.queue.queued_rows == 8
             backend.release.set()
