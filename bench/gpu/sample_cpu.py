@@ -36,6 +36,7 @@ ROLES = (
     ("VLLM::EngineCore", "vllm-engine"),
     ("vllm.entrypoints", "vllm-api"),
     ("embedtext.server", "server"),
+    ("packed_overlap", "engine"),  # the probe: its engine runs in its own process
     ("bench", "client"),
 )
 

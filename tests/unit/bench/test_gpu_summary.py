@@ -65,3 +65,23 @@ def test_the_limit_is_the_first_bound_that_holds(gpu_script):
     assert limit(idle | dict(host_cores={"host idle": 0.2})) == "host cores"
     # an older run's samples: processes only
     assert limit(idle | dict(busiest_thread={}, busiest_engine_cores=1.03)) == "engine process"
+
+
+class _Process:
+    """Stand-in for psutil.Process: only the name and command line the sampler reads."""
+
+    def __init__(self, *cmdline: str) -> None:
+        self._cmdline = list(cmdline)
+
+    def name(self) -> str:
+        return "python"
+
+    def cmdline(self) -> list[str]:
+        return self._cmdline
+
+
+def test_the_probe_process_is_an_engine_and_the_suite_a_client(gpu_script):
+    sampler = gpu_script("sample_cpu")
+    assert sampler.role(_Process("python", "bench/gpu/packed_overlap.py", "work", "out.json")) == "engine"
+    assert sampler.role(_Process("embedtext", "bench", "--only", "gpu")) == "client"
+    assert sampler.role(_Process("python", "-m", "embedtext.server", "serve")) == "server"
