@@ -85,14 +85,19 @@ note "matmul: $(cat "$OUT/matmul.json")"
 # to compute?); with --graphs, replaying vLLM's CUDA graphs or launching each kernel.
 device=cpu
 command -v nvidia-smi >/dev/null && device=cuda
+time_for() {  # NAME: the seconds the budget leaves it; false (and noted) under a minute
+  local t
+  t=$(left)
+  if ((t < 60)); then
+    note "$1: skipped, ${t}s left" >&2
+    return 1
+  fi
+  echo "$t"
+}
 probe() {  # NAME [--graphs]: one probe, cut at 240 s or where the budget ends
   local name=$1 t
   shift
-  t=$(left)
-  if ((t < 60)); then
-    note "$name: skipped, ${t}s left"
-    return
-  fi
+  t=$(time_for "$name") || return
   note "$name: one packed engine, its ways side by side $* (at most $((t < 240 ? t : 240))s)"
   timeout -k 10 $((t < 240 ? t : 240)) "$VENV/bin/python" bench/gpu/packed_overlap.py "${WORK:-$HOME/gpu-bench-work}" \
     "$OUT/$name.json" --gpu-model "${GPU_MODEL:-base}" --device $device ${ROWS:+--rows "$ROWS"} "$@" \
@@ -111,11 +116,7 @@ fi
 run() {  # NAME ARGS...: one gpu-suite run, cut where the budget ends
   local name=$1 t
   shift
-  t=$(left)
-  if ((t < 60)); then
-    note "$name: skipped, ${t}s left"
-    return
-  fi
+  t=$(time_for "$name") || return
   note "$name: $* (at most ${t}s)"
   timeout -k 10 "$t" "$VENV/bin/embedtext" bench --enforce-eager off --only gpu --gpu-model "${GPU_MODEL:-base}" \
     --workdir "${WORK:-$HOME/gpu-bench-work}" ${ROWS:+--rows "$ROWS"} ${LOOP:+--gpu-engine-loop "$LOOP"} "$@" \

@@ -48,7 +48,7 @@ def check_rows(vocab_size: int, max_tokens: int, seed: int = 0) -> list[list[int
 class _InFlight:
     """A launched step: its runs of rows (batch, start, end), and what its speed counts."""
 
-    runs: list
+    runs: Step
     launched: Any  # vllm_packed.LaunchedStep
     measured: bool
     tokens: int
