@@ -40,7 +40,7 @@ from embedtext.connectors.server_info import ServerInfo
 from embedtext.protocol import INTERACTIVE_MAX_ROWS, RETRY_PUSHBACK_KEY
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
-from embedtext.protocol.errors import DeadlineExceededError, EmbedTextError, from_rpc_error
+from embedtext.protocol.errors import DeadlineExceededError, EmbedTextError, from_rpc_error, received_code
 
 # A retry after UNAVAILABLE waits this long at most for a channel to (re)connect: a server
 # restarting within it is invisible, and a dead one is a clear UnavailableError soon, not a hang.
@@ -156,7 +156,8 @@ class CallPlan:
     """The tries of one sub-batch. Embedding is idempotent, so a call that did not succeed may
     be sent again, always inside the caller's deadline:
 
-    * UNAVAILABLE (the call did not run to completion): once more, on another endpoint if there is one;
+    * UNAVAILABLE, or CANCELLED by a stopping server (the call did not run to completion): once
+      more, on another endpoint if there is one;
     * RESOURCE_EXHAUSTED from a busy server (its queue is full, or its concurrent-call bound):
       again and again, after jittered exponential backoff that waits at least the server's
       ``grpc-retry-pushback-ms``, until the deadline leaves too little for the next wait.
@@ -201,7 +202,7 @@ class CallPlan:
 
     def failed(self, attempt: Attempt, error: grpc.RpcError) -> None:
         endpoint = attempt.endpoint
-        code = error.code()
+        code = received_code(error)
         if code == grpc.StatusCode.UNAVAILABLE and self.first is None:
             self.first = error
             self.first_target = endpoint.target

@@ -64,12 +64,6 @@ class DeadlineExceededError(EmbedTextError, TimeoutError):
     code = grpc.StatusCode.DEADLINE_EXCEEDED
 
 
-class CancelledError(EmbedTextError):
-    """The call was cancelled."""
-
-    code = grpc.StatusCode.CANCELLED
-
-
 class UnauthenticatedError(EmbedTextError, PermissionError):
     """A token is missing or wrong."""
 
@@ -94,7 +88,6 @@ _ERRORS: tuple[type[EmbedTextError], ...] = (
     OverloadedError,
     UnavailableError,
     DeadlineExceededError,
-    CancelledError,
     UnauthenticatedError,
     InternalError,
     ProtocolError,
@@ -106,6 +99,10 @@ ERROR_FOR_CODE[grpc.StatusCode.UNKNOWN] = InternalError
 ERROR_FOR_CODE[grpc.StatusCode.OUT_OF_RANGE] = InvalidInputError
 ERROR_FOR_CODE[grpc.StatusCode.FAILED_PRECONDITION] = InvalidInputError
 ERROR_FOR_CODE[grpc.StatusCode.PERMISSION_DENIED] = UnauthenticatedError
+# The clients never cancel a call they still wait for, so a cancelled call was ended by a server
+# going away (gRPC cancels the calls a stopping server holds: grpc/grpc#41785): it did not run to
+# completion, as after UNAVAILABLE, and is retried the same way.
+ERROR_FOR_CODE[grpc.StatusCode.CANCELLED] = UnavailableError
 
 _CODE_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
 
@@ -126,11 +123,21 @@ def from_status(code: grpc.StatusCode, message: str, *, target: str | None = Non
     return cls(message or code.name, target=target)
 
 
+def received_code(error: grpc.RpcError) -> grpc.StatusCode:
+    """The status code a client acts on: a cancel it never asked for counts as UNAVAILABLE."""
+    code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
+    return grpc.StatusCode.UNAVAILABLE if code == grpc.StatusCode.CANCELLED else code
+
+
 def from_rpc_error(error: grpc.RpcError, *, target: str | None = None) -> EmbedTextError:
     """Turn a ``grpc.RpcError`` (sync or aio) into the matching embedtext exception."""
     code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
     details = error.details() if callable(getattr(error, "details", None)) else str(error)
-    if code == grpc.StatusCode.UNAVAILABLE and target and ("connect" in (details or "").lower() or not details):
+    if code == grpc.StatusCode.CANCELLED:
+        details = f"{details or 'Cancelled'}: the server ended the call before it finished (it is stopping)"
+        if target:
+            details += f"; is `embedtext serve` running and reachable at {target}?"
+    elif code == grpc.StatusCode.UNAVAILABLE and target and ("connect" in (details or "").lower() or not details):
         # The server could not be reached at all (not a server that answered UNAVAILABLE).
         details = f"{details}; is `embedtext serve` running and reachable at {target}?"
         if "socket closed" in details.lower() or "handshake" in details.lower():

@@ -73,14 +73,15 @@ def test_server_restarted_during_a_duckdb_query(guarded, tiny_client):
     assert worker.is_alive(), outcome  # 300,000 rows: far from done
     stopped = time.monotonic()
     guarded.server.stop()  # SIGTERM, then wait for it to exit
-    worker.join(120)
-    assert not worker.is_alive(), "the query hung after the server went away"
-    message = str(outcome.get("error"))
-    assert "UnavailableError" in message and guarded.target in message, message
-    assert "shutting down" in message or "embedtext serve" in message, message
-    print(f"query failed {time.monotonic() - stopped:.1f}s after the server was stopped: {message[:200]}")
-
-    guarded.start()
+    try:
+        worker.join(120)
+        assert not worker.is_alive(), "the query hung after the server went away"
+        message = str(outcome.get("error"))
+        assert "UnavailableError" in message and guarded.target in message, message
+        assert "shutting down" in message or "embedtext serve" in message, message
+        print(f"query failed {time.monotonic() - stopped:.1f}s after the server was stopped: {message[:200]}")
+    finally:
+        guarded.start()  # the session's later tests share this server
     expected = tiny_client.embed(["back again"])
     got = con.sql("SELECT embed_text('back again')").fetchall()[0][0]
     np.testing.assert_allclose(np.array(got), expected[0], atol=1e-5)

@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from concurrent import futures
 from pathlib import Path
 from unittest import mock
 
+import grpc
 import pytest
+from grpc_health.v1 import health, health_pb2_grpc
 
 from embedtext.server.app import EmbeddingServer
 from embedtext.server.config.settings import ServerConfig
@@ -115,3 +118,26 @@ def start_server():
     yield start
     for server in started:
         server.stop()
+
+
+@pytest.fixture
+def cancelling_server(tmp_path):
+    """A TEST STAND-IN for a server in the middle of shutting down: it answers every Embed call
+    CANCELLED, as gRPC does for the calls a stopping server holds that no handler has taken yet
+    (grpc/grpc#41785: the real race cannot be reproduced on demand). Its health service serves."""
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    health_servicer = health.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+
+    def cancelled(request, context):
+        context.abort(grpc.StatusCode.CANCELLED, "Cancelled")
+
+    handler = grpc.method_handlers_generic_handler(
+        "embedtext.v1.Embedding", {"Embed": grpc.unary_unary_rpc_method_handler(cancelled)}
+    )
+    server.add_generic_rpc_handlers((handler,))
+    socket = tmp_path / "cancelling.sock"
+    server.add_insecure_port(f"unix:{socket}")
+    server.start()
+    yield f"unix:{socket}"
+    server.stop(0)

@@ -276,3 +276,22 @@ def test_a_retry_on_a_slow_survivor_gets_the_whole_deadline(
     sync, in_async = both([f"unix:{spare_socket}", slow.target], "embed", ["a"], timeout=1.2)
     assert isinstance(sync, DeadlineExceededError) and isinstance(in_async, DeadlineExceededError)
     assert "come back" not in str(sync) and "come back" not in str(in_async)
+
+
+def test_a_call_the_server_cancels_is_retried_like_unavailable(null_server, cancelling_server):
+    """A call a stopping server cancels did not run to completion: it is retried on the other
+    endpoint, as after UNAVAILABLE, not raised as a cancel its caller never asked for."""
+    want = both(null_server.target, "embed", TEXTS)[0]
+    sync, in_async = both([cancelling_server, null_server.target], "embed", TEXTS, settings={"timeout": 30})
+    same(sync, in_async)
+    np.testing.assert_array_equal(sync, want)
+
+
+def test_a_call_cancelled_by_the_only_server_is_an_unavailable_error(cancelling_server, monkeypatch):
+    monkeypatch.setattr(client_core, "RECONNECT_WAIT_S", 0.5)
+    sync, in_async = both(cancelling_server, "embed", ["a"], settings={"timeout": 30})
+    same(sync, in_async)
+    assert isinstance(sync, UnavailableError), sync
+    message = str(sync)
+    assert "before it finished" in message and "embedtext serve" in message and cancelling_server in message
+    assert "waited 0.5s for it to come back" in message
