@@ -86,12 +86,10 @@ pub struct ChunkVectors {
 }
 
 impl ChunkVectors {
-    /// Distinct text `index`'s vector, as the little-endian float32 bytes the server sent.
-    pub fn row_bytes(&self, index: usize) -> &[u8] {
-        let row = self.dim * 4;
+    /// Distinct text `index`'s vector, as the little-endian float32 bytes the server sent, into `out`.
+    pub fn copy_row(&self, index: usize, out: &mut [u8]) {
         let reply = self.starts.partition_point(|&start| start <= index) - 1;
-        let at = (index - self.starts[reply]) * row;
-        &self.replies[reply].bytes[at..at + row]
+        self.replies[reply].copy_row(index - self.starts[reply], out);
     }
 }
 

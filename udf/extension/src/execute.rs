@@ -53,11 +53,10 @@ unsafe fn execute_chunk(
                 .map_err(|e| e.0)?,
         )
     };
-    // Each row's float32 bytes go straight from the reply's buffer into DuckDB's vector memory.
+    // Each row's float32 bytes go straight from the reply's frames into DuckDB's vector memory.
     let copy_row = |out: &mut [f32], slot: u32| {
-        let source = vectors.as_ref().unwrap().row_bytes(slot as usize);
         let target = unsafe { std::slice::from_raw_parts_mut(out.as_mut_ptr() as *mut u8, dim * 4) };
-        target.copy_from_slice(source);
+        vectors.as_ref().unwrap().copy_row(slot as usize, target);
     };
     match bound.output {
         Output::Array => {

@@ -9,6 +9,7 @@ mod execute;
 mod functions;
 mod local;
 pub mod settings;
+mod unary;
 
 pub mod proto {
     tonic::include_proto!("embedtext.v1");
