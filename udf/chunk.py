@@ -48,8 +48,9 @@ class ChunkEmbedder:
     def __call__(self, texts: pa.ChunkedArray | pa.Array) -> pa.FixedSizeListArray:
         arr = codec.as_string_array(texts)
         n = len(arr)
-        # NULL, empty and whitespace-only texts have nothing to embed: they give NULL.
-        blank = pc.equal(pc.utf8_length(pc.utf8_trim_whitespace(arr)), 0)
+        # NULL, empty and whitespace-only texts have nothing to embed: they give NULL. utf8_is_space
+        # stops at a text's first other character; trimming would copy every text (4x the time).
+        blank = pc.or_(pc.utf8_is_space(arr), pc.equal(pc.binary_length(arr), 0))
         skip = pc.fill_null(blank, True)
         if pc.any(skip).as_py():
             arr = pc.if_else(skip, pa.scalar(None, pa.string()), arr)
