@@ -123,15 +123,20 @@ def from_status(code: grpc.StatusCode, message: str, *, target: str | None = Non
     return cls(message or code.name, target=target)
 
 
+def _sent_code(error: grpc.RpcError) -> grpc.StatusCode:
+    """The status code of a failed call (sync or aio), as gRPC reports it."""
+    return error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
+
+
 def received_code(error: grpc.RpcError) -> grpc.StatusCode:
     """The status code a client acts on: a cancel it never asked for counts as UNAVAILABLE."""
-    code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
+    code = _sent_code(error)
     return grpc.StatusCode.UNAVAILABLE if code == grpc.StatusCode.CANCELLED else code
 
 
 def from_rpc_error(error: grpc.RpcError, *, target: str | None = None) -> EmbedTextError:
     """Turn a ``grpc.RpcError`` (sync or aio) into the matching embedtext exception."""
-    code = error.code() if callable(getattr(error, "code", None)) else grpc.StatusCode.UNKNOWN
+    code = _sent_code(error)
     details = error.details() if callable(getattr(error, "details", None)) else str(error)
     if code == grpc.StatusCode.CANCELLED:
         details = f"{details or 'Cancelled'}: the server ended the call before it finished (it is stopping)"
