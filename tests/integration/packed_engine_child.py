@@ -15,7 +15,7 @@ BODIES = {"default": 48, "arctic": 16}
 def _texts(model: str) -> list[str]:
     from embedtext.corpus import docstring_corpus
 
-    bodies = list(docstring_corpus()["body"][: BODIES.get(model, 48)])
+    bodies = list(docstring_corpus()["body"][: BODIES[model]])
     return bodies + ["", "a", "Ünïcode façade naïve", "word " * 600]  # the last one truncated to the model's most
 
 
