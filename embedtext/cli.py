@@ -9,6 +9,7 @@ import click
 
 from embedtext.protocol import DEFAULT_TARGET
 from embedtext.server.cli import serve_command
+from embedtext.server.models.families import FAMILIES
 from embedtext.sql_command import sql_command
 
 
@@ -298,23 +299,35 @@ def index(
 
 @main.command("make-model")
 @click.argument("path", type=click.Path(file_okay=False))
+@click.option(
+    "--arch",
+    type=click.Choice(FAMILIES),
+    default="bert",
+    show_default=True,
+    help="The model family, with a tokenizer of its own kind.",
+)
 @click.option("--layers", default=2, show_default=True)
 @click.option("--hidden", default=128, show_default=True)
 @click.option("--heads", default=4, show_default=True)
 @click.option("--max-tokens", default=128, show_default=True)
-@click.option("--pooling", type=click.Choice(["mean", "cls"]), default="mean", show_default=True)
+@click.option("--pooling", type=click.Choice(["mean", "cls"]), default=None, help="BERT only (default mean).")
 @click.option("--seed", default=0, show_default=True)
-def make_model(path: str, layers: int, hidden: int, heads: int, max_tokens: int, pooling: str, seed: int) -> None:
-    """Write a random-weight BERT embedding model (for tests and benchmarks; no network needed).
+def make_model(
+    path: str, arch: str, layers: int, hidden: int, heads: int, max_tokens: int, pooling: str | None, seed: int
+) -> None:
+    """Write a random-weight embedding model (for tests and benchmarks; no network needed).
 
     `--layers 12 --hidden 768 --heads 12 --max-tokens 512 --pooling cls` has the cost of
     snowflake-arctic-embed-m-v1.5.
     """
-    from embedtext.server.models.synthetic import write_synthetic_bert
+    from embedtext.server.models.families import write_family_model
 
-    out = write_synthetic_bert(
-        path, layers=layers, hidden=hidden, heads=heads, max_tokens=max_tokens, pooling=pooling, seed=seed
-    )
+    try:
+        out = write_family_model(
+            path, arch, layers=layers, hidden=hidden, heads=heads, max_tokens=max_tokens, pooling=pooling, seed=seed
+        )
+    except ValueError as exc:
+        raise click.UsageError(str(exc)) from None
     click.echo(f"wrote {out}")
 
 

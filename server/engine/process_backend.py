@@ -116,10 +116,15 @@ class EngineProcessBackend:
         if first is None or first.kind != frames.READY:
             if first is not None and first.kind == frames.FAILED:
                 why = first.payload.decode(errors="replace")
-            elif first is None:
-                why += f" ({_ending(await self._exit_status(within_s=_EXIT_WAIT_S))})"
+            status = None
+            if first is None:
+                status = await self._exit_status(within_s=_EXIT_WAIT_S)
+                why += f" ({_ending(status)})"
             await self._reap(kill=True)
-            raise EngineStartError(f"{self.name}'s engine process did not start: {why}")
+            raise EngineStartError(
+                f"{self.name}'s engine process did not start (model {self.spec.name} at {self.spec.path}, "
+                f"engine {self.engine}): {why}{_start_hint(self.engine, status)}"
+            )
         ready = json.loads(first.payload)
         self._engine_pids = list(ready.get("pids", []))
         self._loop = str(ready.get("loop", ""))
@@ -277,6 +282,26 @@ def _ending(status: int | None) -> str:
     if -status == signal.SIGKILL:
         return f"killed by {name}: the kernel's out-of-memory killer sends it where memory runs out"
     return f"killed by {name}"
+
+
+def _start_hint(engine: str, status: int | None) -> str:
+    """The setting to change where an engine's process died of a signal as it started.
+
+    >>> print(_start_hint("vllm-packed", -11))
+    . A crash in vLLM or its kernels: --set engine_loop=stepped runs vLLM's request per row instead
+    >>> _start_hint("vllm-packed", None), _start_hint("vllm-stepped", 1)
+    ('', '')
+    """
+    if status is None or status >= 0:
+        return ""
+    if -status == signal.SIGKILL:
+        return (
+            ". Fewer engines (--replicas 1, --set interactive_replica=off) or smaller steps "
+            "(--set max_batch_tokens=N) take less memory"
+        )
+    if engine == "vllm-packed":
+        return ". A crash in vLLM or its kernels: --set engine_loop=stepped runs vLLM's request per row instead"
+    return ". A crash in vLLM or its kernels: try --dtype float32, or --set enforce_eager=on"
 
 
 def worker_env(settings: EngineSettings, environ: Mapping[str, str] = os.environ) -> dict[str, str]:

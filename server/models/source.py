@@ -39,6 +39,10 @@ class ModelSpec:
     normalize: bool
     matryoshka_dimensions: tuple[int, ...] = ()
     aliases: tuple[str, ...] = field(default_factory=tuple)
+    # Keys and values a token leaves in each layer's KV cache, all layers together (config.json's
+    # layers x 2 x KV heads x head dim): what an engine's cache holds per token, where its
+    # attention keeps one (a decoder's; encoder-only attention keeps none).
+    kv_values_per_token: int = 0
 
     @property
     def tokenizer_file(self) -> Path:
@@ -88,6 +92,9 @@ def _hub_model_dir(repo_id: str) -> Path:
         ) from None
 
 
+_POOLING_NAMES = {"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max", "lasttoken": "last"}
+
+
 def _pooling(path: Path) -> str:
     modules = _read_json(path / "modules.json") or []
     for module in modules:
@@ -95,8 +102,27 @@ def _pooling(path: Path) -> str:
             cfg = _read_json(path / module.get("path", "1_Pooling") / "config.json") or {}
             for mode in ("cls_token", "mean_tokens", "max_tokens", "lasttoken", "mean_sqrt_len_tokens"):
                 if cfg.get(f"pooling_mode_{mode}"):
-                    return {"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max"}.get(mode, mode)
+                    return _POOLING_NAMES.get(mode, mode)
     return "cls"
+
+
+def _output_dim(path: Path, hidden: int) -> int:
+    """The vector's width: the last sentence-transformers Dense layer's, where the model has any
+    (EmbeddingGemma projects its pooled vector twice), else the hidden size."""
+    dim = hidden
+    for module in _read_json(path / "modules.json") or []:
+        if str(module.get("type", "")).endswith(".Dense"):
+            cfg = _read_json(path / module.get("path", "") / "config.json") or {}
+            dim = int(cfg.get("out_features") or dim)
+    return dim
+
+
+def _kv_values_per_token(config: dict) -> int:
+    layers = int(config.get("num_hidden_layers") or 0)
+    heads = int(config.get("num_attention_heads") or 0)
+    kv_heads = int(config.get("num_key_value_heads") or heads)
+    head_dim = int(config.get("head_dim") or (int(config.get("hidden_size") or 0) // heads if heads else 0))
+    return layers * 2 * kv_heads * head_dim
 
 
 def parse_model_arg(arg: str) -> tuple[str | None, str]:
@@ -129,8 +155,8 @@ def load_model_spec(source: str = DEFAULT_MODEL_SOURCE, name: str | None = None)
         raise ModelSourceError(f"{path} has no config.json; is it a Hugging Face model directory?")
     if not (path / "tokenizer.json").is_file():
         raise ModelSourceError(f"{path} has no tokenizer.json (a fast tokenizer file is required)")
-    dim = int(config.get("hidden_size") or config.get("d_model") or 0)
-    if dim <= 0:
+    hidden = int(config.get("hidden_size") or config.get("d_model") or 0)
+    if hidden <= 0:
         raise ModelSourceError(f"{path}/config.json gives no hidden_size")
     st_config = _read_json(path / "sentence_bert_config.json") or {}
     positions = int(config.get("max_position_embeddings") or 512)
@@ -141,12 +167,13 @@ def load_model_spec(source: str = DEFAULT_MODEL_SOURCE, name: str | None = None)
     return ModelSpec(
         name=name,
         path=path,
-        dim=dim,
+        dim=_output_dim(path, hidden),
         max_tokens=max_tokens,
         pooling=_pooling(path),
         normalize=normalize,
         matryoshka_dimensions=matryoshka,
         aliases=aliases,
+        kv_values_per_token=_kv_values_per_token(config),
     )
 
 

