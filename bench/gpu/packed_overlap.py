@@ -32,7 +32,7 @@ import numpy as np
 
 from embedtext.bench.measure import named_thread_cpu_seconds
 from embedtext.server.engine.base import ENGINE_THREAD_NAME, EngineSettings
-from embedtext.server.engine.frames import TokenRows
+from embedtext.server.rows import TokenRows
 
 BATCH_ROWS = 1024
 IN_FLIGHT = 4

@@ -17,7 +17,7 @@ from google.protobuf.message import DecodeError
 from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server.engine.frames import TokenRows
+from embedtext.server.rows import TokenRows
 from embedtext.server.scheduler.options import EmbedOptions
 
 _OUTPUT_DTYPES = frozenset(

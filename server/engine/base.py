@@ -14,8 +14,8 @@ from typing import Protocol
 
 import numpy as np
 
-from embedtext.server.engine.frames import TokenRows
-from embedtext.server.engine.pacing import PaceReport
+from embedtext.server.pacing import PaceReport
+from embedtext.server.rows import TokenRows
 
 # What ps, top and the bench's CPU split show for a replica's worker process (/proc/PID/comm, at
 # most 15 characters): the interactive replica's apart from the engines bulk work runs on.

@@ -20,7 +20,7 @@ Worker -> server:
 * ``DEAD``: the engine died under the request; payload = UTF-8 message;
 * ``FAILED``: the engine did not start; payload = UTF-8 message;
 * ``PACE``: a stepped engine's step budget changed; payload = JSON of a ``PaceReport``
-  (server/engine/pacing.py), request id 0;
+  (server/pacing.py), request id 0;
 * ``MODEL_TIME``: CPU seconds the engine thread spent in the model's forward since the last such
   frame (float64), request id 0; sent ahead of a ``VECTORS`` frame, so that a batch's vectors
   arrive after the time its steps took (server/engine/model_clock.py).
@@ -29,11 +29,12 @@ Worker -> server:
 from __future__ import annotations
 
 import asyncio
-import itertools
 import struct
 from dataclasses import dataclass
 
 import numpy as np
+
+from embedtext.server.rows import TokenRows
 
 EMBED, ABORT, STOP, START = 1, 2, 3, 4
 READY, VECTORS, REFUSED, DEAD, FAILED, PACE, MODEL_TIME = 11, 12, 13, 14, 15, 16, 17
@@ -89,90 +90,6 @@ def encode_rows(rows: TokenRows | list[list[int]]) -> bytes:
 def decode_rows(payload: bytes, rows: int) -> list[list[int]]:
     """The inverse of :func:`encode_rows`."""
     return decode_token_rows(payload, rows).to_lists()
-
-
-class TokenRows:
-    """Rows of token ids kept as one flat int32 array and their offsets, without a Python list per
-    row: what the tokenizer gives (nanotoken's ragged ids), the queue cuts into batches, an
-    ``EMBED`` frame carries, and a packed engine gathers whole runs of rows from.
-
-    >>> rows = TokenRows.from_lists([[1, 2, 3], [4], [5, 6]])
-    >>> len(rows), rows[2].tolist(), rows.lengths.tolist()
-    (3, [5, 6], [3, 1, 2])
-    >>> rows.take(1, 3).tolist(), rows.slice(1, 3).to_lists()
-    ([4, 5, 6], [[4], [5, 6]])
-    >>> TokenRows.concat([rows.slice(2, 3), rows.slice(0, 1)]).to_lists()
-    [[5, 6], [1, 2, 3]]
-    """
-
-    __slots__ = ("ids", "lengths", "offsets")
-
-    def __init__(self, ids: np.ndarray, lengths: np.ndarray) -> None:
-        self.ids = ids
-        self.lengths = lengths.astype(np.int64, copy=False)
-        self.offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-        np.cumsum(self.lengths, out=self.offsets[1:])
-
-    @classmethod
-    def from_lists(cls, rows) -> TokenRows:
-        """Rows given as a list of ids per row (or already as TokenRows, returned as they are)."""
-        if isinstance(rows, TokenRows):
-            return rows
-        lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
-        ids = np.fromiter(itertools.chain.from_iterable(rows), dtype=np.int32, count=int(lengths.sum()))
-        return cls(ids, lengths)
-
-    @classmethod
-    def concat(cls, parts: list[TokenRows]) -> TokenRows:
-        """The rows of ``parts``, one after another."""
-        if len(parts) == 1:
-            return parts[0]
-        return cls(
-            np.concatenate([p.ids for p in parts]) if parts else np.zeros(0, dtype=np.int32),
-            np.concatenate([p.lengths for p in parts]) if parts else np.zeros(0, dtype=np.int64),
-        )
-
-    def __len__(self) -> int:
-        return len(self.offsets) - 1
-
-    def __getitem__(self, index: int) -> np.ndarray:
-        if not -len(self) <= index < len(self):
-            raise IndexError(f"row {index} of {len(self)}")
-        index %= len(self)
-        return self.ids[self.offsets[index] : self.offsets[index + 1]]
-
-    def to_lists(self) -> list[list[int]]:
-        """A list of ids per row, as vLLM's requests take them."""
-        ids = self.ids.tolist()
-        offsets = self.offsets.tolist()
-        return [ids[offsets[i] : offsets[i + 1]] for i in range(len(self))]
-
-    def take(self, start: int, end: int) -> np.ndarray:
-        """The ids of rows ``start`` .. ``end`` - 1, one flat view."""
-        return self.ids[self.offsets[start] : self.offsets[end]]
-
-    def slice(self, start: int, end: int) -> TokenRows:
-        """Rows ``start`` .. ``end`` - 1, their ids a view of these."""
-        return TokenRows(self.take(start, end), self.lengths[start:end])
-
-    def truncated(self, most: int) -> TokenRows:
-        """Each row cut to its first ``most`` ids.
-
-        >>> TokenRows.from_lists([[1, 2, 3], [4], [5, 6, 7, 8]]).truncated(2).to_lists()
-        [[1, 2], [4], [5, 6]]
-        """
-        lengths = np.minimum(self.lengths, most)
-        return TokenRows(self.ids[row_positions(self.offsets, self.lengths) < most], lengths)
-
-
-def row_positions(offsets: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """Each token's index within its row, for rows laid end to end (``offsets``: where each starts,
-    then the total).
-
-    >>> row_positions(np.array([0, 3, 3, 5]), np.array([3, 0, 2])).tolist()
-    [0, 1, 2, 0, 1]
-    """
-    return np.arange(int(offsets[-1]), dtype=np.int64) - np.repeat(offsets[:-1], lengths)
 
 
 def decode_token_rows(payload: bytes, rows: int) -> TokenRows:

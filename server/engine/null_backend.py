@@ -14,8 +14,8 @@ import os
 
 import numpy as np
 
-from embedtext.server.engine.frames import TokenRows
 from embedtext.server.models.source import ModelSpec
+from embedtext.server.rows import TokenRows
 
 log = logging.getLogger(__name__)
 

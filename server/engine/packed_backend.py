@@ -23,9 +23,9 @@ from typing import Any
 import numpy as np
 
 from embedtext.server.engine.base import EngineRequestError
-from embedtext.server.engine.frames import TokenRows
 from embedtext.server.engine.step_plan import Step, StepBatch, carries_bulk
 from embedtext.server.engine.vllm_stepped import SteppedVllmBackend
+from embedtext.server.rows import TokenRows
 
 log = logging.getLogger(__name__)
 

@@ -33,8 +33,8 @@ from embedtext.server.engine.base import (
     EngineStartError,
     ReplicaDeadError,
 )
-from embedtext.server.engine.pacing import PaceReport
 from embedtext.server.models.source import ModelSpec, spec_to_json
+from embedtext.server.pacing import PaceReport
 
 log = logging.getLogger(__name__)
 

@@ -6,7 +6,7 @@ ENGINE_THREAD_NAME). This core owns what does not depend on how a step runs:
 * the inbox the event loop hands batches to, and the batches its callers gave up on;
 * each step's rows (server/engine/step_plan.py): interactive rows first, bulk rows up to a token
   budget sized from the measured speed so that an interactive row waits at most about
-  ``--interactive-slo-ms`` (server/engine/pacing.py), the next step's rows chosen the moment a step ends;
+  ``--interactive-slo-ms`` (server/pacing.py), the next step's rows chosen the moment a step ends;
 * the engine's speed and its pacing;
 * delivering each batch's vectors, or its error, to the caller's event loop.
 
@@ -24,13 +24,13 @@ from collections.abc import Callable
 import numpy as np
 
 from embedtext.server.engine.base import ENGINE_THREAD_NAME, EngineSettings, ReplicaDeadError
-from embedtext.server.engine.frames import TokenRows
 from embedtext.server.engine.model_clock import ModelClock
-from embedtext.server.engine.pacing import BulkPacer, EngineSpeed, PaceReport
 from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS, Step, StepBatch, StepPlan
 from embedtext.server.engine.vllm_args import max_step_tokens
 from embedtext.server.host.naming import name_this_thread
 from embedtext.server.models.source import ModelSpec
+from embedtext.server.pacing import BulkPacer, EngineSpeed, PaceReport
+from embedtext.server.rows import TokenRows
 
 log = logging.getLogger(__name__)
 

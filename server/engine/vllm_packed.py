@@ -44,9 +44,9 @@ from embedtext.server.engine.attention_kinds import (
     embedding_head,
     rows_per_forward,
 )
-from embedtext.server.engine.frames import row_positions
 from embedtext.server.engine.model_clock import ModelClock
 from embedtext.server.engine.vllm_runner import RunnerNotFoundError, model_runner
+from embedtext.server.rows import row_positions
 
 log = logging.getLogger(__name__)
 

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 from embedtext.protocol.errors import DeadlineExceededError, InvalidInputError, OverloadedError, UnavailableError
 from embedtext.server.config.settings import ServerConfig
-from embedtext.server.engine.pacing import EngineSpeed
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import ModelSpec
+from embedtext.server.pacing import EngineSpeed
 from embedtext.server.scheduler.batching import BatchQueue
 from embedtext.server.scheduler.options import EmbedOptions
 

@@ -60,7 +60,7 @@ class BatchQueue:
         # request then fits one batch whole (docs/benchmarks.md, section extension).
         self.max_bulk_batch_tokens = max(max_batch_tokens, max_bulk_batch_tokens or 0)
         # Token budget of a bulk batch; the runtime sizes it to the engines' speed (bulk turns,
-        # server/engine/pacing.py). Parts larger than it are split by rows when a batch is taken.
+        # server/pacing.py). Parts larger than it are split by rows when a batch is taken.
         self.bulk_batch_tokens = self.max_bulk_batch_tokens
         # While bulk work runs, how long the oldest interactive row may wait for others to share
         # its engine step: each step carries the model's fixed work (--interactive-gather-ms).

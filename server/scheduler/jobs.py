@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from embedtext.protocol.errors import EmbedTextError
-from embedtext.server.engine.frames import TokenRows
+from embedtext.server.rows import TokenRows
 
 
 @dataclass(eq=False)

@@ -17,8 +17,8 @@ import logging
 from collections.abc import Awaitable, Callable, Iterable
 
 from embedtext.server.engine.base import Backend
-from embedtext.server.engine.pacing import PaceReport
 from embedtext.server.metrics import ServerMetrics
+from embedtext.server.pacing import PaceReport
 from embedtext.server.scheduler.routing import LeastInFlightTokensPolicy, Replica
 
 log = logging.getLogger(__name__)

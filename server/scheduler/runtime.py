@@ -26,10 +26,10 @@ from embedtext.protocol.errors import (
 )
 from embedtext.server.config.resolve import ResolvedSettings
 from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
-from embedtext.server.engine.frames import TokenRows
-from embedtext.server.engine.pacing import EngineSpeed, PaceReport, bulk_turn_tokens
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import ModelSpec
+from embedtext.server.pacing import EngineSpeed, PaceReport, bulk_turn_tokens
+from embedtext.server.rows import TokenRows
 from embedtext.server.scheduler.admission import Admission
 from embedtext.server.scheduler.batching import BatchQueue
 from embedtext.server.scheduler.gauges import watch_runtime
@@ -85,7 +85,7 @@ class ModelRuntime:
         self.model_seconds = 0.0  # the engines' CPU in the model's forward, for Info
         self.interactive_slo_s = settings.interactive_slo_s
         self.interactive_latency = LatencyWindow()  # the last interactive requests, for Info
-        # Bulk callers take turns on the engines of about this long each (server/engine/pacing.py); 0: off.
+        # Bulk callers take turns on the engines of about this long each (server/pacing.py); 0: off.
         self.bulk_turn_s = config.bulk_batch_ms / 1000.0
         self._pace()
         self.router = LeastInFlightTokensPolicy.of_count(

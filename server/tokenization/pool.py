@@ -17,7 +17,7 @@ import numpy as np
 from tokenizers import Tokenizer
 
 from embedtext.protocol.errors import InvalidInputError
-from embedtext.server.engine.frames import TokenRows
+from embedtext.server.rows import TokenRows
 from embedtext.server.tokenization.wordpiece import WordPieceEncoder
 
 # An interactive request up to this many characters is tokenized on the event loop itself: far

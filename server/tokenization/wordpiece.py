@@ -15,7 +15,7 @@ from __future__ import annotations
 import nanotoken
 import numpy as np
 
-from embedtext.server.engine.frames import TokenRows
+from embedtext.server.rows import TokenRows
 
 # Each tokenizing thread keeps a cache of chunks' and words' ids, of this many entries per level at
 # most (~16 MiB a thread when full; the library's default is 8 times more).

@@ -10,9 +10,9 @@ import pytest
 
 from embedtext.protocol.errors import DeadlineExceededError
 from embedtext.server.config.settings import ServerConfig
-from embedtext.server.engine.pacing import EngineSpeed
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import ModelSpec
+from embedtext.server.pacing import EngineSpeed
 from embedtext.server.scheduler.admission import Admission
 from embedtext.server.scheduler.batching import BatchQueue
 from embedtext.server.scheduler.jobs import EmbedJob

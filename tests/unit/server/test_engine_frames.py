@@ -93,7 +93,7 @@ def _replica_reading(*sent: bytes):
 
 
 def test_a_stepped_workers_pace_report_reaches_its_replica():
-    from embedtext.server.engine.pacing import PaceReport
+    from embedtext.server.pacing import PaceReport
 
     first, last = PaceReport(1024, 0.0, True), PaceReport(873, 9980.5, True)
     backend = _replica_reading(

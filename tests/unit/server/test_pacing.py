@@ -2,7 +2,7 @@
 
 import pytest
 
-from embedtext.server.engine.pacing import BULK_SHARE_OF_SLO, BulkPacer, EngineSpeed
+from embedtext.server.pacing import BULK_SHARE_OF_SLO, BulkPacer, EngineSpeed
 
 
 def _speed():

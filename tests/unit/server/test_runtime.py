@@ -16,9 +16,9 @@ from embedtext.server.config.resolve import ResolvedSettings, resolve
 from embedtext.server.config.settings import ServerConfig
 from embedtext.server.engine.base import EngineRequestError
 from embedtext.server.engine.null_backend import NullBackend
-from embedtext.server.engine.pacing import bulk_turn_tokens
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import load_model_spec
+from embedtext.server.pacing import bulk_turn_tokens
 from embedtext.server.scheduler.options import EmbedOptions
 from embedtext.server.scheduler.runtime import INTERACTIVE_EXTRA_SLOTS, ModelRuntime
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from embedtext.server.engine.frames import TokenRows
 from embedtext.server.engine.step_plan import StepBatch, StepPlan, row_tokens
+from embedtext.server.rows import TokenRows
 
 
 def _rows(count: int, tokens: int, first: int = 0) -> list[list[int]]:
