@@ -96,27 +96,38 @@ def test_a_worker_that_cannot_start_says_why(spec, tmp_path):
 
     async def scenario():
         backend = EngineProcessBackend(gone, SETTINGS, name="tiny/0", engine="null")
-        with pytest.raises(RuntimeError, match="tiny/0's engine process did not start: .*gone"):
+        with pytest.raises(
+            RuntimeError, match=r"tiny/0's engine process did not start \(model tiny at .*gone, engine null\): .*gone"
+        ):
             await backend.start()
         return backend.alive
 
     assert _run(scenario()) is False
 
 
-def test_a_worker_killed_before_it_was_ready_says_how_it_ended(spec):
-    """SIGKILL is what the kernel's out-of-memory killer sends: the error names it and its usual cause."""
+@pytest.mark.parametrize(
+    "how,engine,ending,setting",
+    [
+        (signal.SIGKILL, "null", "killed by SIGKILL: the kernel's out-of-memory killer", "Fewer engines (--replicas 1"),
+        (signal.SIGSEGV, "vllm-packed", "killed by SIGSEGV", "--set engine_loop=stepped"),
+    ],
+)
+def test_a_worker_killed_before_it_was_ready_says_how_it_ended(spec, how, engine, ending, setting):
+    """SIGKILL is what the kernel's out-of-memory killer sends, SIGSEGV a crash in native code: the
+    error names the model, the engine, how its process ended, and the setting to change."""
 
     async def scenario():
-        backend = EngineProcessBackend(spec, SETTINGS, name="tiny/0", engine="null")
+        backend = EngineProcessBackend(spec, SETTINGS, name="tiny/0", engine=engine)
         await backend.spawn()
-        os.kill(backend.pids[0], signal.SIGKILL)
+        os.kill(backend.pids[0], how)
         await asyncio.wait_for(backend._process.wait(), 60)
-        with pytest.raises(EngineStartError, match="did not start: it exited before it was ready") as raised:
+        with pytest.raises(EngineStartError, match="did not start .*: it exited before it was ready") as raised:
             await backend.start()
         return str(raised.value), backend.alive
 
     message, alive = _run(scenario())
-    assert "killed by SIGKILL: the kernel's out-of-memory killer" in message and not alive
+    assert f"(model tiny at {spec.path}, engine {engine})" in message
+    assert ending in message and setting in message and not alive
 
 
 def _catches_sigterm(pid: int) -> bool:
