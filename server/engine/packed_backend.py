@@ -74,7 +74,7 @@ class PackedVllmBackend(SteppedVllmBackend):
         engine = super()._build()
         try:
             packed = PackedModel(engine, self.model_clock, graphs=bool(self.settings.step_graph_tokens))
-            least, _ = packed.check(engine, check_rows(packed.vocab_size, packed.max_tokens))
+            checked = packed.check(engine, check_rows(packed.vocab_size, packed.max_tokens))
         except Exception as exc:  # a vLLM whose internals read otherwise too: its own path still serves
             why = (
                 exc
@@ -86,10 +86,11 @@ class PackedVllmBackend(SteppedVllmBackend):
         self.packed = packed
         self.overlaps_steps = packed.asynchronous and self.pacer is None
         log.info(
-            "%s: packed steps, %s pooling (least cosine to vLLM's own vectors %.7f)%s%s",
+            "%s: packed steps, %s pooling (least cosine to vLLM's own vectors %.7f, held to %.7f)%s%s",
             self.name,
             packed.pooling,
-            least,
+            checked.least_cosine,
+            checked.bound.min_cosine,
             ", each launched while the last one computes" if self.overlaps_steps else "",
             f", replaying CUDA graphs of up to {packed.graphs.largest} tokens" if packed.use_graphs else "",
         )

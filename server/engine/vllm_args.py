@@ -35,19 +35,19 @@ CPU_CACHE_STEPS = 2
 _DTYPE_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
-def kv_cache_bytes(spec: ModelSpec, settings: EngineSettings) -> int:
-    """The KV cache a CPU engine is given: ``CPU_CACHE_STEPS`` steps of the model's keys and values
-    (an encoder-only model's engine allocates none, whatever it is given).
+def cpu_kv_cache_bytes(spec: ModelSpec, step_tokens: int, dtype: str) -> int:
+    """The KV cache a CPU engine is given: ``CPU_CACHE_STEPS`` steps of ``step_tokens`` (at least the
+    model's longest row) of the model's keys and values (an encoder-only model's engine allocates
+    none, whatever it is given; config.json does not say which a model is, so the server's memory
+    estimate, server/config/resolve.py, leaves it out).
 
     >>> from pathlib import Path
     >>> spec = ModelSpec(name="m", path=Path("m"), dim=128, max_tokens=128, pooling="last", normalize=True,
     ...                  kv_values_per_token=256)
-    >>> kv_cache_bytes(spec, EngineSettings(memory_fraction=0.2, max_batch_tokens=1024, max_num_seqs=64,
-    ...                                     device="cpu", dtype="bfloat16"))
-    1048576
+    >>> cpu_kv_cache_bytes(spec, 1024, "bfloat16"), cpu_kv_cache_bytes(spec, 64, "float32")
+    (1048576, 262144)
     """
-    values = spec.kv_values_per_token * _DTYPE_BYTES.get(settings.dtype, 4)
-    return CPU_CACHE_STEPS * max_step_tokens(spec, settings) * values
+    return CPU_CACHE_STEPS * max(step_tokens, spec.max_tokens) * spec.kv_values_per_token * _DTYPE_BYTES.get(dtype, 4)
 
 
 def max_step_tokens(spec: ModelSpec, settings: EngineSettings) -> int:
@@ -64,7 +64,7 @@ def engine_arguments(spec: ModelSpec, settings: EngineSettings) -> dict[str, Any
         sizes = sorted(n for n in set(settings.step_graph_tokens) if n <= step_tokens)
         extra["compilation_config"] = {"cudagraph_mode": "PIECEWISE", "cudagraph_capture_sizes": sizes}
     if settings.device == "cpu" and spec.kv_values_per_token:
-        extra["kv_cache_memory_bytes"] = kv_cache_bytes(spec, settings)
+        extra["kv_cache_memory_bytes"] = cpu_kv_cache_bytes(spec, settings.max_batch_tokens, settings.dtype)
     return dict(
         model=str(spec.path),
         runner="pooling",

@@ -53,9 +53,67 @@ log = logging.getLogger(__name__)
 POOLINGS = {"MEAN": "mean", "CLS": "cls", "LAST": "last"}
 # The least cosine a packed row may have to the engine's own vector of it as the backend starts,
 # and the most its length may differ (relative): vectors are served un-normalized where asked, and a
-# row's scale (a mean over the wrong count, say) leaves its cosine whole.
+# row's scale (a mean over the wrong count, say) leaves its cosine whole. These are float32's bounds.
 CHECK_MIN_COSINE = 0.99999
 CHECK_MAX_NORM_ERROR = 1e-3
+# 16-bit kernels are not batch-invariant: on an AMX CPU a bfloat16 row computed in another batch
+# differs by about 3e-4 an element, so float32's bounds would refuse a bfloat16 path that is right.
+# The check measures that spread on the engine itself (vLLM's own path, a row alone against the
+# rows together) and holds the packed path to this many times it; never tighter than float32's
+# bounds, never looser than these (a wrong pooling or head is far below them).
+SPREAD_FACTOR = 4
+CHECK_FLOOR_COSINE = 0.9999
+CHECK_CEILING_NORM_ERROR = 1e-2
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckBound:
+    """What the start-up check holds packed vectors to: a least cosine and a largest relative
+    difference in length, from vLLM's own spread across batch shapes.
+
+    >>> CheckBound.from_spread(0.99999999, 1e-7)  # float32: its own spread is far below the bounds
+    CheckBound(min_cosine=0.99999, max_norm_error=0.001)
+    >>> b = CheckBound.from_spread(0.99998, 6e-4)  # bfloat16 on an AMX CPU
+    >>> round(b.min_cosine, 6), round(b.max_norm_error, 6)
+    (0.99992, 0.0024)
+    >>> CheckBound.from_spread(0.99, 0.5)  # an engine that far from itself: the floor holds
+    CheckBound(min_cosine=0.9999, max_norm_error=0.01)
+    """
+
+    min_cosine: float
+    max_norm_error: float
+
+    @classmethod
+    def from_spread(cls, least_cosine: float, norm_error: float) -> CheckBound:
+        loose = 1.0 - SPREAD_FACTOR * (1.0 - least_cosine)
+        return cls(
+            max(CHECK_FLOOR_COSINE, min(CHECK_MIN_COSINE, loose)),
+            min(CHECK_CEILING_NORM_ERROR, max(CHECK_MAX_NORM_ERROR, SPREAD_FACTOR * norm_error)),
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class CheckResult:
+    """How close packed vectors came to vLLM's own, and the bound they were held to."""
+
+    least_cosine: float
+    norm_error: float
+    bound: CheckBound
+
+
+def agreement(got: np.ndarray, expected: np.ndarray) -> tuple[float, float]:
+    """The least cosine and the largest relative difference in length between two sets of row
+    vectors; a row that is zero in both agrees.
+
+    >>> agreement(np.array([[1.0, 0.0], [0.0, 0.0]]), np.array([[2.0, 0.0], [0.0, 0.0]]))
+    (1.0, 0.5)
+    """
+    norms, expected_norms = np.linalg.norm(got, axis=1), np.linalg.norm(expected, axis=1)
+    zero = (norms == 0) & (expected_norms == 0)
+    tiny = np.finfo(np.float32).tiny
+    cosines = np.where(zero, 1.0, np.sum(got * expected, axis=1) / np.maximum(norms * expected_norms, tiny))
+    errors = np.where(zero, 0.0, np.abs(norms / np.maximum(expected_norms, tiny) - 1.0))
+    return float(cosines.min()), float(errors.max())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -409,41 +467,48 @@ class PackedModel:
 
     # --- the check as it starts -----------------------------------------------------------
 
-    def check(self, engine, rows: list[list[int]]) -> tuple[float, float]:
-        """The least cosine and the largest relative difference in length between this path's
-        vectors of ``rows`` and the engine's own (vLLM's request path, in this process); raises
-        PackedModelError below CHECK_MIN_COSINE or above CHECK_MAX_NORM_ERROR. Steps that replay
-        CUDA graphs are checked first: where they differ, steps launch eagerly, and are checked."""
+    def check(self, engine, rows: list[list[int]]) -> CheckResult:
+        """How close this path's vectors of ``rows`` come to the engine's own (vLLM's request path,
+        in this process); raises PackedModelError outside the bound vLLM's own spread gives
+        (``CheckBound``). Steps that replay CUDA graphs are checked first: where they differ, steps
+        launch eagerly, and are checked."""
+        together = self._engine_vectors(engine, rows, together=True)
+        alone = self._engine_vectors(engine, rows, together=False)
+        bound = CheckBound.from_spread(*agreement(alone, together))
         if self.use_graphs:
             try:
-                return self._check(engine, rows)
+                return self._check(rows, together, bound)
             except Exception as exc:  # differing vectors, or a replay this vLLM refuses
                 log.warning("packed steps launch each kernel: replaying vLLM's CUDA graphs, %s", exc)
                 self.use_graphs = False
-        return self._check(engine, rows)
+        return self._check(rows, together, bound)
 
-    def _check(self, engine, rows: list[list[int]]) -> tuple[float, float]:
+    @staticmethod
+    def _engine_vectors(engine, rows: list[list[int]], together: bool) -> np.ndarray:
+        """vLLM's own vectors of ``rows``: all in the engine at once, or each alone."""
         from vllm import PoolingParams
         from vllm.inputs import tokens_input
 
         params = PoolingParams(task="embed", use_activation=False)
-        ids = [f"packed-check-{i}" for i in range(len(rows))]
-        for request_id, row in zip(ids, rows, strict=True):
-            engine.add_request(request_id, tokens_input(row), params)
+        ids = [f"packed-check-{'all' if together else 'one'}-{i}" for i in range(len(rows))]
         theirs: dict[str, np.ndarray] = {}
-        while len(theirs) < len(rows):
-            for out in engine.step():
-                if out.finished:
-                    theirs[out.request_id] = out.outputs.data.float().numpy()
-        expected = np.stack([theirs[i] for i in ids])
+        for batch in [list(zip(ids, rows, strict=True))] if together else [[pair] for pair in zip(ids, rows)]:
+            for request_id, row in batch:
+                engine.add_request(request_id, tokens_input(row), params)
+            while not all(request_id in theirs for request_id, _ in batch):
+                for out in engine.step():
+                    if out.finished:
+                        theirs[out.request_id] = out.outputs.data.float().numpy()
+        return np.stack([theirs[i] for i in ids])
+
+    def _check(self, rows: list[list[int]], expected: np.ndarray, bound: CheckBound) -> CheckResult:
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         got = self.embed(np.concatenate([np.asarray(r, dtype=np.int32) for r in rows]), lengths)
-        norms, expected_norms = np.linalg.norm(got, axis=1), np.linalg.norm(expected, axis=1)
-        least = float((np.sum(got * expected, axis=1) / (norms * expected_norms)).min())
-        norm_error = float(np.max(np.abs(norms / expected_norms - 1.0)))
-        if not (least >= CHECK_MIN_COSINE and norm_error <= CHECK_MAX_NORM_ERROR):
+        least, norm_error = agreement(got, expected)
+        if not (least >= bound.min_cosine and norm_error <= bound.max_norm_error):
             raise PackedModelError(
                 f"packed vectors differ from vLLM's own (least cosine {least:.6f}, lengths up to "
-                f"{norm_error:.2e} apart)"
+                f"{norm_error:.2e} apart; vLLM's own spread across batch shapes allows {bound.min_cosine:.6f} "
+                f"and {bound.max_norm_error:.2e})"
             )
-        return least, norm_error
+        return CheckResult(least, norm_error, bound)

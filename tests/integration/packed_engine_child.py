@@ -55,21 +55,25 @@ def _case(model: str, source: str, dtype: str) -> dict:
             first, second = await asyncio.gather(backend.embed(rows[:half]), backend.embed(rows[half:], 4))
             overlapped = np.concatenate([first, second])
             backend.overlaps_steps = False
-            least, norm_error = backend.packed.check(backend._engine, rows)  # the engine's own request path
+            checked = backend.packed.check(backend._engine, rows)  # the engine's own request path
             # Every attention backend but vLLM-CPU's (a GPU's) has its metadata from the backend's
             # own builder: that path too, here on the CPU builder, against the same request path.
             backend.packed._cpu_metadata = None
-            builder_least, builder_norm_error = backend.packed.check(backend._engine, rows)
+            builder = backend.packed.check(backend._engine, rows)
             return {
                 "packed": True,
                 "pooling": backend.packed.pooling,
                 "rows": len(rows),
                 "vectors": int(vectors.shape[0]),
                 "dim": int(vectors.shape[1]),
-                "least_cosine": least,
-                "norm_error": norm_error,
-                "builder_least_cosine": builder_least,
-                "builder_norm_error": builder_norm_error,
+                "least_cosine": checked.least_cosine,
+                "norm_error": checked.norm_error,
+                "min_cosine": checked.bound.min_cosine,
+                "max_norm_error": checked.bound.max_norm_error,
+                "builder_least_cosine": builder.least_cosine,
+                "builder_norm_error": builder.norm_error,
+                "builder_min_cosine": builder.bound.min_cosine,
+                "builder_max_norm_error": builder.bound.max_norm_error,
                 "batches_in_order": bool(np.allclose(vectors, alone, rtol=0, atol=1e-5)),
                 "overlapped_steps_in_order": bool(np.allclose(vectors, overlapped, rtol=0, atol=1e-5)),
                 "model_seconds": [runner_seconds, packed_seconds],

@@ -34,6 +34,17 @@ GPU_KIT_PYTHON = os.environ.get("EMBEDTEXT_GPU_KIT_VLLM_PYTHON")
 GPU_KIT_VLLM = "0.25.1"
 
 
+def _held_to_the_checks_bound(got: dict, dtype: str) -> None:
+    """Packed vectors within the bound the start-up check derives from vLLM's own spread across batch
+    shapes (the server's rule), on vLLM-CPU's metadata and on the backend's own builder (a GPU's
+    path); float32 at float32's bounds."""
+    for path in ("", "builder_"):
+        assert got[f"{path}least_cosine"] >= got[f"{path}min_cosine"], got
+        assert got[f"{path}norm_error"] <= got[f"{path}max_norm_error"], got
+        if dtype == "float32":
+            assert (got[f"{path}min_cosine"], got[f"{path}max_norm_error"]) == (CHECK_MIN_COSINE, CHECK_MAX_NORM_ERROR)
+
+
 def _run_cases(python: str, sources: dict[str, str], cases) -> dict:
     done = subprocess.run(
         [python, str(CHILD), json.dumps(sources), json.dumps(cases)],
@@ -84,11 +95,9 @@ def test_packed_steps_on_the_gpu_kits_vllm(family_sources):
     for case in cases:
         got = results[case]
         assert got["packed"], (case, got.get("why"))
-        assert got["least_cosine"] >= CHECK_MIN_COSINE and got["batches_in_order"] and got["overlapped_steps_in_order"]
-        assert got["norm_error"] <= CHECK_MAX_NORM_ERROR
+        assert got["batches_in_order"] and got["overlapped_steps_in_order"]
         assert min(got["model_seconds"]) > 0.0  # the model's forward is timed on both paths of this vLLM
-        # The GPU's path: attention metadata from the backend's own builder, on this vLLM.
-        assert got["builder_least_cosine"] >= CHECK_MIN_COSINE and got["builder_norm_error"] <= CHECK_MAX_NORM_ERROR
+        _held_to_the_checks_bound(got, case[1])
 
 
 @pytest.mark.slow
@@ -98,9 +107,7 @@ def test_packed_steps_give_the_engines_own_vectors(packed_results, model, dtype)
     assert got["packed"], got.get("why")
     assert got["pooling"] == POOLING[model]
     assert got["rows"] == got["vectors"] and got["dim"] in (128, 384, 768)
-    assert got["least_cosine"] >= CHECK_MIN_COSINE
-    assert got["norm_error"] <= CHECK_MAX_NORM_ERROR  # un-normalized vectors keep their length
-    assert got["builder_least_cosine"] >= CHECK_MIN_COSINE and got["builder_norm_error"] <= CHECK_MAX_NORM_ERROR
+    _held_to_the_checks_bound(got, dtype)  # un-normalized vectors keep their length too
     # The server's batches in several packed steps (interactive rows first) come back in their order.
     assert got["batches_in_order"]
     # ... and so do they where each step is launched before the last is collected (a GPU's loop).
