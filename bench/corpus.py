@@ -25,17 +25,27 @@ class BenchCorpus:
         self.tokenizer.no_truncation()
 
     @cached_property
+    def specials(self) -> int:
+        """Tokens the tokenizer adds to every text: [CLS] and [SEP], <s> and </s>, an end-of-text."""
+        return len(self.tokenizer.encode("").ids)
+
+    @cached_property
     def words(self) -> list[str]:
-        # Whole words of the vocabulary (no "##" pieces, no special tokens, no single characters).
-        vocab = [w for w in self.tokenizer.get_vocab() if len(w) > 1 and w.isalpha() and w.isascii()]
-        return sorted(w for w in vocab if len(self.tokenizer.encode(w, add_special_tokens=False).ids) == 1)
+        # Whole words of the vocabulary that are one token both first in a text and after a space:
+        # WordPiece's words, byte-level BPE's "Ġword" and Metaspace's "▁word" (their marks
+        # dropped), never pieces, special tokens or single characters.
+        marks = ("Ġ", "▁")
+        vocab = {w.lstrip("".join(marks)) for w in self.tokenizer.get_vocab()}
+        vocab = [w for w in vocab if len(w) > 1 and w.isalpha() and w.isascii()]
+        encode = self.tokenizer.encode_batch([f"{w} {w}" for w in vocab], add_special_tokens=False)
+        return sorted(w for w, e in zip(vocab, encode, strict=True) if len(e.ids) == 2)
 
     def texts(self, rows: int, tokens: int, seed: int = 1) -> list[str]:
         """``rows`` distinct texts of exactly ``tokens`` tokens each (checked)."""
-        if tokens < 3:
-            raise ValueError("tokens counts [CLS] and [SEP]: at least 3")
+        if tokens <= self.specials:
+            raise ValueError(f"tokens counts the {self.specials} special tokens: at least {self.specials + 1}")
         rng = random.Random(seed * 1_000_003 + tokens)
-        texts = [" ".join(rng.choices(self.words, k=tokens - 2)) for _ in range(rows)]
+        texts = [" ".join(rng.choices(self.words, k=tokens - self.specials)) for _ in range(rows)]
         sample = texts[: min(rows, 256)]
         counts = {len(e.ids) for e in self.tokenizer.encode_batch(sample)}
         if counts != {tokens}:

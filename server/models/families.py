@@ -92,7 +92,7 @@ def _train_byte_level(specials: list[str], single: str):
 def _train_byte_fallback(specials: list[str]):
     """Gemma's kind (SentencePiece BPE as a tokenizer.json): spaces become ``▁``, and a character
     the vocabulary lacks becomes its UTF-8 bytes, <0x00> to <0xFF>."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, processors, trainers
+    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
     byte_tokens = [f"<0x{b:02X}>" for b in range(256)]
     tokenizer = Tokenizer(models.BPE(byte_fallback=True, fuse_unk=True, unk_token="<unk>"))
@@ -101,7 +101,11 @@ def _train_byte_fallback(specials: list[str]):
         [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(), decoders.Strip(" ", 1, 0)]
     )
     trainer = trainers.BpeTrainer(vocab_size=_VOCAB_SIZE, special_tokens=specials + byte_tokens, show_progress=False)
+    # Trained word by word, as SentencePiece trains: no piece spans two words ("▁" starts a word's
+    # pieces only), though the tokenizer itself runs without a pre-tokenizer, as Gemma's does.
+    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="never")
     tokenizer.train_from_iterator([" " + line for line in _corpus()], trainer=trainer)
+    tokenizer.pre_tokenizer = None
     ids = _specials(tokenizer, ["<bos>", "<eos>"])
     tokenizer.post_processor = processors.TemplateProcessing(single="<bos> $A <eos>", special_tokens=list(ids.items()))
     return tokenizer
