@@ -2,8 +2,9 @@
 
 A small thread pool keeps the next requests tokenized while the engines run the current batches.
 Truncation follows the model's max tokens (special tokens included). WordPiece tokenizers (BERT and
-the embedding models built on it) go to nanotoken (server/tokenization/wordpiece.py): the same ids
-at a small part of the CPU, with the GIL released. Any other tokenizer is Hugging Face's, whose
+the embedding models built on it) go to nanotoken (server/tokenization/wordpiece.py), BPE tokenizers
+(Qwen, ModernBERT, Gemma) to fastokens (server/tokenization/bpe.py): the same ids at a small part of
+the CPU, with the GIL released. Any other tokenizer (XLM-R's Unigram) is Hugging Face's, whose
 ``encode_batch_fast`` (no character offsets, where the installed tokenizers has it) releases the GIL
 too.
 """
@@ -18,6 +19,7 @@ from tokenizers import Tokenizer
 
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.rows import TokenRows
+from embedtext.server.tokenization.bpe import BpeEncoder
 from embedtext.server.tokenization.wordpiece import WordPieceEncoder
 
 # An interactive request up to this many characters is tokenized on the event loop itself: far
@@ -33,15 +35,17 @@ class TokenizerPool:
         self.max_tokens = max_tokens
         tokenizer = self._load(tokenizer_file)
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
-        # None (not a tokenizer nanotoken reproduces): the Hugging Face tokenizer's encoders.
-        self.wordpiece = WordPieceEncoder.for_file(tokenizer_file, max_tokens)
-        self._encoders = {}  # truncate -> the bound encode method of a tokenizer set up for it
-        if self.wordpiece is None:
-            truncating = self._load(tokenizer_file)
-            truncating.enable_truncation(max_length=max_tokens)
-            for truncate, each in ((True, truncating), (False, tokenizer)):
-                encode = "encode_batch_fast" if hasattr(each, "encode_batch_fast") else "encode_batch"
-                self._encoders[truncate] = getattr(each, encode)
+        self._encoders = {}  # truncate -> the bound encode method of a Hugging Face tokenizer set up for it
+        truncating = self._load(tokenizer_file)
+        truncating.enable_truncation(max_length=max_tokens)
+        for truncate, each in ((True, truncating), (False, tokenizer)):
+            encode = "encode_batch_fast" if hasattr(each, "encode_batch_fast") else "encode_batch"
+            self._encoders[truncate] = getattr(each, encode)
+        # A fast path where one reproduces this tokenizer (None: not one it reads exactly); else the
+        # Hugging Face tokenizer's encoders above.
+        self.fast = WordPieceEncoder.for_file(tokenizer_file, max_tokens) or BpeEncoder.for_file(
+            tokenizer_file, max_tokens, self._encoders[True]
+        )
         self._in_flight = 0
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embedtext-tokenizer")
         # Larger interactive requests get a thread of their own: behind a bulk request's
@@ -53,8 +57,10 @@ class TokenizerPool:
     @property
     def path(self) -> str:
         """How a text becomes ids here, for the start-up log."""
-        if self.wordpiece is not None:
+        if isinstance(self.fast, WordPieceEncoder):
             return "WordPiece by nanotoken"
+        if isinstance(self.fast, BpeEncoder):
+            return "BPE by fastokens"
         return "the Hugging Face tokenizer"
 
     @staticmethod
@@ -81,8 +87,8 @@ class TokenizerPool:
         return rows
 
     def _encode(self, texts: list[str], truncate: bool) -> TokenRows:
-        if self.wordpiece is not None:
-            return self.wordpiece.encode(texts, truncate)
+        if self.fast is not None:
+            return self.fast.encode(texts, truncate)
         return TokenRows.from_lists([enc.ids for enc in self._encoders[truncate](texts)])
 
     @property

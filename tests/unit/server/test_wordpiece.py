@@ -19,6 +19,7 @@ from tokenizers import Tokenizer, models, normalizers, pre_tokenizers
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.models.source import load_model_spec
 from embedtext.server.tokenization.pool import TokenizerPool
+from embedtext.server.tokenization.wordpiece import WordPieceEncoder
 
 
 def _ids(tokenizer, texts):
@@ -47,7 +48,7 @@ def english():
 
 def test_the_pool_uses_it_for_bert_wordpiece_tokenizers(model):
     _, pool, _ = model
-    assert pool.wordpiece is not None
+    assert isinstance(pool.fast, WordPieceEncoder)
     assert pool.path == "WordPiece by nanotoken"
 
 
@@ -85,7 +86,7 @@ def test_every_character_of_the_first_planes_as_the_tokenizer(
     path.write_text(json.dumps(config))
     pool = TokenizerPool(str(path), spec.max_tokens)
     try:
-        assert pool.wordpiece is not None
+        assert isinstance(pool.fast, WordPieceEncoder)
         texts = [f"aB{chr(c)}Cd e{chr(c)}{chr(c)}f {chr(c)}" for c in range(0x3100) if not 0xD800 <= c < 0xE000]
         assert pool.tokenize_sync(texts).to_lists() == _ids(reference_tokenizer(path, spec.max_tokens), texts)
     finally:
@@ -156,7 +157,7 @@ def test_other_tokenizers_keep_the_hugging_face_tokenizer(model, tmp_path, refer
     for name, texts in (("word_level.json", ["HELLO there"]), ("replaced.json", ["A cat sat", "banana"])):
         pool = TokenizerPool(str(tmp_path / name), 16)
         try:
-            assert pool.wordpiece is None and pool.path == "the Hugging Face tokenizer"
+            assert pool.fast is None and pool.path == "the Hugging Face tokenizer"
             assert pool.tokenize_sync(texts).to_lists() == _ids(reference_tokenizer(tmp_path / name, 16), texts)
         finally:
             pool.close()
