@@ -7,6 +7,9 @@ import re
 import time
 from collections.abc import Callable, Sequence
 
+from embedtext.bench.engine_overhead import OVERHEAD_FAMILIES, family_label
+
+_FAMILIES = [family_label(f) for f in OVERHEAD_FAMILIES]
 # ratio key (or key prefix ending in '_') -> (how it is judged, target)
 TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     "udf_vs_inprocess": (">=", 0.95),
@@ -34,6 +37,11 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     # On the default model the packed path must not lose rows/s (its compute dominates).
     "engine_overhead_rows_per_s_default_packed_vs_stepped": (">=", 1.0),
     "engine_overhead_rows_per_s_default_packed_vs_stepped_256": (">=", 1.0),
+    # Each other model family's small model at 50 tokens (bench/engine_overhead.py): packed steps
+    # against vLLM's request per row, the engine's work besides the model, the server's a row.
+    **{f"engine_overhead_rows_per_s_{f}_packed_vs_stepped": (">=", 2.0) for f in _FAMILIES},
+    **{f"engine_overhead_path_cpu_us_{f}_packed": ("<=", 10.0) for f in _FAMILIES},
+    **{f"engine_overhead_server_cpu_us_{f}_packed": ("<=", 25.0) for f in _FAMILIES},
     # The DuckDB extension against the Python Arrow UDF (bench/extension.py), on 2 cores.
     "extension_vs_udf_null": (">=", 1.3),
     "extension_cpu_vs_udf_null": ("<=", 0.33),
