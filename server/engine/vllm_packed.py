@@ -218,8 +218,9 @@ class PackedModel:
         # a decoder's (Qwen3) one causal group in the engine's KV cache.
         self.groups = attention_groups(runner)
         # A decoder's rows stage their keys and values in the engine's KV cache: a step whose rows
-        # need more of its blocks than it holds runs as several forwards.
-        self.cache_blocks = cache_blocks(runner) if any(g.kind == DECODER for g in self.groups) else None
+        # need more of its blocks than it holds runs as several forwards. (blocks, block size), or None.
+        decoders = [g.block_size for g in self.groups if g.kind == DECODER]
+        self.decoder_cache = (cache_blocks(runner), max(decoders)) if decoders else None
         from vllm.forward_context import set_forward_context
         from vllm.v1.attention.backend import CommonAttentionMetadata
 
@@ -289,9 +290,9 @@ class PackedModel:
         A decoder's step whose rows need more blocks than the engine's KV cache holds runs as
         several forwards, one after another."""
         runs = [(0, len(lengths))]
-        if self.cache_blocks is not None:
-            block_size = max(g.block_size for g in self.groups if g.kind == DECODER)
-            runs = rows_per_forward(lengths, block_size, self.cache_blocks)
+        if self.decoder_cache is not None:
+            blocks, block_size = self.decoder_cache
+            runs = rows_per_forward(lengths, block_size, blocks)
         if len(runs) == 1:
             return self._launch(ids, lengths)
         offsets = np.concatenate([[0], np.cumsum(lengths)])
