@@ -25,7 +25,7 @@ import json
 import random
 from pathlib import Path
 
-from embedtext.server.models.synthetic import _WORDS, write_st_layout, write_synthetic_bert
+from embedtext.server.models.synthetic import _WORDS, check_heads, write_st_layout, write_synthetic_bert
 
 FAMILIES = ("bert", "xlm-roberta", "modernbert", "qwen3", "gemma3")
 # Text the tokenizers are trained on: the BERT vocabulary's words, digits, punctuation and a few
@@ -128,14 +128,6 @@ def _save_model(model, out: Path, architectures: list[str] | None = None) -> Non
         config = json.loads((out / "config.json").read_text())
         config["architectures"] = architectures
         (out / "config.json").write_text(json.dumps(config, indent=1))
-
-
-def _check_heads(hidden: int, heads: int) -> int:
-    if hidden % heads:
-        raise ValueError("hidden must be a multiple of heads")
-    if hidden // heads < 32:
-        raise ValueError("head_dim (hidden / heads) must be at least 32: vLLM's CPU attention rejects 16")
-    return hidden // heads
 
 
 def _shape(tokenizer, *, layers: int, hidden: int, heads: int, max_tokens: int, ffn: int = 2) -> dict:
@@ -270,7 +262,7 @@ def write_family_model(
         raise ValueError(f"no model family {family!r}: one of {', '.join(FAMILIES)}")
     if pooling is not None:
         raise ValueError(f"{family} models pool as their family does; --pooling is for bert")
-    head_dim = _check_heads(hidden, heads)
+    head_dim = check_heads(hidden, heads)
     out = Path(path)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)

