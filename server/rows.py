@@ -73,6 +73,35 @@ class TokenRows:
         """Rows ``start`` .. ``end`` - 1, their ids a view of these."""
         return TokenRows(self.take(start, end), self.lengths[start:end])
 
+    def rows_at(self, order: np.ndarray) -> TokenRows:
+        """The rows at indices ``order``, in that order.
+
+        >>> TokenRows.from_lists([[1, 2], [3], [4, 5, 6]]).rows_at(np.array([2, 0])).to_lists()
+        [[4, 5, 6], [1, 2]]
+        """
+        lengths = self.lengths[order]
+        starts = np.zeros(len(lengths) + 1, dtype=np.int64)
+        np.cumsum(lengths, out=starts[1:])
+        return TokenRows(
+            self.ids[np.repeat(self.offsets[:-1][order], lengths) + row_positions(starts, lengths)], lengths
+        )
+
+    def framed(self, prefix: list[int], suffix: list[int]) -> TokenRows:
+        """Each row between the ids ``prefix`` and ``suffix`` (a tokenizer's special tokens).
+
+        >>> TokenRows.from_lists([[5, 6], []]).framed([0], [2]).to_lists()
+        [[0, 5, 6, 2], [0, 2]]
+        """
+        lengths = self.lengths + len(prefix) + len(suffix)
+        out = TokenRows(np.empty(int(lengths.sum()), dtype=np.int32), lengths)
+        starts = out.offsets[:-1]
+        for i, token in enumerate(prefix):
+            out.ids[starts + i] = token
+        out.ids[np.repeat(starts + len(prefix), self.lengths) + row_positions(self.offsets, self.lengths)] = self.ids
+        for i, token in enumerate(suffix):
+            out.ids[starts + len(prefix) + self.lengths + i] = token
+        return out
+
     def truncated(self, most: int) -> TokenRows:
         """Each row cut to its first ``most`` ids.
 

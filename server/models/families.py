@@ -5,7 +5,7 @@ its real kind trained on a fixed local corpus.
 family         transformers model          tokenizer                          pooling, head
 =============  ==========================  =================================  ==================
 bert           BertModel                   WordPiece (synthetic.py)           mean or cls
-xlm-roberta    XLMRobertaModel             Unigram, Metaspace                 cls
+xlm-roberta    XLMRobertaModel             SentencePiece Unigram              cls
 modernbert     ModernBertModel             byte-level BPE                     cls
 qwen3          Qwen3 (a decoder)           byte-level BPE, EOS appended       last token
 gemma3         Gemma3TextModel,            BPE with byte fallback             mean, 2 Dense
@@ -49,23 +49,30 @@ def _specials(tokenizer, tokens: list[str]) -> dict[str, int]:
     return {t: tokenizer.token_to_id(t) for t in tokens}
 
 
-def _train_unigram(specials: list[str]):
-    """XLM-R's kind: a Unigram model over Metaspace pieces (``▁`` marks a word's start)."""
-    from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+def train_unigram(out: Path, max_tokens: int, corpus: list[str] | None = None, vocab_size: int = _VOCAB_SIZE):
+    """XLM-R's kind, made as XLM-R's was: a SentencePiece Unigram model (sentencepiece.bpe.model),
+    which transformers converts into tokenizer.json (Metaspace pieces, fairseq's ids: ``<s> <pad>
+    </s> <unk>`` first, ``<mask>`` last). ``corpus``: the text to train on (the fixed local one)."""
+    import sentencepiece
+    from tokenizers import Tokenizer
+    from transformers import AutoTokenizer
 
-    tokenizer = Tokenizer(models.Unigram())
-    tokenizer.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " ")])
-    tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
-    tokenizer.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
-    trainer = trainers.UnigramTrainer(
-        vocab_size=_VOCAB_SIZE, special_tokens=specials, unk_token="<unk>", shrinking_factor=0.75
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(corpus or _corpus()),
+        model_prefix=str(out / "sentencepiece.bpe"),
+        model_type="unigram",
+        vocab_size=vocab_size,
+        hard_vocab_limit=False,  # the corpus has fewer pieces than that
+        num_threads=1,
+        minloglevel=2,
     )
-    tokenizer.train_from_iterator(_corpus(), trainer=trainer)
-    ids = _specials(tokenizer, ["<s>", "</s>"])
-    tokenizer.post_processor = processors.TemplateProcessing(
-        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=list(ids.items())
-    )
-    return tokenizer
+    (out / "sentencepiece.bpe.vocab").unlink()
+    tokens = dict(bos_token="<s>", eos_token="</s>", cls_token="<s>", sep_token="</s>", pad_token="<pad>")
+    config = {"tokenizer_class": "XLMRobertaTokenizer", "model_max_length": max_tokens, **tokens}
+    config |= {"unk_token": "<unk>", "mask_token": "<mask>"}
+    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=1))
+    AutoTokenizer.from_pretrained(str(out)).save_pretrained(str(out))
+    return Tokenizer.from_file(str(out / "tokenizer.json"))
 
 
 def _train_byte_level(specials: list[str], single: str):
@@ -145,7 +152,7 @@ def _shape(tokenizer, *, layers: int, hidden: int, heads: int, max_tokens: int, 
 def _xlm_roberta(out: Path, shape: dict, head_dim: int, max_tokens: int) -> tuple[str, list]:
     from transformers import XLMRobertaConfig, XLMRobertaModel
 
-    tokenizer = _train_unigram(["<s>", "<pad>", "</s>", "<unk>", "<mask>"])
+    tokenizer = train_unigram(out, max_tokens)
     config = XLMRobertaConfig(
         **_shape(tokenizer, **shape, ffn=4),
         pad_token_id=1,
@@ -156,8 +163,6 @@ def _xlm_roberta(out: Path, shape: dict, head_dim: int, max_tokens: int) -> tupl
     config.max_position_embeddings = max_tokens + 2  # RoBERTa's positions start after the pad id
     config.position_embedding_type = "absolute"  # real XLM-R configs carry it; vLLM's loader reads it
     _save_model(XLMRobertaModel(config, add_pooling_layer=False), out)
-    tokens = dict(bos_token="<s>", eos_token="</s>", cls_token="<s>", sep_token="</s>", pad_token="<pad>")
-    _save_tokenizer(tokenizer, out, "XLMRobertaTokenizer", max_tokens, **tokens, unk_token="<unk>", mask_token="<mask>")
     return "cls", []
 
 

@@ -4,9 +4,9 @@ with the GIL released.
 
 fastokens reads the model's tokenizer.json itself (normalizer, pre-tokenizer, BPE, template and
 truncation) and gives a batch's ids as one flat buffer, which becomes ``TokenRows`` without a Python
-int per token. It refuses a tokenizer.json it cannot run (XLM-R's Unigram: a ValueError), and as it
-loads, its ids are compared with the Hugging Face tokenizer's on ``CHECK_TEXTS``; either way the
-pool keeps the Hugging Face tokenizer for that model. tests/unit/server/test_tokenization.py
+int per token. It refuses a tokenizer.json it cannot run (a ValueError), and as it
+loads, its ids are compared with the Hugging Face tokenizer's (server/tokenization/reference_check.py);
+either way the pool keeps the Hugging Face tokenizer for that model. tests/unit/server/test_tokenization.py
 compares the two on each generated family's tokenizer; docs/tuning.md has the measurement.
 """
 
@@ -19,23 +19,9 @@ import os
 import numpy as np
 
 from embedtext.server.rows import TokenRows
+from embedtext.server.tokenization.reference_check import agrees
 
 log = logging.getLogger(__name__)
-
-# Texts the load-time check tokenizes both ways: prose, case and digits, punctuation, accents, CJK,
-# emoji, runs of spaces, tabs and newlines, a special token's text, nothing, one character, and a
-# row longer than any model's max tokens (truncation, specials kept).
-CHECK_TEXTS = [
-    "A cat sleeps on the warm windowsill.",
-    "Don't e-mail J.R.R. Tolkien's (1892-1973) publisher at info@example.com; it's \"late\"!",
-    "Ünïcödé façade naïve straße Ελληνικά русский 東京 日本語 中文 한국어 🙂🚀👩‍💻",
-    "  leading, \t tabs,\n\nnewlines   and   runs of spaces  ",
-    "<s> </s> [CLS] <|endoftext|> <bos> written as text",
-    "",
-    "x",
-    "3.14159 2026-12-01 0x1F ####",
-    "word " * 3000,
-]
 
 
 class BpeEncoder:
@@ -61,8 +47,8 @@ class BpeEncoder:
     @classmethod
     def for_file(cls, tokenizer_file: str, max_tokens: int, reference) -> BpeEncoder | None:
         """The encoder, or None where the tokenizer is not BPE, fastokens cannot read it, or it gives
-        other ids than ``reference`` (the Hugging Face tokenizer's truncating batch encode) on
-        ``CHECK_TEXTS``."""
+        other ids than ``reference`` (the Hugging Face tokenizer's truncating batch encode) on the
+        check texts."""
         with open(tokenizer_file, encoding="utf-8") as fh:
             if json.load(fh).get("model", {}).get("type") != "BPE":
                 return None
@@ -71,13 +57,7 @@ class BpeEncoder:
         except (ImportError, ValueError, RuntimeError) as exc:  # a part it lacks: the tokenizer's path serves
             log.debug("fastokens does not read %s: %s", tokenizer_file, exc)
             return None
-        ours = encoder.encode(CHECK_TEXTS).to_lists()
-        theirs = [encoding.ids for encoding in reference(CHECK_TEXTS)]
-        if ours != theirs:
-            row = next(i for i, (a, b) in enumerate(zip(ours, theirs, strict=True)) if a != b)
-            log.info("fastokens gives other ids than the Hugging Face tokenizer (text %d of its check): not used", row)
-            return None
-        return encoder
+        return encoder if agrees(encoder, reference, "fastokens") else None
 
     def encode(self, texts: list[str], truncate: bool = True) -> TokenRows:
         """Each text's ids; ``truncate`` cuts them at the model's max tokens, specials kept."""

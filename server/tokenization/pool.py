@@ -3,8 +3,9 @@
 A small thread pool keeps the next requests tokenized while the engines run the current batches.
 Truncation follows the model's max tokens (special tokens included). WordPiece tokenizers (BERT and
 the embedding models built on it) go to nanotoken (server/tokenization/wordpiece.py), BPE tokenizers
-(Qwen, ModernBERT, Gemma) to fastokens (server/tokenization/bpe.py): the same ids at a small part of
-the CPU, with the GIL released. Any other tokenizer (XLM-R's Unigram) is Hugging Face's, whose
+(Qwen, ModernBERT, Gemma) to fastokens (server/tokenization/bpe.py), and Unigram tokenizers with their
+SentencePiece model (XLM-R) to sentencepiece (server/tokenization/unigram.py): the same ids at a
+small part of the CPU, with the GIL released. Any other tokenizer is Hugging Face's, whose
 ``encode_batch_fast`` (no character offsets, where the installed tokenizers has it) releases the GIL
 too.
 """
@@ -20,6 +21,7 @@ from tokenizers import Tokenizer
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.rows import TokenRows
 from embedtext.server.tokenization.bpe import BpeEncoder
+from embedtext.server.tokenization.unigram import UnigramEncoder
 from embedtext.server.tokenization.wordpiece import WordPieceEncoder
 
 # An interactive request up to this many characters is tokenized on the event loop itself: far
@@ -36,8 +38,9 @@ class TokenizerPool:
         tokenizer = self._load(tokenizer_file)
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
         # A fast path where one reproduces this tokenizer (None: not one it reads exactly): WordPiece
-        # by nanotoken, else BPE by fastokens, checked against the Hugging Face tokenizer's encoders,
-        # which serve every other tokenizer. A second copy of the tokenizer is loaded only for them.
+        # by nanotoken, else BPE by fastokens, else Unigram by sentencepiece, checked against the
+        # Hugging Face tokenizer's encoders, which serve every other tokenizer. A second copy of the
+        # tokenizer is loaded only for them.
         self._encoders = {}  # truncate -> the bound encode method of a Hugging Face tokenizer set up for it
         self.fast = WordPieceEncoder.for_file(tokenizer_file, max_tokens)
         if self.fast is None:
@@ -46,7 +49,9 @@ class TokenizerPool:
             for truncate, each in ((True, truncating), (False, tokenizer)):
                 encode = "encode_batch_fast" if hasattr(each, "encode_batch_fast") else "encode_batch"
                 self._encoders[truncate] = getattr(each, encode)
-            self.fast = BpeEncoder.for_file(tokenizer_file, max_tokens, self._encoders[True])
+            self.fast = BpeEncoder.for_file(
+                tokenizer_file, max_tokens, self._encoders[True]
+            ) or UnigramEncoder.for_file(tokenizer_file, max_tokens, tokenizer, self._encoders[True])
         self._in_flight = 0
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embedtext-tokenizer")
         # Larger interactive requests get a thread of their own: behind a bulk request's
@@ -62,6 +67,8 @@ class TokenizerPool:
             return "WordPiece by nanotoken"
         if isinstance(self.fast, BpeEncoder):
             return "BPE by fastokens"
+        if isinstance(self.fast, UnigramEncoder):
+            return "Unigram by sentencepiece"
         return "the Hugging Face tokenizer"
 
     @staticmethod
