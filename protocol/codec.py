@@ -68,7 +68,8 @@ def pack_texts(texts: Sequence[str] | pa.Array | pa.ChunkedArray) -> tuple[bytes
         return b"", np.zeros(1, I32LE).tobytes()
     offsets = np.frombuffer(offsets_buf, dtype=I32LE, count=arr.offset + n + 1)[arr.offset :]
     start, end = int(offsets[0]), int(offsets[-1])
-    data = data_buf.to_pybytes()[start:end] if data_buf is not None else b""
+    # The slice's own bytes only: a slice of a larger array shares its parent's whole data buffer.
+    data = data_buf[start:end].to_pybytes() if data_buf is not None else b""
     if start:
         offsets = offsets - start
     return data, offsets.astype(I32LE, copy=False).tobytes()

@@ -1,3 +1,5 @@
+import tracemalloc
+
 import numpy as np
 import pyarrow as pa
 import pytest
@@ -18,6 +20,20 @@ def test_sliced_arrow_array_is_rebased():
     assert data == b"onetwo"
     assert np.frombuffer(offsets, "<i4").tolist() == [0, 3, 6]
     assert codec.unpack_texts(data, offsets) == ["one", "two"]
+
+
+def test_a_slice_packs_its_own_bytes_and_not_its_parents():
+    """A client's sub-batches are slices of the caller's column: packing one allocates that slice's
+    bytes, not the whole column's (which made packing every slice of a column quadratic)."""
+    parent = pa.array(["x" * 1000] * 8000)  # 8 MB of text
+    tracemalloc.start()
+    try:
+        data, _ = codec.pack_texts(parent.slice(4000, 10))
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert data == b"x" * 10_000
+    assert peak < 1_000_000, f"packing 10 rows allocated {peak:,} bytes"
 
 
 def test_large_string_and_chunked_arrays_are_accepted():
