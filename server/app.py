@@ -47,7 +47,7 @@ def build_runtimes(resolved: ResolvedSettings, metrics: ServerMetrics) -> list[M
             resolved.engine_loop,
         )
     else:
-        log.info("%d replica(s) per model of the null engine: fixed vectors, no model", config.replicas)
+        log.info("%d replica(s) per model of the null engine: vectors from the token ids, no model", config.replicas)
     if interactive:
         log.info(
             "one more replica per model runs interactive requests only (%s): the other %d step their engines unpaced",

@@ -153,7 +153,9 @@ class ServerConfig:
         show_default="0.9 on a GPU, 0.2 on a CPU",
     )
     engine: str = advanced(
-        "vllm", "vllm, or null: fixed vectors without a model (overhead benchmarks only).", choices=("vllm", "null")
+        "vllm",
+        "vllm, or null: vectors from the token ids without a model (overhead benchmarks only).",
+        choices=("vllm", "null"),
     )
     max_num_seqs: int = advanced(1024, "vLLM's max_num_seqs per engine.", min=1)
     enforce_eager: str = advanced(

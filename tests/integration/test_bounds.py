@@ -2,7 +2,7 @@
 
 The other bounds are tested against real engines: message size and rows per request in
 test_bad_input.py, the queue in test_load.py. This one runs on a server with the NULL ENGINE
-(fixed vectors, no model; `embedtext serve --engine null`): the bound is checked before a
+(vectors derived from the token ids, no model; `embedtext serve --engine null`): the bound is checked before a
 request reaches an engine, and a real one would only add a minute of start-up.
 """
 

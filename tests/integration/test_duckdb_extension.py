@@ -341,7 +341,7 @@ def test_tls_and_token_from_settings(guarded, extension_path):
 
 @contextlib.contextmanager
 def null_engine_server(log_dir: Path, port: int | None = None):
-    """A server on the null engine (fixed vectors, no model), with its metrics; on a Unix socket, or
+    """A server on the null engine (vectors from the token ids, no model), with its metrics; on a Unix socket, or
     on 127.0.0.1:``port``."""
     from embedtext.connectors.local_server import LocalServer
 
@@ -376,8 +376,9 @@ def test_scan_of_100000_rows_on_two_threads(null_server, extension_path, tmp_pat
     ).fetchall()[0]
     assert (count, filled) == (100_000, 100_000)
     assert summed(null_server.metrics(), ROWS) - before == 100_000  # every distinct row once
-    sample = con.sql(f"SELECT body, embed_text(body) FROM {docs} WHERE id % 9973 = 0 ORDER BY id").fetchall()
-    with embedtext.Client(null_server.target) as client:
+    # Rows close together, so that each call carries several of them (in what order, the vectors tell).
+    sample = con.sql(f"SELECT body, embed_text(body) FROM {docs} WHERE id % 97 = 0 ORDER BY id").fetchall()
+    with embedtext.Client(null_server.target, max_batch_rows=1) as client:  # each row alone: a reply per row
         np.testing.assert_allclose([v for _, v in sample], client.embed([b for b, _ in sample]), atol=1e-6)
 
 
@@ -433,7 +434,7 @@ def test_a_server_killed_mid_scan_leaves_the_query_to_the_other_target(
     rows = outcome["rows"]
     assert [r[0] for r in rows] == list(range(100_000)) and all(r[1] is not None for r in rows)
     sample = rows[::9973]
-    with embedtext.Client(null_server.target) as survivor:
+    with embedtext.Client(null_server.target, max_batch_rows=1) as survivor:  # each row alone
         expected = survivor.embed([f"survivor {i}" for i, _ in sample])
     np.testing.assert_allclose([v for _, v in sample], expected, atol=1e-6)
 
@@ -455,8 +456,12 @@ def test_a_server_replaced_within_seconds_mid_scan_is_not_seen(client, extension
         worker.join(600)
         assert "error" not in outcome, outcome.get("error")
         assert summed(spare.metrics(), ROWS) > 0  # the rest came from the spare
-    rows = outcome["rows"]
-    assert [r[0] for r in rows] == list(range(100_000)) and all(r[1] is not None for r in rows)
+        rows = outcome["rows"]
+        assert [r[0] for r in rows] == list(range(100_000)) and all(r[1] is not None for r in rows)
+        sample = rows[::9973]
+        with embedtext.Client(doomed.target, max_batch_rows=1) as reference:  # the spare, each row alone
+            expected = reference.embed([f"replaced {i}" for i, _ in sample])
+    np.testing.assert_allclose([v for _, v in sample], expected, atol=1e-6)
 
 
 def test_a_server_stopped_mid_scan_is_a_clear_error_and_the_connection_works_once_it_is_back(

@@ -1,6 +1,6 @@
 """A replica's engine in a worker process of its own (server/engine/process_backend.py, worker.py).
 
-Here with the null engine (no model: fixed vectors), so the worker process, the socketpair and
+Here with the null engine (no model: vectors from the token ids), so the worker process, the socketpair and
 the frames are real and quick to start; the vLLM engines in worker processes are the session's
 servers, which the service, fault and DuckDB tests use, including killing an engine under load
 (test_embedding_service).

@@ -1,7 +1,7 @@
 """Idle dispatch end to end: a single bulk row is not held back for a fuller batch while the engine
 has nothing to do.
 
-The server runs the NULL ENGINE (fixed vectors, no model; `--set engine=null`): what is tested is
+The server runs the NULL ENGINE (vectors from the token ids, no model; `--set engine=null`): what is tested is
 the server's batching, which is the same code for every engine, and a real engine would only add
 minutes of start-up. The batch delay is 60 s, so "waited for it" and "did not" differ by far more
 than any machine's noise.
