@@ -13,7 +13,7 @@ embedtext.sql.models.DimensionMismatchError: model 'arctic' is mapped to embed_t
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 import sqlglot
 from sqlglot import exp
@@ -150,8 +150,3 @@ def transpile(
             construct the DuckDB writer cannot express (never silently wrong SQL).
     """
     return ";\n".join(transpile_statements(sql, read, models=models, rewrite=rewrite, pretty=pretty))
-
-
-def functions_of(models: ModelMap | None) -> Iterable[str]:
-    """The DuckDB function names a map uses (what :meth:`ModelMap.check_registered` needs)."""
-    return sorted({t.function for t in (models or {}).values()})

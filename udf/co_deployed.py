@@ -58,12 +58,3 @@ def _echo_allocator(server: LocalServer) -> None:
         if "engine allocator:" in line:
             print("embedtext: " + line[line.index("engine allocator:") :], file=sys.stderr, flush=True)
             return
-
-
-def stop_default_server() -> None:
-    """Stop the co-deployed server now (it also stops by itself at exit)."""
-    global _server
-    with _lock:
-        if _server is not None:
-            _server.stop()
-            _server = None

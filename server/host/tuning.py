@@ -26,7 +26,8 @@ def host_tuning(device: str, engine: str = "vllm") -> HostTuning:
         return HostTuning({})
     threads = cpu_engine_env()
     allocator = engine_allocator()
-    notes = [(logging.WARNING if allocator.missing else logging.INFO, allocator.message)]
+    # Once, at INFO: a missing tcmalloc costs speed, not correctness, and the line says how to get it.
+    notes = [(logging.INFO, allocator.message)]
     if threads:
         notes.insert(0, (logging.INFO, f"vLLM-CPU on {usable_cores()} cores: {threads} (the model gets every core)"))
     cache = compile_cache_env()

@@ -102,10 +102,6 @@ class LeastInFlightTokensPolicy:
         """Healthy replicas a batch of this class may run on now."""
         return sum(1 for r in self._serving(interactive) if r.healthy)
 
-    @property
-    def any_healthy(self) -> bool:
-        return any(r.healthy for r in self.replicas)
-
     @asynccontextmanager
     async def lease(
         self, cost: int, avoid: Collection[Replica] = (), extra: int = 0, interactive: bool = False

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import embedtext
 from embedtext.server.engine.base import INTERACTIVE_WORKER_NAME, WORKER_NAME
@@ -165,6 +166,7 @@ def test_queries_sent_together_while_bulk_work_runs_share_a_step(interactive_rep
     assert 1 <= query_batches < 4
 
 
+@pytest.mark.slow  # the killed engine restarts: an extra vLLM engine
 def test_queries_run_on_the_bulk_engine_while_theirs_restarts(interactive_replica_server):
     server = interactive_replica_server
     os.kill(_worker_pid(server.process.pid, "tiny/1"), signal.SIGKILL)
