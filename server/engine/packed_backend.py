@@ -7,7 +7,8 @@ server's frame to the model (server/engine/frames.py, ``TokenRows``), and a step
 scatters runs of consecutive rows, not rows.
 
 As it starts, the backend compares the packed vectors of a few rows with the engine's own; where
-this vLLM or model cannot run packed, it says why in the log and steps vLLM's requests instead.
+this vLLM or model cannot run packed, it says why in the log and steps vLLM's requests instead
+(``VllmRequestSteps``, the stepped engine's steps, which it holds as its fallback).
 
 On a GPU, an engine that no query paces launches each step before it collects the last one's
 vectors, so the device computes while the host gathers, scatters and delivers rows. A paced engine
@@ -23,8 +24,9 @@ from typing import Any
 import numpy as np
 
 from embedtext.server.engine.base import EngineRequestError
+from embedtext.server.engine.step_loop import StepLoopBackend
 from embedtext.server.engine.step_plan import Step, StepBatch, carries_bulk
-from embedtext.server.engine.vllm_stepped import SteppedVllmBackend
+from embedtext.server.engine.vllm_stepped import VllmBackend, VllmRequestSteps
 from embedtext.server.rows import TokenRows
 
 log = logging.getLogger(__name__)
@@ -54,55 +56,21 @@ class _InFlight:
     tokens: int
 
 
-class PackedVllmBackend(SteppedVllmBackend):
-    """vLLM's engine built in this process; each step one packed call of its model."""
+class PackedSteps:
+    """Each step one packed call of vLLM's model (server/engine/vllm_packed.py) on the step's rows."""
 
-    how = "stepped in this process, one packed batch a step"
+    loop = "packed"
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
-        self.packed = None  # vllm_packed.PackedModel, once it passed its check
+    def __init__(self, backend: StepLoopBackend, packed, overlaps_steps: bool) -> None:
+        self.backend = backend
+        self.packed = packed  # vllm_packed.PackedModel, which passed its check
         # Whether the next step is launched before this one's vectors are collected: where the
         # device computes after a launch returns (a GPU), so that it need not wait for the host's
         # work between steps; and only on unpaced engines, where no query waits for that step.
-        self.overlaps_steps = False
+        self.overlaps_steps = overlaps_steps
         self._out: dict[int, np.ndarray] = {}  # id(batch) -> its vectors so far
 
-    def _build(self):
-        from embedtext.server.engine.vllm_packed import PackedModel, PackedModelError
-
-        engine = super()._build()
-        try:
-            packed = PackedModel(engine, self.model_clock, graphs=bool(self.settings.step_graph_tokens))
-            checked = packed.check(engine, check_rows(packed.vocab_size, packed.max_tokens))
-        except Exception as exc:  # a vLLM whose internals read otherwise too: its own path still serves
-            why = (
-                exc
-                if isinstance(exc, PackedModelError)
-                else f"this vLLM's internals differ ({type(exc).__name__}: {exc})"
-            )
-            log.warning("%s: packed steps off, vLLM's request per row instead: %s", self.name, why)
-            return engine
-        self.packed = packed
-        self.overlaps_steps = packed.asynchronous and self.pacer is None
-        log.info(
-            "%s: packed steps, %s pooling (least cosine to vLLM's own vectors %.7f, held to %.7f)%s%s",
-            self.name,
-            packed.pooling,
-            checked.least_cosine,
-            checked.bound.min_cosine,
-            ", each launched while the last one computes" if self.overlaps_steps else "",
-            f", replaying CUDA graphs of up to {packed.graphs.largest} tokens" if packed.use_graphs else "",
-        )
-        return engine
-
-    @property
-    def loop(self) -> str:
-        return "packed" if self.packed is not None else "stepped"
-
-    def _wrap_rows(self, rows):
-        if self.packed is None:  # vLLM's requests take a list per row
-            return super()._wrap_rows(rows)
+    def wrap_rows(self, rows) -> TokenRows:
         flat = TokenRows.from_lists(rows)
         lengths = flat.lengths
         if lengths.min() < 1:
@@ -115,19 +83,18 @@ class PackedVllmBackend(SteppedVllmBackend):
             raise EngineRequestError(f"a token id outside the model's vocabulary (0 .. {self.packed.vocab_size - 1})")
         return flat
 
-    def _loop(self) -> None:
-        if self.packed is None:
-            super()._loop()
-            return
+    def run(self) -> None:
+        """The engine thread's loop, until ``wait_for_work`` says stop."""
+        backend = self.backend
         in_flight: _InFlight | None = None  # launched, not yet collected: only where steps overlap
         while True:
-            cancelled = self.wait_for_work(lambda: in_flight is not None)  # no wait while a step computes
+            cancelled = backend.wait_for_work(lambda: in_flight is not None)  # no wait while a step computes
             if cancelled is None:
                 break
             for batch in cancelled:
                 self._out.pop(id(batch), None)
-                self.fail(batch)
-            step = self.next_step()
+                backend.fail(batch)
+            step = backend.next_step()
             launched = self._launch(step) if step else None
             if in_flight is not None:
                 self._collect(in_flight)
@@ -140,7 +107,7 @@ class PackedVllmBackend(SteppedVllmBackend):
         ids = np.concatenate([batch.rows.take(start, end) for batch, start, end in runs])
         lengths = np.concatenate([batch.rows.lengths[start:end] for batch, start, end in runs])
         measured = carries_bulk(runs)
-        self.step_started(measured)
+        self.backend.step_started(measured)
         return _InFlight(runs, self.packed.launch(ids, lengths), measured, int(ids.shape[0]))
 
     def _collect(self, step: _InFlight) -> None:
@@ -150,9 +117,9 @@ class PackedVllmBackend(SteppedVllmBackend):
             if not batch.cancelled:  # cancelled while its rows computed: its caller has gone
                 self._scatter(batch, start, end, vectors[at : at + end - start])
                 if batch.done:
-                    self.deliver(batch, self._out.pop(id(batch)))
+                    self.backend.deliver(batch, self._out.pop(id(batch)))
             at += end - start
-        self.step_ended(step.measured, step.tokens)
+        self.backend.step_ended(step.measured, step.tokens)
 
     def _scatter(self, batch: StepBatch, start: int, end: int, vectors: np.ndarray) -> None:
         out = self._out.get(id(batch))
@@ -160,3 +127,49 @@ class PackedVllmBackend(SteppedVllmBackend):
             out = self._out[id(batch)] = np.empty((len(batch.rows), vectors.shape[1]), dtype=np.float32)
         out[start:end] = vectors
         batch.unfinished -= end - start
+
+
+class PackedVllmBackend(VllmBackend):
+    """vLLM's engine built in this process; each step one packed call of its model, or, where the
+    model cannot run packed, vLLM's request per row (the fallback it holds)."""
+
+    how = "stepped in this process, one packed batch a step"
+
+    def _steps_for(self, engine) -> PackedSteps | VllmRequestSteps:
+        from embedtext.server.engine.vllm_packed import PackedModel, PackedModelError
+
+        try:
+            packed = PackedModel(engine, self.model_clock, graphs=bool(self.settings.step_graph_tokens))
+            checked = packed.check(engine, check_rows(packed.vocab_size, packed.max_tokens))
+        except Exception as exc:  # a vLLM whose internals read otherwise too: its own path still serves
+            why = (
+                exc
+                if isinstance(exc, PackedModelError)
+                else f"this vLLM's internals differ ({type(exc).__name__}: {exc})"
+            )
+            log.warning("%s: packed steps off, vLLM's request per row instead: %s", self.name, why)
+            return VllmRequestSteps(self, engine)
+        steps = PackedSteps(self, packed, overlaps_steps=packed.asynchronous and self.pacer is None)
+        log.info(
+            "%s: packed steps, %s pooling (least cosine to vLLM's own vectors %.7f, held to %.7f)%s%s",
+            self.name,
+            packed.pooling,
+            checked.least_cosine,
+            checked.bound.min_cosine,
+            ", each launched while the last one computes" if steps.overlaps_steps else "",
+            f", replaying CUDA graphs of up to {packed.graphs.largest} tokens" if packed.use_graphs else "",
+        )
+        return steps
+
+    @property
+    def packed(self):
+        """The packed model (vllm_packed.PackedModel), or None where the engine fell back."""
+        return self.steps.packed if isinstance(self.steps, PackedSteps) else None
+
+    @property
+    def overlaps_steps(self) -> bool:
+        return isinstance(self.steps, PackedSteps) and self.steps.overlaps_steps
+
+    @overlaps_steps.setter
+    def overlaps_steps(self, value: bool) -> None:  # tests and the GPU overlap suite set it
+        self.steps.overlaps_steps = value

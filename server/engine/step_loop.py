@@ -10,8 +10,10 @@ ENGINE_THREAD_NAME). This core owns what does not depend on how a step runs:
 * the engine's speed and its pacing;
 * delivering each batch's vectors, or its error, to the caller's event loop.
 
-A subclass says how a step runs: ``vllm_stepped`` hands vLLM's ``LLMEngine`` a request per row
-and calls ``step()``; ``packed_backend`` runs vLLM's model on the step's rows as one packed batch.
+A subclass builds the engine and says how a step runs: ``vllm_stepped.VllmRequestSteps`` hands
+vLLM's ``LLMEngine`` a request per row and calls ``step()``; ``packed_backend.PackedSteps`` runs
+vLLM's model on the step's rows as one packed batch, and the packed backend falls back to the
+first where its model cannot run packed.
 """
 
 from __future__ import annotations

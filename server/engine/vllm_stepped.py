@@ -26,6 +26,7 @@ from embedtext.server.engine.step_loop import StepLoopBackend
 from embedtext.server.engine.step_plan import StepBatch, StepPlan, carries_bulk, row_tokens
 from embedtext.server.engine.vllm_args import compilation_note, engine_arguments
 from embedtext.server.engine.vllm_runner import clock_model_forward
+from embedtext.server.rows import TokenRows
 
 log = logging.getLogger(__name__)
 
@@ -49,26 +50,25 @@ def build_inprocess_engine(spec, settings):
     return LLMEngine.from_engine_args(args)
 
 
-class SteppedVllmBackend(StepLoopBackend):
-    """One vLLM ``LLMEngine`` in this process; the engine thread adds a request per row and steps it."""
+class VllmRequestSteps:
+    """vLLM's own way through a step: a request per row added to the ``LLMEngine``, then ``step()``.
+    The stepped engine's steps, and the packed engine's where its model cannot run packed."""
 
-    def __init__(self, *args, **kwargs) -> None:
-        super().__init__(*args, **kwargs)
+    loop = "stepped"
+
+    def __init__(self, backend: StepLoopBackend, engine) -> None:
+        self.backend = backend
+        self.engine = engine
         self._ids = itertools.count()
         self._in_engine: dict[str, tuple[StepBatch, int]] = {}  # request id -> (batch, row)
 
-    def _build(self):
-        engine = build_inprocess_engine(self.spec, self.settings)
-        clock_model_forward(engine, self.model_clock, self.name)
-        return engine
+    @staticmethod
+    def wrap_rows(rows):
+        """vLLM's requests take a list of ids per row."""
+        return rows.to_lists() if isinstance(rows, TokenRows) else rows
 
-    def _built_note(self) -> str:
-        return compilation_note(getattr(self._engine, "vllm_config", None))
-
-    def _shutdown(self, engine) -> None:
-        engine.engine_core.shutdown()
-
-    def _loop(self) -> None:
+    def run(self) -> None:
+        """The engine thread's loop, until ``wait_for_work`` says stop."""
         from vllm import PoolingParams
         from vllm.inputs import tokens_input
 
@@ -79,21 +79,21 @@ class SteppedVllmBackend(StepLoopBackend):
 
         import torch
 
-        engine = self._engine
+        backend, engine = self.backend, self.engine
         params = PoolingParams(task="embed", use_activation=False)
-        plan: StepPlan = self.plan
+        plan: StepPlan = backend.plan
         in_engine = self._in_engine
         while True:
-            cancelled = self.wait_for_work(lambda: bool(in_engine))
+            cancelled = backend.wait_for_work(lambda: bool(in_engine))
             if cancelled is None:
                 break
             for batch in cancelled:
                 self._drop(batch)
             if not in_engine:
-                for batch, index in ((b, i) for b, start, end in self.next_step() for i in range(start, end)):
+                for batch, index in ((b, i) for b, start, end in backend.next_step() for i in range(start, end)):
                     if batch.cancelled:  # refused by the engine a row ago
                         continue
-                    request_id = f"{self.name}-{next(self._ids)}"
+                    request_id = f"{backend.name}-{next(self._ids)}"
                     try:
                         engine.add_request(request_id, tokens_input(batch.rows[index]), params)
                     except (VLLMValidationError, ValueError) as exc:
@@ -103,7 +103,7 @@ class SteppedVllmBackend(StepLoopBackend):
             if not in_engine:
                 continue
             measured = carries_bulk((batch, index, index + 1) for batch, index in in_engine.values())
-            self.step_started(measured)
+            backend.step_started(measured)
             outputs = engine.step()
             finished_tokens = 0  # a step may leave rows for the next (more rows than max_num_seqs)
             for out in outputs:
@@ -112,8 +112,8 @@ class SteppedVllmBackend(StepLoopBackend):
                 batch, index = in_engine.pop(out.request_id)
                 finished_tokens += row_tokens(batch, index)
                 if plan.finished(batch, index, out.outputs.data) and not batch.cancelled:
-                    self.deliver(batch, torch.stack(batch.vectors).to(torch.float32).numpy())
-            self.step_ended(measured, finished_tokens)
+                    backend.deliver(batch, torch.stack(batch.vectors).to(torch.float32).numpy())
+            backend.step_ended(measured, finished_tokens)
 
     def _drop(self, batch: StepBatch, error: Exception | None = None) -> None:
         """Stop a batch: its rows in the engine aborted, its queued rows dropped, its caller told."""
@@ -121,5 +121,46 @@ class SteppedVllmBackend(StepLoopBackend):
         for rid in aborted:
             del self._in_engine[rid]
         if aborted:
-            self._engine.abort_request(aborted)
-        self.fail(batch, error)
+            self.engine.abort_request(aborted)
+        self.backend.fail(batch, error)
+
+
+class VllmBackend(StepLoopBackend):
+    """One vLLM ``LLMEngine`` in this process, stepped by the engine thread; how a step runs is
+    ``self.steps``, chosen once the engine is built (``_steps_for``)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.steps = None  # VllmRequestSteps or packed_backend.PackedSteps, once built
+
+    def _build(self):
+        engine = build_inprocess_engine(self.spec, self.settings)
+        clock_model_forward(engine, self.model_clock, self.name)
+        self.steps = self._steps_for(engine)
+        return engine
+
+    def _steps_for(self, engine):
+        raise NotImplementedError
+
+    @property
+    def loop(self) -> str:
+        return self.steps.loop if self.steps is not None else "stepped"
+
+    def _built_note(self) -> str:
+        return compilation_note(getattr(self._engine, "vllm_config", None))
+
+    def _shutdown(self, engine) -> None:
+        engine.engine_core.shutdown()
+
+    def _loop(self) -> None:
+        self.steps.run()
+
+    def _wrap_rows(self, rows):
+        return self.steps.wrap_rows(rows)
+
+
+class SteppedVllmBackend(VllmBackend):
+    """The engine thread adds a request per row and steps vLLM's engine (``--engine-loop stepped``)."""
+
+    def _steps_for(self, engine) -> VllmRequestSteps:
+        return VllmRequestSteps(self, engine)
