@@ -64,6 +64,9 @@ class EmbedOptions(TypedDict, total=False):
         on_rows: called with n as each sub-batch of n rows is answered (progress bars).
         latency_class: ``"interactive"`` or ``"bulk"`` (default: the client's ``latency_class``;
             if that is None, interactive for at most ``INTERACTIVE_MAX_ROWS`` rows).
+        prompt_name: one of the model's prompts (``info().model().prompts``: "query", "document", ...),
+            put before each text as sentence-transformers does (None: the model's default prompt, if any).
+        prompt: a prompt's own text, in place of any named one (``""``: no prompt at all).
     """
 
     model: str | None
@@ -73,9 +76,11 @@ class EmbedOptions(TypedDict, total=False):
     timeout: float | None
     on_rows: Callable[[int], None] | None
     latency_class: Literal["interactive", "bulk"] | None
+    prompt_name: str | None
+    prompt: str | None
 
 
-_REQUEST_KEYS = ("model", "dimensions", "normalize", "truncate")
+_REQUEST_KEYS = ("model", "dimensions", "normalize", "truncate", "prompt_name", "prompt")
 
 
 @dataclass(frozen=True)

@@ -29,6 +29,8 @@ class RequestOptions:
     # OUTPUT_DTYPE_FLOAT32 (raw bytes), _FLOAT16 (half the bytes) or _FLOAT32_REPEATED (slow).
     output_dtype: int = pb.OUTPUT_DTYPE_FLOAT32
     caller: str = ""  # the client's id: its bulk requests share one fair share on the server
+    prompt_name: str | None = None  # one of the model's prompts (None: its default, if any)
+    prompt: str | None = None  # a prompt's own text, in place of any named one ("": none)
 
     def apply(self, request: pb.EmbedRequest) -> pb.EmbedRequest:
         if self.model:
@@ -42,6 +44,10 @@ class RequestOptions:
         request.truncation = pb.TRUNCATION_END if self.truncate else pb.TRUNCATION_NONE
         request.output_dtype = self.output_dtype
         request.caller = self.caller
+        if self.prompt_name:
+            request.prompt_name = self.prompt_name
+        if self.prompt is not None:
+            request.prompt = self.prompt
         return request
 
 

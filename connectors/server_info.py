@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import InvalidInputError, ModelNotFoundError
@@ -51,6 +51,9 @@ class ModelInfo:
     interactive_threads: int = 0
     # CPU seconds the engines' threads spent in the model's forward since the server started (0: not measured).
     engine_model_cpu_seconds: float = 0.0
+    # The model's prompts by name ("query", "document", ...), and the one a call that names none gets ("": none).
+    prompts: dict[str, str] = field(default_factory=dict, hash=False)
+    default_prompt_name: str = ""
 
     def output_dim(self, dimensions: int | None) -> int:
         """The size of the vectors asked for: ``dimensions`` (Matryoshka) or the full dim."""
@@ -120,6 +123,8 @@ class ServerInfo:
                     interactive_gather_ms=m.interactive_gather_ms,
                     interactive_threads=m.interactive_threads,
                     engine_model_cpu_seconds=m.engine_model_cpu_seconds,
+                    prompts=dict(m.prompts),
+                    default_prompt_name=m.default_prompt_name,
                 )
                 for m in r.models
             ),

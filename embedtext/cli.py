@@ -85,6 +85,9 @@ def info(target: str) -> None:
             + (", eager" if m.enforce_eager else "")
             + (f", aliases {', '.join(m.aliases)}" if m.aliases else "")
         )
+        for name, text in sorted(m.prompts.items()):
+            default = " (the default)" if name == m.default_prompt_name else ""
+            click.echo(f"    prompt {name!r}{default}: {text!r}")
         click.echo(
             f"    queue: {m.queued_interactive_rows} interactive rows, {m.queued_bulk_rows} bulk rows "
             f"from {m.waiting_bulk_callers} caller(s)"
@@ -215,6 +218,9 @@ def demo(target: str | None, rows: int | None, database: str) -> None:
     show_default=True,
     help="Cut long texts to the model's max tokens; with --no-truncate they go to the failed-rows table.",
 )
+@click.option(
+    "--prompt", "prompt_name", default=None, help="One of the model's prompts before each text (`embedtext info`)."
+)
 @click.option("--every", default=None, help="Run again every interval (90s, 10m, 2h).")
 @click.option("--cron", default=None, help='Run on a crontab schedule ("*/10 * * * *").')
 @click.option(
@@ -241,6 +247,7 @@ def index(
     batch_rows,
     retries,
     truncate,
+    prompt_name,
     every,
     cron,
     wait_s,
@@ -268,6 +275,7 @@ def index(
             batch_rows=batch_rows,
             retries=retries,
             truncate=truncate,
+            prompt_name=prompt_name,
         )
         spec.source_kind  # validate now
     except ValueError as exc:

@@ -24,19 +24,21 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"embedtext/protocol/embedding.proto\x12\x0c\x65mbedtext.v1\"7\n\x0bPackedTexts\x12\x11\n\tdata_utf8\x18\x01 \x01(\x0c\x12\x15\n\roffsets_i32le\x18\x02 \x01(\x0c\"\x19\n\x08TextList\x12\r\n\x05texts\x18\x01 \x03(\t\":\n\x0ePackedTokenIds\x12\x11\n\tids_i32le\x18\x01 \x01(\x0c\x12\x15\n\roffsets_i32le\x18\x02 \x01(\x0c\"\xa6\x03\n\x0c\x45mbedRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x31\n\x0cpacked_texts\x18\x02 \x01(\x0b\x32\x19.embedtext.v1.PackedTextsH\x00\x12\'\n\x05texts\x18\x03 \x01(\x0b\x32\x16.embedtext.v1.TextListH\x00\x12\x31\n\ttoken_ids\x18\x04 \x01(\x0b\x32\x1c.embedtext.v1.PackedTokenIdsH\x00\x12\x12\n\ndimensions\x18\x05 \x01(\r\x12\x16\n\tnormalize\x18\x06 \x01(\x08H\x01\x88\x01\x01\x12,\n\ntruncation\x18\x07 \x01(\x0e\x32\x18.embedtext.v1.Truncation\x12/\n\x0coutput_dtype\x18\x08 \x01(\x0e\x32\x19.embedtext.v1.OutputDtype\x12\x12\n\nrequest_id\x18\t \x01(\x04\x12\x31\n\rlatency_class\x18\n \x01(\x0e\x32\x1a.embedtext.v1.LatencyClass\x12\x0e\n\x06\x63\x61ller\x18\x0b \x01(\tB\x08\n\x06inputsB\x0c\n\n_normalize\"\xe3\x02\n\rEmbedResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\r\n\x05model\x18\x02 \x01(\t\x12\r\n\x05\x63ount\x18\x03 \x01(\r\x12\x0b\n\x03\x64im\x18\x04 \x01(\r\x12(\n\x05\x64type\x18\x05 \x01(\x0e\x32\x19.embedtext.v1.OutputDtype\x12\x18\n\x10\x65mbeddings_f32le\x18\x06 \x01(\x0c\x12\x18\n\x10\x65mbeddings_f16le\x18\x07 \x01(\x0c\x12\x1a\n\x12token_counts_i32le\x18\x08 \x01(\x0c\x12\x15\n\rqueue_time_ns\x18\t \x01(\x04\x12\x19\n\x11inference_time_ns\x18\n \x01(\x04\x12\x16\n\x0e\x65mbeddings_f32\x18\x0b \x03(\x02\x12\x18\n\x10tokenize_time_ns\x18\x0c \x01(\x04\x12\x16\n\x0eserver_time_ns\x18\r \x01(\x04\x12\x1d\n\x15handler_start_unix_ns\x18\x0e \x01(\x04\".\n\rRequestStatus\x12\x0c\n\x04\x63ode\x18\x01 \x01(\r\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x93\x01\n\x13\x45mbedStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12/\n\x08response\x18\x02 \x01(\x0b\x32\x1b.embedtext.v1.EmbedResponseH\x00\x12,\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1b.embedtext.v1.RequestStatusH\x00\x42\t\n\x07outcome\"\r\n\x0bInfoRequest\"\x88\x06\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61liases\x18\x02 \x03(\t\x12\x0b\n\x03\x64im\x18\x03 \x01(\r\x12\x12\n\nmax_tokens\x18\x04 \x01(\r\x12\x1d\n\x15matryoshka_dimensions\x18\x05 \x03(\r\x12\x19\n\x11normalize_default\x18\x06 \x01(\x08\x12\x0f\n\x07pooling\x18\x07 \x01(\t\x12\x10\n\x08replicas\x18\x08 \x01(\r\x12\x1f\n\x17queued_interactive_rows\x18\t \x01(\r\x12\x18\n\x10queued_bulk_rows\x18\n \x01(\r\x12\x1c\n\x14waiting_bulk_callers\x18\x0b \x01(\r\x12\x1a\n\x12interactive_slo_ms\x18\x0c \x01(\x02\x12\x19\n\x11\x62ulk_batch_tokens\x18\r \x01(\r\x12 \n\x18\x65ngine_tokens_per_second\x18\x0e \x01(\x02\x12\r\n\x05\x64type\x18\x0f \x01(\t\x12\x13\n\x0b\x65ngine_loop\x18\x10 \x01(\t\x12\x1a\n\x12\x65ngine_step_tokens\x18\x11 \x03(\r\x12\x1e\n\x16interactive_slo_missed\x18\x12 \x01(\x08\x12\x15\n\renforce_eager\x18\x13 \x01(\x08\x12\x16\n\x0eheld_bulk_rows\x18\x14 \x01(\r\x12\x1a\n\x12held_bulk_requests\x18\x15 \x01(\r\x12\x1a\n\x12interactive_p50_ms\x18\x16 \x01(\x02\x12\x1a\n\x12interactive_p99_ms\x18\x17 \x01(\x02\x12\x1c\n\x14interactive_requests\x18\x18 \x01(\r\x12\x1c\n\x14interactive_replicas\x18\x19 \x01(\r\x12\x14\n\x0c\x62ulk_turn_ms\x18\x1a \x01(\x02\x12\x1d\n\x15interactive_gather_ms\x18\x1b \x01(\x02\x12\x1b\n\x13interactive_threads\x18\x1c \x01(\r\x12\x19\n\x11starting_replicas\x18\x1d \x01(\r\x12 \n\x18\x65ngine_model_cpu_seconds\x18\x1e \x01(\x01\"\x8b\x02\n\x0cInfoResponse\x12\x18\n\x10protocol_version\x18\x01 \x01(\t\x12\x16\n\x0eserver_version\x18\x02 \x01(\t\x12\x15\n\rdefault_model\x18\x03 \x01(\t\x12\'\n\x06models\x18\x04 \x03(\x0b\x32\x17.embedtext.v1.ModelInfo\x12\x16\n\x0emax_batch_rows\x18\x05 \x01(\r\x12\x19\n\x11max_message_bytes\x18\x06 \x01(\x04\x12\x1d\n\x15\x65vent_loop_lag_p99_ms\x18\x07 \x01(\x02\x12\x1d\n\x15\x65vent_loop_lag_max_ms\x18\x08 \x01(\x02\x12\x18\n\x10\x65vent_loop_ticks\x18\t \x01(\r*Q\n\nTruncation\x12\x1a\n\x16TRUNCATION_UNSPECIFIED\x10\x00\x12\x12\n\x0eTRUNCATION_END\x10\x01\x12\x13\n\x0fTRUNCATION_NONE\x10\x02*\x82\x01\n\x0bOutputDtype\x12\x1c\n\x18OUTPUT_DTYPE_UNSPECIFIED\x10\x00\x12\x18\n\x14OUTPUT_DTYPE_FLOAT32\x10\x01\x12\x18\n\x14OUTPUT_DTYPE_FLOAT16\x10\x02\x12!\n\x1dOUTPUT_DTYPE_FLOAT32_REPEATED\x10\x03*d\n\x0cLatencyClass\x12\x1d\n\x19LATENCY_CLASS_UNSPECIFIED\x10\x00\x12\x1d\n\x19LATENCY_CLASS_INTERACTIVE\x10\x01\x12\x16\n\x12LATENCY_CLASS_BULK\x10\x02\x32\xde\x01\n\tEmbedding\x12@\n\x05\x45mbed\x12\x1a.embedtext.v1.EmbedRequest\x1a\x1b.embedtext.v1.EmbedResponse\x12P\n\x0b\x45mbedStream\x12\x1a.embedtext.v1.EmbedRequest\x1a!.embedtext.v1.EmbedStreamResponse(\x01\x30\x01\x12=\n\x04Info\x12\x19.embedtext.v1.InfoRequest\x1a\x1a.embedtext.v1.InfoResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\"embedtext/protocol/embedding.proto\x12\x0c\x65mbedtext.v1\"7\n\x0bPackedTexts\x12\x11\n\tdata_utf8\x18\x01 \x01(\x0c\x12\x15\n\roffsets_i32le\x18\x02 \x01(\x0c\"\x19\n\x08TextList\x12\r\n\x05texts\x18\x01 \x03(\t\":\n\x0ePackedTokenIds\x12\x11\n\tids_i32le\x18\x01 \x01(\x0c\x12\x15\n\roffsets_i32le\x18\x02 \x01(\x0c\"\xdb\x03\n\x0c\x45mbedRequest\x12\r\n\x05model\x18\x01 \x01(\t\x12\x31\n\x0cpacked_texts\x18\x02 \x01(\x0b\x32\x19.embedtext.v1.PackedTextsH\x00\x12\'\n\x05texts\x18\x03 \x01(\x0b\x32\x16.embedtext.v1.TextListH\x00\x12\x31\n\ttoken_ids\x18\x04 \x01(\x0b\x32\x1c.embedtext.v1.PackedTokenIdsH\x00\x12\x12\n\ndimensions\x18\x05 \x01(\r\x12\x16\n\tnormalize\x18\x06 \x01(\x08H\x01\x88\x01\x01\x12,\n\ntruncation\x18\x07 \x01(\x0e\x32\x18.embedtext.v1.Truncation\x12/\n\x0coutput_dtype\x18\x08 \x01(\x0e\x32\x19.embedtext.v1.OutputDtype\x12\x12\n\nrequest_id\x18\t \x01(\x04\x12\x31\n\rlatency_class\x18\n \x01(\x0e\x32\x1a.embedtext.v1.LatencyClass\x12\x0e\n\x06\x63\x61ller\x18\x0b \x01(\t\x12\x13\n\x0bprompt_name\x18\x0c \x01(\t\x12\x13\n\x06prompt\x18\r \x01(\tH\x02\x88\x01\x01\x42\x08\n\x06inputsB\x0c\n\n_normalizeB\t\n\x07_prompt\"\xe3\x02\n\rEmbedResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12\r\n\x05model\x18\x02 \x01(\t\x12\r\n\x05\x63ount\x18\x03 \x01(\r\x12\x0b\n\x03\x64im\x18\x04 \x01(\r\x12(\n\x05\x64type\x18\x05 \x01(\x0e\x32\x19.embedtext.v1.OutputDtype\x12\x18\n\x10\x65mbeddings_f32le\x18\x06 \x01(\x0c\x12\x18\n\x10\x65mbeddings_f16le\x18\x07 \x01(\x0c\x12\x1a\n\x12token_counts_i32le\x18\x08 \x01(\x0c\x12\x15\n\rqueue_time_ns\x18\t \x01(\x04\x12\x19\n\x11inference_time_ns\x18\n \x01(\x04\x12\x16\n\x0e\x65mbeddings_f32\x18\x0b \x03(\x02\x12\x18\n\x10tokenize_time_ns\x18\x0c \x01(\x04\x12\x16\n\x0eserver_time_ns\x18\r \x01(\x04\x12\x1d\n\x15handler_start_unix_ns\x18\x0e \x01(\x04\".\n\rRequestStatus\x12\x0c\n\x04\x63ode\x18\x01 \x01(\r\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x93\x01\n\x13\x45mbedStreamResponse\x12\x12\n\nrequest_id\x18\x01 \x01(\x04\x12/\n\x08response\x18\x02 \x01(\x0b\x32\x1b.embedtext.v1.EmbedResponseH\x00\x12,\n\x05\x65rror\x18\x03 \x01(\x0b\x32\x1b.embedtext.v1.RequestStatusH\x00\x42\t\n\x07outcome\"\r\n\x0bInfoRequest\"\x8c\x07\n\tModelInfo\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\x0f\n\x07\x61liases\x18\x02 \x03(\t\x12\x0b\n\x03\x64im\x18\x03 \x01(\r\x12\x12\n\nmax_tokens\x18\x04 \x01(\r\x12\x1d\n\x15matryoshka_dimensions\x18\x05 \x03(\r\x12\x19\n\x11normalize_default\x18\x06 \x01(\x08\x12\x0f\n\x07pooling\x18\x07 \x01(\t\x12\x10\n\x08replicas\x18\x08 \x01(\r\x12\x1f\n\x17queued_interactive_rows\x18\t \x01(\r\x12\x18\n\x10queued_bulk_rows\x18\n \x01(\r\x12\x1c\n\x14waiting_bulk_callers\x18\x0b \x01(\r\x12\x1a\n\x12interactive_slo_ms\x18\x0c \x01(\x02\x12\x19\n\x11\x62ulk_batch_tokens\x18\r \x01(\r\x12 \n\x18\x65ngine_tokens_per_second\x18\x0e \x01(\x02\x12\r\n\x05\x64type\x18\x0f \x01(\t\x12\x13\n\x0b\x65ngine_loop\x18\x10 \x01(\t\x12\x1a\n\x12\x65ngine_step_tokens\x18\x11 \x03(\r\x12\x1e\n\x16interactive_slo_missed\x18\x12 \x01(\x08\x12\x15\n\renforce_eager\x18\x13 \x01(\x08\x12\x16\n\x0eheld_bulk_rows\x18\x14 \x01(\r\x12\x1a\n\x12held_bulk_requests\x18\x15 \x01(\r\x12\x1a\n\x12interactive_p50_ms\x18\x16 \x01(\x02\x12\x1a\n\x12interactive_p99_ms\x18\x17 \x01(\x02\x12\x1c\n\x14interactive_requests\x18\x18 \x01(\r\x12\x1c\n\x14interactive_replicas\x18\x19 \x01(\r\x12\x14\n\x0c\x62ulk_turn_ms\x18\x1a \x01(\x02\x12\x1d\n\x15interactive_gather_ms\x18\x1b \x01(\x02\x12\x1b\n\x13interactive_threads\x18\x1c \x01(\r\x12\x19\n\x11starting_replicas\x18\x1d \x01(\r\x12 \n\x18\x65ngine_model_cpu_seconds\x18\x1e \x01(\x01\x12\x35\n\x07prompts\x18\x1f \x03(\x0b\x32$.embedtext.v1.ModelInfo.PromptsEntry\x12\x1b\n\x13\x64\x65\x66\x61ult_prompt_name\x18  \x01(\t\x1a.\n\x0cPromptsEntry\x12\x0b\n\x03key\x18\x01 \x01(\t\x12\r\n\x05value\x18\x02 \x01(\t:\x02\x38\x01\"\x8b\x02\n\x0cInfoResponse\x12\x18\n\x10protocol_version\x18\x01 \x01(\t\x12\x16\n\x0eserver_version\x18\x02 \x01(\t\x12\x15\n\rdefault_model\x18\x03 \x01(\t\x12\'\n\x06models\x18\x04 \x03(\x0b\x32\x17.embedtext.v1.ModelInfo\x12\x16\n\x0emax_batch_rows\x18\x05 \x01(\r\x12\x19\n\x11max_message_bytes\x18\x06 \x01(\x04\x12\x1d\n\x15\x65vent_loop_lag_p99_ms\x18\x07 \x01(\x02\x12\x1d\n\x15\x65vent_loop_lag_max_ms\x18\x08 \x01(\x02\x12\x18\n\x10\x65vent_loop_ticks\x18\t \x01(\r*Q\n\nTruncation\x12\x1a\n\x16TRUNCATION_UNSPECIFIED\x10\x00\x12\x12\n\x0eTRUNCATION_END\x10\x01\x12\x13\n\x0fTRUNCATION_NONE\x10\x02*\x82\x01\n\x0bOutputDtype\x12\x1c\n\x18OUTPUT_DTYPE_UNSPECIFIED\x10\x00\x12\x18\n\x14OUTPUT_DTYPE_FLOAT32\x10\x01\x12\x18\n\x14OUTPUT_DTYPE_FLOAT16\x10\x02\x12!\n\x1dOUTPUT_DTYPE_FLOAT32_REPEATED\x10\x03*d\n\x0cLatencyClass\x12\x1d\n\x19LATENCY_CLASS_UNSPECIFIED\x10\x00\x12\x1d\n\x19LATENCY_CLASS_INTERACTIVE\x10\x01\x12\x16\n\x12LATENCY_CLASS_BULK\x10\x02\x32\xde\x01\n\tEmbedding\x12@\n\x05\x45mbed\x12\x1a.embedtext.v1.EmbedRequest\x1a\x1b.embedtext.v1.EmbedResponse\x12P\n\x0b\x45mbedStream\x12\x1a.embedtext.v1.EmbedRequest\x1a!.embedtext.v1.EmbedStreamResponse(\x01\x30\x01\x12=\n\x04Info\x12\x19.embedtext.v1.InfoRequest\x1a\x1a.embedtext.v1.InfoResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'embedtext.protocol.embedding_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TRUNCATION']._serialized_start=2241
-  _globals['_TRUNCATION']._serialized_end=2322
-  _globals['_OUTPUTDTYPE']._serialized_start=2325
-  _globals['_OUTPUTDTYPE']._serialized_end=2455
-  _globals['_LATENCYCLASS']._serialized_start=2457
-  _globals['_LATENCYCLASS']._serialized_end=2557
+  _globals['_MODELINFO_PROMPTSENTRY']._loaded_options = None
+  _globals['_MODELINFO_PROMPTSENTRY']._serialized_options = b'8\001'
+  _globals['_TRUNCATION']._serialized_start=2426
+  _globals['_TRUNCATION']._serialized_end=2507
+  _globals['_OUTPUTDTYPE']._serialized_start=2510
+  _globals['_OUTPUTDTYPE']._serialized_end=2640
+  _globals['_LATENCYCLASS']._serialized_start=2642
+  _globals['_LATENCYCLASS']._serialized_end=2742
   _globals['_PACKEDTEXTS']._serialized_start=52
   _globals['_PACKEDTEXTS']._serialized_end=107
   _globals['_TEXTLIST']._serialized_start=109
@@ -44,19 +46,21 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PACKEDTOKENIDS']._serialized_start=136
   _globals['_PACKEDTOKENIDS']._serialized_end=194
   _globals['_EMBEDREQUEST']._serialized_start=197
-  _globals['_EMBEDREQUEST']._serialized_end=619
-  _globals['_EMBEDRESPONSE']._serialized_start=622
-  _globals['_EMBEDRESPONSE']._serialized_end=977
-  _globals['_REQUESTSTATUS']._serialized_start=979
-  _globals['_REQUESTSTATUS']._serialized_end=1025
-  _globals['_EMBEDSTREAMRESPONSE']._serialized_start=1028
-  _globals['_EMBEDSTREAMRESPONSE']._serialized_end=1175
-  _globals['_INFOREQUEST']._serialized_start=1177
-  _globals['_INFOREQUEST']._serialized_end=1190
-  _globals['_MODELINFO']._serialized_start=1193
-  _globals['_MODELINFO']._serialized_end=1969
-  _globals['_INFORESPONSE']._serialized_start=1972
-  _globals['_INFORESPONSE']._serialized_end=2239
-  _globals['_EMBEDDING']._serialized_start=2560
-  _globals['_EMBEDDING']._serialized_end=2782
+  _globals['_EMBEDREQUEST']._serialized_end=672
+  _globals['_EMBEDRESPONSE']._serialized_start=675
+  _globals['_EMBEDRESPONSE']._serialized_end=1030
+  _globals['_REQUESTSTATUS']._serialized_start=1032
+  _globals['_REQUESTSTATUS']._serialized_end=1078
+  _globals['_EMBEDSTREAMRESPONSE']._serialized_start=1081
+  _globals['_EMBEDSTREAMRESPONSE']._serialized_end=1228
+  _globals['_INFOREQUEST']._serialized_start=1230
+  _globals['_INFOREQUEST']._serialized_end=1243
+  _globals['_MODELINFO']._serialized_start=1246
+  _globals['_MODELINFO']._serialized_end=2154
+  _globals['_MODELINFO_PROMPTSENTRY']._serialized_start=2108
+  _globals['_MODELINFO_PROMPTSENTRY']._serialized_end=2154
+  _globals['_INFORESPONSE']._serialized_start=2157
+  _globals['_INFORESPONSE']._serialized_end=2424
+  _globals['_EMBEDDING']._serialized_start=2745
+  _globals['_EMBEDDING']._serialized_end=2967
 # @@protoc_insertion_point(module_scope)

@@ -59,7 +59,7 @@ class PackedTokenIds(_message.Message):
     def __init__(self, ids_i32le: _Optional[bytes] = ..., offsets_i32le: _Optional[bytes] = ...) -> None: ...
 
 class EmbedRequest(_message.Message):
-    __slots__ = ("model", "packed_texts", "texts", "token_ids", "dimensions", "normalize", "truncation", "output_dtype", "request_id", "latency_class", "caller")
+    __slots__ = ("model", "packed_texts", "texts", "token_ids", "dimensions", "normalize", "truncation", "output_dtype", "request_id", "latency_class", "caller", "prompt_name", "prompt")
     MODEL_FIELD_NUMBER: _ClassVar[int]
     PACKED_TEXTS_FIELD_NUMBER: _ClassVar[int]
     TEXTS_FIELD_NUMBER: _ClassVar[int]
@@ -71,6 +71,8 @@ class EmbedRequest(_message.Message):
     REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
     LATENCY_CLASS_FIELD_NUMBER: _ClassVar[int]
     CALLER_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_NAME_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
     model: str
     packed_texts: PackedTexts
     texts: TextList
@@ -82,7 +84,9 @@ class EmbedRequest(_message.Message):
     request_id: int
     latency_class: LatencyClass
     caller: str
-    def __init__(self, model: _Optional[str] = ..., packed_texts: _Optional[_Union[PackedTexts, _Mapping]] = ..., texts: _Optional[_Union[TextList, _Mapping]] = ..., token_ids: _Optional[_Union[PackedTokenIds, _Mapping]] = ..., dimensions: _Optional[int] = ..., normalize: _Optional[bool] = ..., truncation: _Optional[_Union[Truncation, str]] = ..., output_dtype: _Optional[_Union[OutputDtype, str]] = ..., request_id: _Optional[int] = ..., latency_class: _Optional[_Union[LatencyClass, str]] = ..., caller: _Optional[str] = ...) -> None: ...
+    prompt_name: str
+    prompt: str
+    def __init__(self, model: _Optional[str] = ..., packed_texts: _Optional[_Union[PackedTexts, _Mapping]] = ..., texts: _Optional[_Union[TextList, _Mapping]] = ..., token_ids: _Optional[_Union[PackedTokenIds, _Mapping]] = ..., dimensions: _Optional[int] = ..., normalize: _Optional[bool] = ..., truncation: _Optional[_Union[Truncation, str]] = ..., output_dtype: _Optional[_Union[OutputDtype, str]] = ..., request_id: _Optional[int] = ..., latency_class: _Optional[_Union[LatencyClass, str]] = ..., caller: _Optional[str] = ..., prompt_name: _Optional[str] = ..., prompt: _Optional[str] = ...) -> None: ...
 
 class EmbedResponse(_message.Message):
     __slots__ = ("request_id", "model", "count", "dim", "dtype", "embeddings_f32le", "embeddings_f16le", "token_counts_i32le", "queue_time_ns", "inference_time_ns", "embeddings_f32", "tokenize_time_ns", "server_time_ns", "handler_start_unix_ns")
@@ -139,7 +143,14 @@ class InfoRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class ModelInfo(_message.Message):
-    __slots__ = ("name", "aliases", "dim", "max_tokens", "matryoshka_dimensions", "normalize_default", "pooling", "replicas", "queued_interactive_rows", "queued_bulk_rows", "waiting_bulk_callers", "interactive_slo_ms", "bulk_batch_tokens", "engine_tokens_per_second", "dtype", "engine_loop", "engine_step_tokens", "interactive_slo_missed", "enforce_eager", "held_bulk_rows", "held_bulk_requests", "interactive_p50_ms", "interactive_p99_ms", "interactive_requests", "interactive_replicas", "bulk_turn_ms", "interactive_gather_ms", "interactive_threads", "starting_replicas", "engine_model_cpu_seconds")
+    __slots__ = ("name", "aliases", "dim", "max_tokens", "matryoshka_dimensions", "normalize_default", "pooling", "replicas", "queued_interactive_rows", "queued_bulk_rows", "waiting_bulk_callers", "interactive_slo_ms", "bulk_batch_tokens", "engine_tokens_per_second", "dtype", "engine_loop", "engine_step_tokens", "interactive_slo_missed", "enforce_eager", "held_bulk_rows", "held_bulk_requests", "interactive_p50_ms", "interactive_p99_ms", "interactive_requests", "interactive_replicas", "bulk_turn_ms", "interactive_gather_ms", "interactive_threads", "starting_replicas", "engine_model_cpu_seconds", "prompts", "default_prompt_name")
+    class PromptsEntry(_message.Message):
+        __slots__ = ("key", "value")
+        KEY_FIELD_NUMBER: _ClassVar[int]
+        VALUE_FIELD_NUMBER: _ClassVar[int]
+        key: str
+        value: str
+        def __init__(self, key: _Optional[str] = ..., value: _Optional[str] = ...) -> None: ...
     NAME_FIELD_NUMBER: _ClassVar[int]
     ALIASES_FIELD_NUMBER: _ClassVar[int]
     DIM_FIELD_NUMBER: _ClassVar[int]
@@ -170,6 +181,8 @@ class ModelInfo(_message.Message):
     INTERACTIVE_THREADS_FIELD_NUMBER: _ClassVar[int]
     STARTING_REPLICAS_FIELD_NUMBER: _ClassVar[int]
     ENGINE_MODEL_CPU_SECONDS_FIELD_NUMBER: _ClassVar[int]
+    PROMPTS_FIELD_NUMBER: _ClassVar[int]
+    DEFAULT_PROMPT_NAME_FIELD_NUMBER: _ClassVar[int]
     name: str
     aliases: _containers.RepeatedScalarFieldContainer[str]
     dim: int
@@ -200,7 +213,9 @@ class ModelInfo(_message.Message):
     interactive_threads: int
     starting_replicas: int
     engine_model_cpu_seconds: float
-    def __init__(self, name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., dim: _Optional[int] = ..., max_tokens: _Optional[int] = ..., matryoshka_dimensions: _Optional[_Iterable[int]] = ..., normalize_default: _Optional[bool] = ..., pooling: _Optional[str] = ..., replicas: _Optional[int] = ..., queued_interactive_rows: _Optional[int] = ..., queued_bulk_rows: _Optional[int] = ..., waiting_bulk_callers: _Optional[int] = ..., interactive_slo_ms: _Optional[float] = ..., bulk_batch_tokens: _Optional[int] = ..., engine_tokens_per_second: _Optional[float] = ..., dtype: _Optional[str] = ..., engine_loop: _Optional[str] = ..., engine_step_tokens: _Optional[_Iterable[int]] = ..., interactive_slo_missed: _Optional[bool] = ..., enforce_eager: _Optional[bool] = ..., held_bulk_rows: _Optional[int] = ..., held_bulk_requests: _Optional[int] = ..., interactive_p50_ms: _Optional[float] = ..., interactive_p99_ms: _Optional[float] = ..., interactive_requests: _Optional[int] = ..., interactive_replicas: _Optional[int] = ..., bulk_turn_ms: _Optional[float] = ..., interactive_gather_ms: _Optional[float] = ..., interactive_threads: _Optional[int] = ..., starting_replicas: _Optional[int] = ..., engine_model_cpu_seconds: _Optional[float] = ...) -> None: ...
+    prompts: _containers.ScalarMap[str, str]
+    default_prompt_name: str
+    def __init__(self, name: _Optional[str] = ..., aliases: _Optional[_Iterable[str]] = ..., dim: _Optional[int] = ..., max_tokens: _Optional[int] = ..., matryoshka_dimensions: _Optional[_Iterable[int]] = ..., normalize_default: _Optional[bool] = ..., pooling: _Optional[str] = ..., replicas: _Optional[int] = ..., queued_interactive_rows: _Optional[int] = ..., queued_bulk_rows: _Optional[int] = ..., waiting_bulk_callers: _Optional[int] = ..., interactive_slo_ms: _Optional[float] = ..., bulk_batch_tokens: _Optional[int] = ..., engine_tokens_per_second: _Optional[float] = ..., dtype: _Optional[str] = ..., engine_loop: _Optional[str] = ..., engine_step_tokens: _Optional[_Iterable[int]] = ..., interactive_slo_missed: _Optional[bool] = ..., enforce_eager: _Optional[bool] = ..., held_bulk_rows: _Optional[int] = ..., held_bulk_requests: _Optional[int] = ..., interactive_p50_ms: _Optional[float] = ..., interactive_p99_ms: _Optional[float] = ..., interactive_requests: _Optional[int] = ..., interactive_replicas: _Optional[int] = ..., bulk_turn_ms: _Optional[float] = ..., interactive_gather_ms: _Optional[float] = ..., interactive_threads: _Optional[int] = ..., starting_replicas: _Optional[int] = ..., engine_model_cpu_seconds: _Optional[float] = ..., prompts: _Optional[_Mapping[str, str]] = ..., default_prompt_name: _Optional[str] = ...) -> None: ...
 
 class InfoResponse(_message.Message):
     __slots__ = ("protocol_version", "server_version", "default_model", "models", "max_batch_rows", "max_message_bytes", "event_loop_lag_p99_ms", "event_loop_lag_max_ms", "event_loop_ticks")

@@ -29,6 +29,7 @@ class ChunkOptions:
     dim: int  # the dimension of the result type
     truncate: bool = True
     on_error: str = "fail"  # "fail": a bad row fails the query; "null": it gives NULL
+    prompt_name: str | None = None  # one of the model's prompts (None: its default, if any)
 
 
 class ChunkEmbedder:
@@ -82,7 +83,12 @@ class ChunkEmbedder:
 
         def embed(rows: pa.Array, on_rows=None) -> pa.FixedSizeListArray:
             return self.client.embed_arrow(
-                rows, model=o.model, dimensions=o.dimensions, truncate=o.truncate, on_rows=on_rows
+                rows,
+                model=o.model,
+                dimensions=o.dimensions,
+                truncate=o.truncate,
+                prompt_name=o.prompt_name,
+                on_rows=on_rows,
             )
 
         try:
@@ -101,7 +107,7 @@ class ChunkEmbedder:
 
 
 class OptionsChunkEmbedder:
-    """Backs ``embed_text(text, model, dimensions)``: options arrive as (constant) columns.
+    """Backs ``embed_text(text, model, dimensions, prompt)``: options arrive as (constant) columns.
 
     DuckDB fixes a function's result type when it is registered, so this form returns a
     ``FLOAT[]`` list of the requested size; cast it (``::FLOAT[256]``) to get an array.
@@ -111,23 +117,24 @@ class OptionsChunkEmbedder:
         self.client = client
         self.truncate = truncate
         self.on_error = on_error
-        self._embedders: dict[tuple[str | None, int | None], ChunkEmbedder] = {}
+        # (model, dimensions, prompt name) -> its embedder: a prompt is part of what a text is embedded as.
+        self._embedders: dict[tuple[str | None, int | None, str | None], ChunkEmbedder] = {}
         self._lock = threading.Lock()
 
-    def _embedder(self, model: str | None, dimensions: int | None) -> ChunkEmbedder:
-        key = (model or None, dimensions or None)
+    def _embedder(self, model: str | None, dimensions: int | None, prompt_name: str | None) -> ChunkEmbedder:
+        key = (model or None, dimensions or None, prompt_name or None)
         with self._lock:
             if key not in self._embedders:
                 dim = self.client.info().model(key[0]).output_dim(key[1])
                 self._embedders[key] = ChunkEmbedder(
-                    self.client, ChunkOptions(key[0], key[1], dim, self.truncate, self.on_error)
+                    self.client, ChunkOptions(key[0], key[1], dim, self.truncate, self.on_error, key[2])
                 )
             return self._embedders[key]
 
-    def __call__(self, texts, models=None, dimensions=None) -> pa.ListArray:
+    def __call__(self, texts, models=None, dimensions=None, prompts=None) -> pa.ListArray:
         model = _constant(models, "model")
         dims = _constant(dimensions, "dimensions")
-        embedder = self._embedder(model, int(dims) if dims is not None else None)
+        embedder = self._embedder(model, int(dims) if dims is not None else None, _constant(prompts, "prompt"))
         fixed = embedder(texts)
         values = fixed.flatten() if fixed.null_count == 0 else fixed.values
         dim = embedder.options.dim

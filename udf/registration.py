@@ -25,6 +25,8 @@ from embedtext.udf.co_deployed import default_target
 #: server starts on the first while the rest are still on the wire and progress moves smoothly;
 #: and a long deadline, since a query may wait behind other work.
 UDF_CLIENT_CONFIG = ClientConfig(timeout=600.0, max_batch_rows=512, max_in_flight=8)
+# The prompt sentence-transformers models name for a search query (arctic-embed, EmbeddingGemma, Qwen3-Embedding).
+QUERY_PROMPT = "query"
 
 
 @dataclass
@@ -59,6 +61,7 @@ def register(
     dimensions: int | None = None,
     truncate: bool = True,
     on_error: str = "fail",
+    prompt_name: str | None = None,
     on_rows: Callable[[int], None] | None = None,
     config: ClientConfig | None = None,
     **settings,
@@ -76,14 +79,17 @@ def register(
         truncate: cut texts to the model's max tokens (else a long row is an error).
         on_error: ``"fail"`` (a row that cannot be embedded fails the query) or ``"null"``
             (that row gives NULL, the others their vectors).
+        prompt_name: one of the model's prompts put before each text (None: the model's default
+            prompt, if it has one).
         on_rows: called with the row count of each finished chunk (progress bars).
         config: the client's settings; default :data:`UDF_CLIENT_CONFIG`.
         **settings: any :class:`~embedtext.ClientConfig` field, replacing the config's
             (``timeout``, ``token``, ``tls``, ``max_in_flight``, ...).
 
-    Also registered: ``name(text, model)`` and ``name(text, model, dimensions)`` (named
-    arguments work: ``name(body, model := 'm', dimensions := 256)``), returning ``FLOAT[]``,
-    and the macros of ``sql/macros.sql``.
+    Also registered: ``name(text, model)``, ``name(text, model, dimensions)`` and ``name(text,
+    model, dimensions, prompt)`` (named arguments work: ``name(body, model := 'm', dimensions :=
+    256)``), returning ``FLOAT[]``; ``name_query(text) -> FLOAT[dim]``, with the model's "query"
+    prompt where it has one; and the macros of ``sql/macros.sql``, whose search text is a query.
     """
     if isinstance(target, Client):
         client, target = target, target.targets
@@ -93,7 +99,12 @@ def register(
         client = Client(target, ClientConfig.of(config or UDF_CLIENT_CONFIG, **settings))
     info = client.info().model(model)
     dim = info.output_dim(dimensions)  # InvalidInputError, a ValueError, when it is not available
-    embedder = ChunkEmbedder(client, ChunkOptions(model, dimensions, dim, truncate, on_error), on_rows=on_rows)
+    embedder = ChunkEmbedder(
+        client, ChunkOptions(model, dimensions, dim, truncate, on_error, prompt_name), on_rows=on_rows
+    )
+    # The search text of the macros: a query, with the model's query prompt where it has one.
+    query_prompt = QUERY_PROMPT if QUERY_PROMPT in info.prompts else prompt_name
+    query_embedder = ChunkEmbedder(client, ChunkOptions(model, dimensions, dim, truncate, on_error, query_prompt))
     options_embedder = OptionsChunkEmbedder(client, truncate, on_error)
     float_type = duckdb.sqltype("FLOAT")
     varchar = duckdb.sqltype("VARCHAR")
@@ -105,23 +116,26 @@ def register(
     )
     typed_name = f"__embedtext_{name}"
     options_name = f"__embedtext_{name}_options"
-    for fn_name in (typed_name, options_name):
+    query_name = f"{name}_query"
+    for fn_name in (typed_name, options_name, query_name):
         try:
             con.remove_function(fn_name)
         except Exception:
             pass
     con.create_function(typed_name, embedder, [varchar], duckdb.array_type(float_type, dim), **common)
+    con.create_function(query_name, query_embedder, [varchar], duckdb.array_type(float_type, dim), **common)
     con.create_function(
         options_name,
         options_embedder,
-        [varchar, varchar, duckdb.sqltype("INTEGER")],
+        [varchar, varchar, duckdb.sqltype("INTEGER"), varchar],
         duckdb.list_type(float_type),
         **common,
     )
     con.execute(
         f"CREATE OR REPLACE TEMP MACRO {name}(text) AS {typed_name}(text), "
-        f"(text, model) AS {options_name}(text, model, NULL), "
-        f"(text, model, dimensions) AS {options_name}(text, model, dimensions)"
+        f"(text, model) AS {options_name}(text, model, NULL, NULL), "
+        f"(text, model, dimensions) AS {options_name}(text, model, dimensions, NULL), "
+        f"(text, model, dimensions, prompt) AS {options_name}(text, model, dimensions, prompt)"
     ).fetchall()  # duckdb 2.0 refuses further work while a result is unfinished
     for statement in _macros(name):
         con.execute(statement).fetchall()

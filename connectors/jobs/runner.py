@@ -95,7 +95,11 @@ class BatchEmbedder:
         for attempt in range(self.spec.retries + 1):
             try:
                 return self.client.embed_arrow(
-                    texts, model=self.spec.model, dimensions=self.spec.dimensions, truncate=self.spec.truncate
+                    texts,
+                    model=self.spec.model,
+                    dimensions=self.spec.dimensions,
+                    truncate=self.spec.truncate,
+                    prompt_name=self.spec.prompt_name,
                 )
             except _RETRYABLE as exc:
                 if attempt == self.spec.retries:

@@ -37,6 +37,7 @@ class IndexSpec:
     batch_rows: int = 2048
     retries: int = 5
     truncate: bool = True  # False: rows over the model's max tokens fail (to the failed-rows table)
+    prompt_name: str | None = None  # one of the model's prompts before each text (None: its default, if any)
 
     def __post_init__(self) -> None:
         for what in ("key", "text"):

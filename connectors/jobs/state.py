@@ -2,9 +2,11 @@
 
 The embeddings table holds one row per key: ``key, content_hash, model, dimensions,
 embedding FLOAT[d], indexed_at``. A key needs embedding when it is new, its text's hash
-changed, or it was embedded with another model or dimension. Each batch is written in one
-transaction (delete the key's old row, insert the new one), so a run killed at any moment
-leaves only whole batches behind and the next run picks up exactly what is missing.
+changed, or it was embedded with another model or dimension. With a prompt (``--prompt``) the hash
+is of the prompt's name and the text together, so a job whose prompt changes embeds its rows again.
+Each batch is written in one transaction (delete the key's old row, insert the new one), so a run
+killed at any moment leaves only whole batches behind and the next run picks up exactly what is
+missing.
 """
 
 from __future__ import annotations
@@ -48,6 +50,13 @@ class IndexState:
         self.src = spec.source_sql
         self.key = quote_ident(spec.key)
         self.text = quote_ident(spec.text)
+        # What a row is embedded as: its text, after the prompt's name where the job names one.
+        prompt = (
+            ""
+            if spec.prompt_name is None
+            else "'prompt ' || '" + spec.prompt_name.replace("'", "''") + "' || chr(10) || "
+        )
+        self.hashed = f"md5({prompt}s.{self.text}::VARCHAR)"
 
     def _sql(self, sql: str, params: list | None = None) -> list:
         # duckdb 2.0 refuses new work while a result is unfinished: always fetch to the end.
@@ -95,10 +104,10 @@ class IndexState:
         """Source rows whose embedding is missing or stale (new, changed text, other model or dim)."""
         model = self.model.replace("'", "''")
         return (
-            f"SELECT s.{self.key} AS key, s.{self.text}::VARCHAR AS text, md5(s.{self.text}::VARCHAR) AS content_hash "
+            f"SELECT s.{self.key} AS key, s.{self.text}::VARCHAR AS text, {self.hashed} AS content_hash "
             f"FROM {self.src} s LEFT JOIN {self.into} e ON e.key = s.{self.key} "
             f"WHERE {self._has_text('s')} AND s.{self.key} IS NOT NULL AND (e.key IS NULL "
-            f"OR e.content_hash <> md5(s.{self.text}::VARCHAR) OR e.model <> '{model}' OR e.dimensions <> {self.dim})"
+            f"OR e.content_hash <> {self.hashed} OR e.model <> '{model}' OR e.dimensions <> {self.dim})"
         )
 
     def count_pending(self) -> int:

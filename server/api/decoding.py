@@ -17,6 +17,7 @@ from google.protobuf.message import DecodeError
 from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import InvalidInputError
+from embedtext.server.models.prompts import MAX_PROMPT_CHARS
 from embedtext.server.rows import TokenRows
 from embedtext.server.scheduler.options import EmbedOptions
 
@@ -68,12 +69,18 @@ def decode_options(request: pb.EmbedRequest) -> EmbedOptions:
         )
     if len(request.caller) > MAX_CALLER_CHARS:
         raise InvalidInputError(f"caller is {len(request.caller)} characters; at most {MAX_CALLER_CHARS}")
+    if len(request.prompt_name) > MAX_CALLER_CHARS:
+        raise InvalidInputError(f"prompt_name is {len(request.prompt_name)} characters; at most {MAX_CALLER_CHARS}")
+    if len(request.prompt) > MAX_PROMPT_CHARS:
+        raise InvalidInputError(f"prompt is {len(request.prompt)} characters; at most {MAX_PROMPT_CHARS}")
     return EmbedOptions(
         dimensions=request.dimensions,
         normalize=request.normalize if request.HasField("normalize") else None,
         truncate=request.truncation != pb.TRUNCATION_NONE,
         interactive=_INTERACTIVE[request.latency_class],
         caller=request.caller,
+        prompt_name=request.prompt_name,
+        prompt=request.prompt if request.HasField("prompt") else None,
     )
 
 

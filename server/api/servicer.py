@@ -223,6 +223,8 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
                 matryoshka_dimensions=list(rt.spec.matryoshka_dimensions),
                 normalize_default=rt.spec.normalize,
                 pooling=rt.spec.pooling,
+                prompts=rt.spec.prompts,
+                default_prompt_name=rt.spec.default_prompt_name,
                 replicas=rt.supervisor.healthy_count,
                 interactive_replicas=sum(1 for r in rt.supervisor.replicas if r.healthy and r.interactive_only),
                 starting_replicas=rt.supervisor.starting_count,

@@ -32,6 +32,15 @@ FAMILIES = ("bert", "xlm-roberta", "modernbert", "qwen3", "gemma3")
 # non-ASCII words, so that byte fallback and multi-byte characters occur in every vocabulary.
 _EXTRA = "café naïve über straße 東京 日本語 привет мир 🙂 🚀 ünïcödé 2026 3.14 e-mail don't".split()
 _VOCAB_SIZE = 1200
+# The prompts of the real models of a family, as their config_sentence_transformers.json names them
+# (Qwen3-Embedding's and EmbeddingGemma's); no default prompt, as theirs.
+PROMPTS = {
+    "qwen3": {
+        "query": "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:",
+        "document": "",
+    },
+    "gemma3": {"query": "task: search result | query: ", "document": "title: none | text: "},
+}
 
 
 def _corpus(lines: int = 4000, seed: int = 0) -> list[str]:
@@ -274,4 +283,7 @@ def write_family_model(
     shape = dict(layers=layers, hidden=hidden, heads=heads, max_tokens=max_tokens)
     st_pooling, dense = _WRITERS[family](out, shape, head_dim, max_tokens)
     write_st_layout(out, hidden=hidden, max_tokens=max_tokens, pooling=st_pooling, dense=dense)
+    if family in PROMPTS:
+        config = {"prompts": PROMPTS[family], "default_prompt_name": None, "similarity_fn_name": "cosine"}
+        (out / "config_sentence_transformers.json").write_text(json.dumps(config, indent=1))
     return out

@@ -17,6 +17,8 @@ import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from embedtext.server.models.prompts import read_prompts
+
 DEFAULT_MODEL_SOURCE = "default"
 DEFAULT_MODEL_NAME = "all-MiniLM-L6-v2"
 DEFAULT_MODEL_ALIASES = ("sentence-transformers/all-MiniLM-L6-v2",)
@@ -43,6 +45,12 @@ class ModelSpec:
     # layers x 2 x KV heads x head dim): what an engine's cache holds per token, where its
     # attention keeps one (a decoder's; encoder-only attention keeps none).
     kv_values_per_token: int = 0
+    # sentence-transformers' prompts (server/models/prompts.py): name -> the text put before each
+    # text, and the name a request that names none gets ("": none).
+    prompts: dict[str, str] = field(default_factory=dict)
+    default_prompt_name: str = ""
+    # Whether the pooling counts the prompt's tokens (Pooling's include_prompt; false: it leaves them out).
+    pooling_includes_prompt: bool = True
 
     @property
     def tokenizer_file(self) -> Path:
@@ -95,14 +103,18 @@ def _hub_model_dir(repo_id: str) -> Path:
 _POOLING_NAMES = {"cls_token": "cls", "mean_tokens": "mean", "max_tokens": "max", "lasttoken": "last"}
 
 
-def _pooling(path: Path) -> str:
-    modules = _read_json(path / "modules.json") or []
-    for module in modules:
+def _pooling_config(path: Path) -> dict:
+    for module in _read_json(path / "modules.json") or []:
         if module.get("type", "").endswith(".Pooling"):
-            cfg = _read_json(path / module.get("path", "1_Pooling") / "config.json") or {}
-            for mode in ("cls_token", "mean_tokens", "max_tokens", "lasttoken", "mean_sqrt_len_tokens"):
-                if cfg.get(f"pooling_mode_{mode}"):
-                    return _POOLING_NAMES.get(mode, mode)
+            return _read_json(path / module.get("path", "1_Pooling") / "config.json") or {}
+    return {}
+
+
+def _pooling(path: Path) -> str:
+    cfg = _pooling_config(path)
+    for mode in ("cls_token", "mean_tokens", "max_tokens", "lasttoken", "mean_sqrt_len_tokens"):
+        if cfg.get(f"pooling_mode_{mode}"):
+            return _POOLING_NAMES.get(mode, mode)
     return "cls"
 
 
@@ -164,6 +176,7 @@ def load_model_spec(source: str = DEFAULT_MODEL_SOURCE, name: str | None = None)
     modules = _read_json(path / "modules.json") or []
     normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules)
     matryoshka = tuple(int(d) for d in config.get("matryoshka_dimensions") or ())
+    prompts, default_prompt = read_prompts(_read_json(path / "config_sentence_transformers.json") or {})
     return ModelSpec(
         name=name,
         path=path,
@@ -174,6 +187,9 @@ def load_model_spec(source: str = DEFAULT_MODEL_SOURCE, name: str | None = None)
         matryoshka_dimensions=matryoshka,
         aliases=aliases,
         kv_values_per_token=_kv_values_per_token(config),
+        prompts=prompts,
+        default_prompt_name=default_prompt,
+        pooling_includes_prompt=_pooling_config(path).get("include_prompt", True) is not False,
     )
 
 

@@ -12,3 +12,5 @@ class EmbedOptions:
     truncate: bool = True
     interactive: bool | None = None  # None: by the request's size (protocol.INTERACTIVE_MAX_ROWS)
     caller: str = ""  # whose fair share bulk rows count against ("": the servicer names the connection)
+    prompt_name: str = ""  # one of the model's prompts ("": its default, if any)
+    prompt: str | None = None  # a prompt's own text, in place of any named one ("": none)

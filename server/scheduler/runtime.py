@@ -27,6 +27,7 @@ from embedtext.protocol.errors import (
 from embedtext.server.config.resolve import ResolvedSettings
 from embedtext.server.engine.base import Backend, EngineRequestError, ReplicaDeadError
 from embedtext.server.metrics import ServerMetrics
+from embedtext.server.models.prompts import prompt_text
 from embedtext.server.models.source import ModelSpec
 from embedtext.server.pacing import EngineSpeed, PaceReport, bulk_turn_tokens
 from embedtext.server.rows import TokenRows
@@ -173,6 +174,7 @@ class ModelRuntime:
     async def embed_texts(self, texts: list[str], options: EmbedOptions, deadline: float | None) -> EmbedResult:
         arrived = time.monotonic()
         self.admission.check_request(len(texts), options, started=self.started)
+        texts = self._prompted(texts, options)
         held = self.tokenizing_gate.held_rows if self.tokenizing_gate is not None else 0
         self.admission.check_room(len(texts), held)  # refuse before spending tokenizer time
         interactive = self._interactive(len(texts), options)
@@ -192,11 +194,26 @@ class ModelRuntime:
                 gate.leave(len(texts))  # its rows are queued (or refused): counted there now
         return await self._finish(job, options, arrived, tokenize_s)
 
+    def _prompted(self, texts: list[str], options: EmbedOptions) -> list[str]:
+        """The texts with the request's prompt (or the model's default) before each."""
+        spec = self.spec
+        prompt = prompt_text(options.prompt_name, spec.prompts, spec.default_prompt_name, options.prompt, spec.name)
+        if not prompt:
+            return texts
+        if not spec.pooling_includes_prompt:
+            raise InvalidInputError(
+                f"model {spec.name} pools without its prompt's tokens (include_prompt false in its Pooling config), "
+                "which embedtext does not do: send prompt='' to embed the texts as they are"
+            )
+        return [prompt + text for text in texts]
+
     async def embed_token_ids(
         self, rows: TokenRows | list[list[int]], options: EmbedOptions, deadline: float | None
     ) -> EmbedResult:
         arrived = time.monotonic()
         self.admission.check_request(len(rows), options, started=self.started)
+        if options.prompt_name or options.prompt:
+            raise InvalidInputError("a prompt applies to texts; token ids are embedded as they are (put it in the ids)")
         rows = self.tokenizers.check_token_ids(rows, truncate=options.truncate)
         job = self._submit(rows, options, deadline, self._interactive(len(rows), options))
         return await self._finish(job, options, arrived)

@@ -105,3 +105,111 @@ def test_a_decoder_step_larger_than_its_cache_keeps_every_row(family_client, ref
     got = family_client.embed(texts, model="qwen3")
     reference = references["qwen3"].encode(texts, convert_to_numpy=True, batch_size=128)
     assert _cosines(got, reference).min() >= 0.99999
+
+
+# --- prompts ---------------------------------------------------------------------------------
+
+PROMPTED = ["qwen3", "gemma3"]  # their generated models carry their real models' prompts (families.PROMPTS)
+
+
+@pytest.mark.parametrize("family", PROMPTED)
+def test_info_lists_the_models_prompts(family_client, family):
+    from embedtext.server.models.families import PROMPTS
+
+    info = family_client.info(refresh=True).model(family)
+    assert info.prompts == PROMPTS[family] and info.default_prompt_name == ""
+    assert family_client.info().model("xlm-roberta").prompts == {}
+
+
+@pytest.mark.parametrize("family", PROMPTED)
+@pytest.mark.parametrize("prompt_name", ["query", "document"])
+def test_a_named_prompt_gives_sentence_transformers_vectors(family_client, references, family, prompt_name):
+    """Truncation included: the long text keeps its prompt and loses its end, as in sentence-transformers."""
+    reference = references[family].encode(TEXTS, prompt_name=prompt_name, convert_to_numpy=True)
+    got = family_client.embed(TEXTS, model=family, prompt_name=prompt_name)
+    assert _cosines(got, reference).min() >= 0.99999
+    if references[family].prompts[prompt_name]:  # a prompt that is there changes the vectors
+        plain = family_client.embed(TEXTS, model=family)
+        assert _cosines(got, plain).max() < 0.9999
+
+
+def test_a_prompts_own_text_gives_sentence_transformers_vectors(family_client, references):
+    prompt = "Represent this sentence for searching relevant passages: "
+    reference = references["gemma3"].encode(TEXTS, prompt=prompt, convert_to_numpy=True)
+    got = family_client.embed(TEXTS, model="gemma3", prompt=prompt)
+    assert _cosines(got, reference).min() >= 0.99999
+
+
+def test_a_prompt_the_model_lacks_is_a_clear_error_naming_its_prompts(family_client):
+    from embedtext.protocol.errors import InvalidInputError
+
+    with pytest.raises(
+        InvalidInputError, match=r"model gemma3 has no prompt 'search'; its prompts: 'document', 'query'"
+    ):
+        family_client.embed(["a"], model="gemma3", prompt_name="search")
+    with pytest.raises(InvalidInputError, match="no prompt 'query'; its prompts: none"):
+        family_client.embed(["a"], model="xlm-roberta", prompt_name="query")
+    with pytest.raises(InvalidInputError, match="a prompt applies to texts"):
+        family_client.embed_tokens([[1, 2, 3]], model="gemma3", prompt_name="query")
+
+
+def test_duckdb_functions_and_search_take_the_query_prompt(family_client, references):
+    """embed_text(text, model, dimensions, prompt), embed_text_query (the model's "query" prompt) and
+    embed_text_search, whose search text is embedded as a query."""
+    import duckdb
+
+    import embedtext
+
+    model = references["gemma3"]
+    con = duckdb.connect()
+    embedtext.register(con, family_client, model="gemma3")
+    con.execute("CREATE TABLE docs AS SELECT * FROM (VALUES (1, ?), (2, ?), (3, ?)) t(id, body)", TEXTS[:3])
+    named = con.sql("SELECT embed_text(body, 'gemma3', NULL, 'document') FROM docs ORDER BY id").fetchall()
+    documents = model.encode(TEXTS[:3], prompt_name="document", convert_to_numpy=True)
+    assert _cosines(np.array([r[0] for r in named]), documents).min() >= 0.99999
+    queries = model.encode(TEXTS[:3], prompt_name="query", convert_to_numpy=True)
+    got = np.array([r[0] for r in con.sql("SELECT embed_text_query(body) FROM docs ORDER BY id").fetchall()])
+    assert _cosines(got, queries).min() >= 0.99999
+    con.execute(
+        "CREATE TABLE doc_vectors AS SELECT id, embed_text(body, 'gemma3', NULL, 'document')::FLOAT[128] AS v FROM docs"
+    )
+    hits = con.sql("SELECT id, score FROM embed_text_search('doc_vectors', 'v', 'a sleeping cat', k := 3)").fetchall()
+    query = model.encode(["a sleeping cat"], prompt_name="query", convert_to_numpy=True)[0]
+    want = {i + 1: float(documents[i] @ query / np.linalg.norm(documents[i]) / np.linalg.norm(query)) for i in range(3)}
+    assert [h[0] for h in hits] == sorted(want, key=want.get, reverse=True)
+    np.testing.assert_allclose([h[1] for h in hits], sorted(want.values(), reverse=True), atol=1e-4)
+
+
+def test_an_index_job_embeds_with_its_prompt_and_again_when_it_changes(family_client, references, tmp_path):
+    import duckdb
+
+    from embedtext.connectors.jobs import IndexSpec, run_index
+
+    db = str(tmp_path / "docs.duckdb")
+    with duckdb.connect(db) as con:
+        con.execute("CREATE TABLE docs AS SELECT * FROM (VALUES (1, ?), (2, ?), (3, ?)) t(id, body)", TEXTS[:3])
+
+    def index(prompt_name):
+        spec = IndexSpec(
+            db,
+            "docs",
+            key="id",
+            text="body",
+            target=tuple(family_client.targets),
+            model="gemma3",
+            prompt_name=prompt_name,
+        )
+        return run_index(spec, log=lambda _: None)
+
+    def stored():
+        with duckdb.connect(db) as con:
+            return np.array(
+                [r[0] for r in con.execute("SELECT embedding FROM docs_embeddings ORDER BY key").fetchall()]
+            )
+
+    model = references["gemma3"]
+    assert index("document").embedded == 3
+    assert _cosines(stored(), model.encode(TEXTS[:3], prompt_name="document")).min() >= 0.99999
+    assert index("document").embedded == 0  # nothing changed
+    assert index("query").embedded == 3  # another prompt: every row again
+    assert _cosines(stored(), model.encode(TEXTS[:3], prompt_name="query")).min() >= 0.99999

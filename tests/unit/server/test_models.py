@@ -134,3 +134,21 @@ def test_an_unknown_family_is_refused(tmp_path):
         write_family_model(tmp_path, "t5")
     with pytest.raises(ValueError, match="--pooling is for bert"):
         write_family_model(tmp_path, "qwen3", pooling="cls")
+
+
+def test_prompts_are_read_and_chosen_as_sentence_transformers_does():
+    from embedtext.protocol.errors import InvalidInputError
+    from embedtext.server.models.prompts import prompt_text, read_prompts
+
+    prompts, default = read_prompts(
+        {"prompts": {"query": "query: ", "passage": "passage: "}, "default_prompt_name": "passage"}
+    )
+    assert prompts == {"query": "query: ", "passage": "passage: "} and default == "passage"
+    assert read_prompts({"prompts": {"q": "x"}, "default_prompt_name": "missing"}) == ({"q": "x"}, "")
+    assert prompt_text("query", prompts, default, None, "m") == "query: "
+    assert prompt_text("", prompts, default, None, "m") == "passage: "  # the default, where none is named
+    assert prompt_text("query", prompts, default, "own: ", "m") == "own: "  # a given text wins
+    assert prompt_text("", prompts, default, "", "m") == ""  # "" turns the default off
+    assert prompt_text("", {}, "", None, "m") == ""
+    with pytest.raises(InvalidInputError, match="model m has no prompt 'doc'; its prompts: 'passage', 'query'"):
+        prompt_text("doc", prompts, default, None, "m")
