@@ -4,6 +4,7 @@ their deadline. Against the in-process server on the NULL ENGINE (client behavio
 from __future__ import annotations
 
 import asyncio
+import re
 import threading
 import time
 
@@ -157,6 +158,9 @@ def test_overload_that_outlasts_the_deadline_fails_saying_so(held_queue, kind):
         with pytest.raises(OverloadedError) as failed:
             asyncio.run(run())
     assert "still overloaded after" in str(failed.value) and "the deadline leaves" in str(failed.value)
-    assert _refusals(server) >= 2  # it did retry before giving up
+    # Bookkeeping, not timing: each try the message counts was refused by the server (how many fit
+    # in the deadline depends on the host; retrying to the end is test_overload_is_retried_...).
+    tries = int(re.search(r"still overloaded after (\d+) tries", str(failed.value)).group(1))
+    assert tries >= 1 and _refusals(server) >= tries
     server.release_bulk()
     thread.join(30)

@@ -10,6 +10,8 @@ real server's engines in test_interactive_replica.py and test_duckdb_udf.py (the
 
 import asyncio
 
+from event_loop import settle
+
 from embedtext.server.engine.null_backend import NullBackend
 from embedtext.server.metrics import ServerMetrics
 from embedtext.server.models.source import load_model_spec
@@ -62,11 +64,16 @@ class GatedStartBackend(NullBackend):
     """Its start waits for ``gate``, is logged in ``started``, and fails while ``failures`` lasts
     (test stand-in: an engine that takes its time to start, or fails to)."""
 
-    def __init__(self, spec, index: int, gate: asyncio.Event, failures: list[int], started: list[int]) -> None:
+    def __init__(
+        self, spec, index: int, gate: asyncio.Event, failures: list[int], started: list[int], entered=None
+    ) -> None:
         super().__init__(spec, name=f"gated/{index}")
         self.index, self.gate, self.failures, self.started = index, gate, failures, started
+        self.entered = entered  # set as its start begins to wait for the gate
 
     async def start(self) -> None:
+        if self.entered is not None:
+            self.entered.set()
         await self.gate.wait()
         self.started.append(self.index)
         if self.failures and self.failures[0] == self.index:
@@ -84,6 +91,7 @@ def test_the_engines_after_the_first_bulk_one_may_start_behind_a_ready_server(ti
 
     async def scenario():
         gates = {i: asyncio.Event() for i in range(3)}  # 0, 1: bulk; 2: interactive
+        entered = {i: asyncio.Event() for i in range(3)}
         gates[0].set()
         failures = [2]  # the interactive engine's first start fails
         started: list[int] = []
@@ -91,7 +99,7 @@ def test_the_engines_after_the_first_bulk_one_may_start_behind_a_ready_server(ti
         supervisor = ReplicaSupervisor(
             "tiny",
             router,
-            lambda i: GatedStartBackend(spec, i, gates[i], failures, started),
+            lambda i: GatedStartBackend(spec, i, gates[i], failures, started, entered[i]),
             metrics=ServerMetrics(),
             rest_after_ready=True,
         )
@@ -106,8 +114,9 @@ def test_the_engines_after_the_first_bulk_one_may_start_behind_a_ready_server(ti
 
         await asyncio.wait_for(supervisor.start(), 10)  # waiting for the first engine only
         seen = [state()]
-        gates[1].set()  # the other bulk engine could start now, but the interactive one goes first
-        await asyncio.sleep(0.05)
+        gates[1].set()  # the other bulk engine could start now, but the interactive one goes first:
+        await asyncio.wait_for(entered[2].wait(), 10)  # it waits at its gate
+        await settle()  # anything else that could run now has run: bulk engine 1 must not have started
         seen.append(state())
         gates[2].set()
         await asyncio.wait_for(supervisor.every_engine_up.wait(), 10)  # the restart after a second

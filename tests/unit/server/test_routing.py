@@ -27,8 +27,16 @@ def test_picks_least_loaded_and_returns_to_zero():
 
 
 def test_errors_and_cancellations_do_not_drift():
-    async def work(policy, cost, mode):
+    """30 leases on 12 slots: the 10 slow ones hold theirs until cancelled, the others take turns on
+    the two left. Cancelled once every lease was taken (an event, however busy the host)."""
+    modes = [(7, "ok"), (3, "error"), (11, "slow"), (5, "ok"), (2, "slow"), (9, "error")] * 5
+    taken = []
+
+    async def work(policy, cost, mode, every_lease_taken):
         async with policy.lease(cost):
+            taken.append(cost)
+            if len(taken) == len(modes):
+                every_lease_taken.set()
             await asyncio.sleep(0.01)
             if mode == "error":
                 raise RuntimeError("boom")
@@ -37,11 +45,9 @@ def test_errors_and_cancellations_do_not_drift():
 
     async def run():
         policy, replicas = _policy(n=3, per=4)
-        tasks = [
-            asyncio.ensure_future(work(policy, cost, mode))
-            for cost, mode in [(7, "ok"), (3, "error"), (11, "slow"), (5, "ok"), (2, "slow"), (9, "error")] * 5
-        ]
-        await asyncio.sleep(0.1)
+        every_lease_taken = asyncio.Event()
+        tasks = [asyncio.ensure_future(work(policy, cost, mode, every_lease_taken)) for cost, mode in modes]
+        await asyncio.wait_for(every_lease_taken.wait(), 60)
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
