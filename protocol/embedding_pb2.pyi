@@ -120,24 +120,6 @@ class EmbedResponse(_message.Message):
     handler_start_unix_ns: int
     def __init__(self, request_id: _Optional[int] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., dim: _Optional[int] = ..., dtype: _Optional[_Union[OutputDtype, str]] = ..., embeddings_f32le: _Optional[bytes] = ..., embeddings_f16le: _Optional[bytes] = ..., token_counts_i32le: _Optional[bytes] = ..., queue_time_ns: _Optional[int] = ..., inference_time_ns: _Optional[int] = ..., embeddings_f32: _Optional[_Iterable[float]] = ..., tokenize_time_ns: _Optional[int] = ..., server_time_ns: _Optional[int] = ..., handler_start_unix_ns: _Optional[int] = ...) -> None: ...
 
-class RequestStatus(_message.Message):
-    __slots__ = ("code", "message")
-    CODE_FIELD_NUMBER: _ClassVar[int]
-    MESSAGE_FIELD_NUMBER: _ClassVar[int]
-    code: int
-    message: str
-    def __init__(self, code: _Optional[int] = ..., message: _Optional[str] = ...) -> None: ...
-
-class EmbedStreamResponse(_message.Message):
-    __slots__ = ("request_id", "response", "error")
-    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
-    RESPONSE_FIELD_NUMBER: _ClassVar[int]
-    ERROR_FIELD_NUMBER: _ClassVar[int]
-    request_id: int
-    response: EmbedResponse
-    error: RequestStatus
-    def __init__(self, request_id: _Optional[int] = ..., response: _Optional[_Union[EmbedResponse, _Mapping]] = ..., error: _Optional[_Union[RequestStatus, _Mapping]] = ...) -> None: ...
-
 class InfoRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

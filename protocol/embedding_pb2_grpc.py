@@ -39,11 +39,6 @@ class EmbeddingStub:
                 request_serializer=embedtext_dot_protocol_dot_embedding__pb2.EmbedRequest.SerializeToString,
                 response_deserializer=embedtext_dot_protocol_dot_embedding__pb2.EmbedResponse.FromString,
                 _registered_method=True)
-        self.EmbedStream = channel.stream_stream(
-                '/embedtext.v1.Embedding/EmbedStream',
-                request_serializer=embedtext_dot_protocol_dot_embedding__pb2.EmbedRequest.SerializeToString,
-                response_deserializer=embedtext_dot_protocol_dot_embedding__pb2.EmbedStreamResponse.FromString,
-                _registered_method=True)
         self.Info = channel.unary_unary(
                 '/embedtext.v1.Embedding/Info',
                 request_serializer=embedtext_dot_protocol_dot_embedding__pb2.InfoRequest.SerializeToString,
@@ -56,14 +51,6 @@ class EmbeddingServicer:
 
     def Embed(self, request, context):
         """A batch in, a batch out.
-        """
-        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
-        context.set_details('Method not implemented!')
-        raise NotImplementedError('Method not implemented!')
-
-    def EmbedStream(self, request_iterator, context):
-        """Many batches in flight on one stream; replies carry the request_id they answer and
-        may arrive out of order.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -83,11 +70,6 @@ def add_EmbeddingServicer_to_server(servicer, server):
                     servicer.Embed,
                     request_deserializer=embedtext_dot_protocol_dot_embedding__pb2.EmbedRequest.FromString,
                     response_serializer=embedtext_dot_protocol_dot_embedding__pb2.EmbedResponse.SerializeToString,
-            ),
-            'EmbedStream': grpc.stream_stream_rpc_method_handler(
-                    servicer.EmbedStream,
-                    request_deserializer=embedtext_dot_protocol_dot_embedding__pb2.EmbedRequest.FromString,
-                    response_serializer=embedtext_dot_protocol_dot_embedding__pb2.EmbedStreamResponse.SerializeToString,
             ),
             'Info': grpc.unary_unary_rpc_method_handler(
                     servicer.Info,
@@ -122,33 +104,6 @@ class Embedding:
             '/embedtext.v1.Embedding/Embed',
             embedtext_dot_protocol_dot_embedding__pb2.EmbedRequest.SerializeToString,
             embedtext_dot_protocol_dot_embedding__pb2.EmbedResponse.FromString,
-            options,
-            channel_credentials,
-            insecure,
-            call_credentials,
-            compression,
-            wait_for_ready,
-            timeout,
-            metadata,
-            _registered_method=True)
-
-    @staticmethod
-    def EmbedStream(request_iterator,
-            target,
-            options=(),
-            channel_credentials=None,
-            call_credentials=None,
-            insecure=False,
-            compression=None,
-            wait_for_ready=None,
-            timeout=None,
-            metadata=None):
-        return grpc.experimental.stream_stream(
-            request_iterator,
-            target,
-            '/embedtext.v1.Embedding/EmbedStream',
-            embedtext_dot_protocol_dot_embedding__pb2.EmbedRequest.SerializeToString,
-            embedtext_dot_protocol_dot_embedding__pb2.EmbedStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -104,17 +104,10 @@ ERROR_FOR_CODE[grpc.StatusCode.PERMISSION_DENIED] = UnauthenticatedError
 # completion, as after UNAVAILABLE, and is retried the same way.
 ERROR_FOR_CODE[grpc.StatusCode.CANCELLED] = UnavailableError
 
-_CODE_BY_NUMBER = {code.value[0]: code for code in grpc.StatusCode}
-
 
 def to_status(error: EmbedTextError) -> tuple[grpc.StatusCode, str]:
     """The status code and message a server sends for ``error``."""
     return error.code, error.message
-
-
-def code_from_number(number: int) -> grpc.StatusCode:
-    """A ``grpc.StatusCode`` from its wire number (as carried in ``RequestStatus.code``)."""
-    return _CODE_BY_NUMBER.get(number, grpc.StatusCode.UNKNOWN)
 
 
 def from_status(code: grpc.StatusCode, message: str, *, target: str | None = None) -> EmbedTextError:

@@ -27,7 +27,6 @@ from embedtext.protocol import embedding_pb2 as pb
 _LEN = 2  # protobuf wire type of bytes / sub-messages
 _FIELD_F32 = pb.EmbedResponse.DESCRIPTOR.fields_by_name["embeddings_f32le"].number
 _FIELD_F16 = pb.EmbedResponse.DESCRIPTOR.fields_by_name["embeddings_f16le"].number
-_STREAM_RESPONSE = pb.EmbedStreamResponse.DESCRIPTOR.fields_by_name["response"].number
 _FIELD_BY_DTYPE = {
     pb.OUTPUT_DTYPE_UNSPECIFIED: _FIELD_F32,
     pb.OUTPUT_DTYPE_FLOAT32: _FIELD_F32,
@@ -76,17 +75,6 @@ def serialize_reply(reply: OutgoingReply | pb.EmbedResponse) -> bytes:
     if isinstance(reply, OutgoingReply):
         return b"".join(reply.parts())
     return reply.SerializeToString()
-
-
-def serialize_stream_item(item: pb.EmbedStreamResponse | tuple[int, OutgoingReply]) -> bytes:
-    """The EmbedStream serializer: ``(request_id, OutgoingReply)`` or a plain message (errors)."""
-    if isinstance(item, pb.EmbedStreamResponse):
-        return item.SerializeToString()
-    request_id, reply = item
-    inner = reply.parts()
-    inner_size = sum(len(p) if isinstance(p, bytes) else p.nbytes for p in inner)
-    head = pb.EmbedStreamResponse(request_id=request_id).SerializeToString()
-    return b"".join([head, _len_prefix(_STREAM_RESPONSE, inner_size), *inner])
 
 
 # --- client side ---------------------------------------------------------------------------

@@ -12,7 +12,7 @@ import grpc
 from embedtext.protocol import PROTOCOL_VERSION, RETRY_PUSHBACK_KEY, codec, reply_wire
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
-from embedtext.protocol.errors import EmbedTextError, InternalError, ModelNotFoundError, to_status
+from embedtext.protocol.errors import EmbedTextError, ModelNotFoundError, to_status
 from embedtext.protocol.reply_wire import OutgoingReply
 from embedtext.server.api.decoding import MalformedRequest, decode_inputs, decode_options, tolerant
 from embedtext.server.api.loop_lag import LoopLag
@@ -142,75 +142,6 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
         self.metrics.request_time.labels(response.model).observe(time.monotonic() - started)
         return response
 
-    # --- EmbedStream ---------------------------------------------------------------------
-
-    async def _stream_item(
-        self, request: pb.EmbedRequest, remaining: float | None, caller: str
-    ) -> pb.EmbedStreamResponse | tuple[int, OutgoingReply]:
-        request_id = getattr(request, "request_id", 0)  # a MalformedRequest has none
-        try:
-            response = await self._embed(request, remaining, caller)
-        except EmbedTextError as exc:
-            code, message = to_status(exc)
-            self._count(request, code, type(exc).__name__)
-            return pb.EmbedStreamResponse(
-                request_id=request_id, error=pb.RequestStatus(code=code.value[0], message=message)
-            )
-        except Exception as exc:
-            log.exception("EmbedStream item failed")
-            self._count(request, grpc.StatusCode.INTERNAL, type(exc).__name__)
-            error = InternalError(f"internal error: {type(exc).__name__}: {exc}")
-            return pb.EmbedStreamResponse(
-                request_id=request_id,
-                error=pb.RequestStatus(code=error.code.value[0], message=error.message),
-            )
-        self._count(request, grpc.StatusCode.OK)
-        if isinstance(response, OutgoingReply):
-            return (request_id, response)  # serialized by reply_wire.serialize_stream_item
-        return pb.EmbedStreamResponse(request_id=request_id, response=response)
-
-    async def EmbedStream(self, request_iterator, context: grpc.aio.ServicerContext):
-        """Handle up to ``max_stream_inflight`` requests of a stream at once; reply as each finishes."""
-        replies: asyncio.Queue = asyncio.Queue()
-        slots = asyncio.Semaphore(self.config.max_stream_inflight)
-        caller = f"{context.peer()}#stream-{id(replies)}"  # each stream its own fair share
-        tasks: set[asyncio.Task] = set()
-
-        async def handle(request: pb.EmbedRequest) -> None:
-            try:
-                await replies.put(await self._stream_item(request, context.time_remaining(), caller))
-            finally:
-                slots.release()
-
-        async def read() -> None:
-            async for request in request_iterator:
-                await slots.acquire()
-                task = asyncio.create_task(handle(request))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-            while tasks:
-                await asyncio.gather(*list(tasks), return_exceptions=True)
-            await replies.put(None)
-
-        reader = asyncio.create_task(read())
-        try:
-            while True:
-                getter = asyncio.create_task(replies.get())
-                done, _ = await asyncio.wait({getter, reader}, return_when=asyncio.FIRST_COMPLETED)
-                if getter not in done:
-                    getter.cancel()
-                    reader.result()  # re-raises a reader failure
-                    continue
-                item = getter.result()
-                if item is None:
-                    break
-                yield item
-        finally:
-            reader.cancel()
-            for task in list(tasks):
-                task.cancel()
-            await asyncio.gather(reader, *tasks, return_exceptions=True)
-
     # --- Info ----------------------------------------------------------------------------
 
     async def Info(self, request: pb.InfoRequest, context: grpc.aio.ServicerContext) -> pb.InfoResponse:
@@ -273,11 +204,6 @@ def add_service(servicer, server) -> None:
             servicer.Embed,
             request_deserializer=tolerant(pb.EmbedRequest),
             response_serializer=reply_wire.serialize_reply,
-        ),
-        "EmbedStream": grpc.stream_stream_rpc_method_handler(
-            servicer.EmbedStream,
-            request_deserializer=tolerant(pb.EmbedRequest),
-            response_serializer=reply_wire.serialize_stream_item,
         ),
         "Info": grpc.unary_unary_rpc_method_handler(
             servicer.Info,

@@ -143,7 +143,6 @@ class ServerConfig:
     max_queued_rows: int = advanced(65536, "Queue bound per model; beyond it RESOURCE_EXHAUSTED.", min=1)
     max_request_rows: int = advanced(16384, "Rows per request at most.", min=1)
     max_concurrent_rpcs: int = advanced(4096, "Calls handled at once; beyond it RESOURCE_EXHAUSTED.", min=1)
-    max_stream_inflight: int = advanced(64, "Requests of one EmbedStream handled at once.", min=1)
     max_message_bytes: int = advanced(DEFAULT_MAX_MESSAGE_BYTES, "gRPC message size limit, both ways.", min=1024)
     memory_fraction: float | None = advanced(
         None,

@@ -170,22 +170,6 @@ def test_server_still_serves_after_every_case(servers, tiny_client):
     assert tiny_client.embed(["still here"]).shape == (1, 128)
 
 
-def test_a_malformed_item_on_a_stream_fails_only_itself(servers):
-    channel = grpc.insecure_channel(servers.tiny.target)
-    with channel:
-        stream = channel.stream_stream("/embedtext.v1.Embedding/EmbedStream")
-        items = [
-            texts("a", request_id=1).SerializeToString(),
-            b"\xff\xff\xff",
-            texts("b", request_id=3).SerializeToString(),
-        ]
-        replies = [pb.EmbedStreamResponse.FromString(r) for r in stream(iter(items), timeout=60)]
-    by_outcome = sorted((r.WhichOneof("outcome"), r.request_id) for r in replies)
-    assert by_outcome == [("error", 0), ("response", 1), ("response", 3)]
-    error = next(r.error for r in replies if r.WhichOneof("outcome") == "error")
-    assert error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] and "malformed request" in error.message
-
-
 def test_client_refuses_nulls_before_sending(tiny_client):
     with pytest.raises(InvalidInputError, match="row 2 is NULL"):
         tiny_client.embed(pa.array(["a", "b", None]))

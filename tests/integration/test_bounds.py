@@ -33,24 +33,27 @@ def bounded_null_server(tiny_model_dir, tmp_path_factory):
 
 
 def test_calls_beyond_max_concurrent_rpcs_are_refused(bounded_null_server):
-    """Streams are opened without sending anything until the refusals are in: grpc-aio's client
+    """Streams (the reflection service's, which any client may open) are opened without sending
+    anything until the refusals are in: grpc-aio's client
     reports a send that races the server's RESOURCE_EXHAUSTED as its own INTERNAL ("Failed
     execute_batch"), which would hide the server's answer (seen on a loaded 2-core CI box)."""
     refused_count = MAX_RPCS * 2
+
+    from grpc_reflection.v1alpha import reflection_pb2
 
     async def run():
         send = asyncio.Event()
 
         async def held_requests():
             await send.wait()
-            yield pb.EmbedRequest(texts=pb.TextList(texts=["a"]), request_id=1)
+            yield reflection_pb2.ServerReflectionRequest(list_services="")
             await asyncio.Event().wait()  # keep the stream (and its RPC slot) open
 
         async with grpc.aio.insecure_channel(bounded_null_server.target) as channel:
             stream = channel.stream_stream(
-                "/embedtext.v1.Embedding/EmbedStream",
-                request_serializer=pb.EmbedRequest.SerializeToString,
-                response_deserializer=pb.EmbedStreamResponse.FromString,
+                "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+                request_serializer=reflection_pb2.ServerReflectionRequest.SerializeToString,
+                response_deserializer=reflection_pb2.ServerReflectionResponse.FromString,
             )
             calls = [stream(held_requests(), timeout=60) for _ in range(MAX_RPCS + refused_count)]
             codes = {asyncio.ensure_future(call.code()): call for call in calls}
@@ -64,7 +67,7 @@ def test_calls_beyond_max_concurrent_rpcs_are_refused(bounded_null_server):
             refused = [task.result() for task in codes if task not in pending]
             admitted = [codes[task] for task in pending]
             send.set()
-            replies = [(await call.read()).WhichOneof("outcome") for call in admitted]
+            replies = [(await call.read()).WhichOneof("message_response") for call in admitted]
             for call in calls:
                 call.cancel()
             for task in pending:
@@ -88,5 +91,5 @@ def test_calls_beyond_max_concurrent_rpcs_are_refused(bounded_null_server):
 
     refused, replies, count = asyncio.run(run())
     assert refused == [grpc.StatusCode.RESOURCE_EXHAUSTED] * refused_count
-    assert replies == ["response"] * MAX_RPCS
+    assert replies == ["list_services_response"] * MAX_RPCS
     assert count == 1

@@ -169,24 +169,7 @@ def test_dead_target_is_unavailable_and_named(monkeypatch):
     assert "/nonexistent/embedtext.sock" in str(info.value)
 
 
-# --- streams, asyncio, several endpoints ---------------------------------------------------
-
-
-def test_embed_stream_answers_each_request(servers, tiny_client):
-    requests = [pb.EmbedRequest(texts=pb.TextList(texts=[t]), request_id=i) for i, t in enumerate(TEXTS)]
-    requests.append(pb.EmbedRequest(model="nope", texts=pb.TextList(texts=["a"]), request_id=99))
-    channel, stub = _raw_stub(servers.tiny.target)
-    with channel:
-        replies = {r.request_id: r for r in stub.EmbedStream(iter(requests), timeout=60)}
-    assert set(replies) == set(range(len(TEXTS))) | {99}
-    assert replies[99].WhichOneof("outcome") == "error"
-    assert replies[99].error.code == grpc.StatusCode.NOT_FOUND.value[0]
-    expected = tiny_client.embed(TEXTS)
-    for i in range(len(TEXTS)):
-        r = replies[i].response
-        np.testing.assert_allclose(
-            codec.bytes_to_ndarray(r.embeddings_f32le, r.count, r.dim)[0], expected[i], atol=1e-6
-        )
+# --- asyncio, several endpoints ---------------------------------------------------
 
 
 def test_async_client_matches_sync(servers, tiny_client):

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
-from embedtext.protocol.reply_wire import OutgoingReply, parse_reply, serialize_reply, serialize_stream_item
+from embedtext.protocol.reply_wire import OutgoingReply, parse_reply, serialize_reply
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -48,15 +48,6 @@ def test_client_views_the_received_bytes_without_copying():
     assert parsed.embeddings_f32le.obj is data
     arr = codec.bytes_to_arrow(parsed.embeddings_f32le, 4, 2)
     assert arr.to_pylist() == [[1.0, 1.0]] * 4
-
-
-def test_stream_item_is_an_ordinary_embed_stream_response():
-    vectors = np.arange(6, dtype=np.float32).reshape(2, 3)
-    item = pb.EmbedStreamResponse.FromString(serialize_stream_item((42, outgoing(vectors))))
-    assert item.request_id == 42 and item.WhichOneof("outcome") == "response"
-    assert np.frombuffer(item.response.embeddings_f32le, "<f4").tolist() == list(range(6))
-    error = pb.EmbedStreamResponse(request_id=1, error=pb.RequestStatus(code=3, message="bad"))
-    assert serialize_stream_item(error) == error.SerializeToString()
 
 
 def test_empty_reply_has_no_embeddings_field():
