@@ -110,8 +110,7 @@ def _pooling_config(path: Path) -> dict:
     return {}
 
 
-def _pooling(path: Path) -> str:
-    cfg = _pooling_config(path)
+def _pooling(cfg: dict) -> str:
     for mode in ("cls_token", "mean_tokens", "max_tokens", "lasttoken", "mean_sqrt_len_tokens"):
         if cfg.get(f"pooling_mode_{mode}"):
             return _POOLING_NAMES.get(mode, mode)
@@ -177,19 +176,20 @@ def load_model_spec(source: str = DEFAULT_MODEL_SOURCE, name: str | None = None)
     normalize = any(str(m.get("type", "")).endswith(".Normalize") for m in modules)
     matryoshka = tuple(int(d) for d in config.get("matryoshka_dimensions") or ())
     prompts, default_prompt = read_prompts(_read_json(path / "config_sentence_transformers.json") or {})
+    pooling = _pooling_config(path)
     return ModelSpec(
         name=name,
         path=path,
         dim=_output_dim(path, hidden),
         max_tokens=max_tokens,
-        pooling=_pooling(path),
+        pooling=_pooling(pooling),
         normalize=normalize,
         matryoshka_dimensions=matryoshka,
         aliases=aliases,
         kv_values_per_token=_kv_values_per_token(config),
         prompts=prompts,
         default_prompt_name=default_prompt,
-        pooling_includes_prompt=_pooling_config(path).get("include_prompt", True) is not False,
+        pooling_includes_prompt=pooling.get("include_prompt", True) is not False,
     )
 
 

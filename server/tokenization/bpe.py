@@ -6,13 +6,12 @@ fastokens reads the model's tokenizer.json itself (normalizer, pre-tokenizer, BP
 truncation) and gives a batch's ids as one flat buffer, which becomes ``TokenRows`` without a Python
 int per token. It refuses a tokenizer.json it cannot run (a ValueError), and as it
 loads, its ids are compared with the Hugging Face tokenizer's (server/tokenization/reference_check.py);
-either way the pool keeps the Hugging Face tokenizer for that model. tests/unit/server/test_tokenization.py
+either way the pool keeps the Hugging Face tokenizer for that model. tests/unit/server/test_fast_encoders.py
 compares the two on each generated family's tokenizer; docs/tuning.md has the measurement.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 
@@ -46,12 +45,9 @@ class BpeEncoder:
 
     @classmethod
     def for_file(cls, tokenizer_file: str, max_tokens: int, reference) -> BpeEncoder | None:
-        """The encoder, or None where the tokenizer is not BPE, fastokens cannot read it, or it gives
+        """The encoder for a BPE tokenizer.json, or None where fastokens cannot read it or it gives
         other ids than ``reference`` (the Hugging Face tokenizer's truncating batch encode) on the
         check texts."""
-        with open(tokenizer_file, encoding="utf-8") as fh:
-            if json.load(fh).get("model", {}).get("type") != "BPE":
-                return None
         try:
             encoder = cls(tokenizer_file, max_tokens)
         except (ImportError, ValueError, RuntimeError) as exc:  # a part it lacks: the tokenizer's path serves

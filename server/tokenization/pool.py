@@ -49,9 +49,11 @@ class TokenizerPool:
             for truncate, each in ((True, truncating), (False, tokenizer)):
                 encode = "encode_batch_fast" if hasattr(each, "encode_batch_fast") else "encode_batch"
                 self._encoders[truncate] = getattr(each, encode)
-            self.fast = BpeEncoder.for_file(
-                tokenizer_file, max_tokens, self._encoders[True]
-            ) or UnigramEncoder.for_file(tokenizer_file, max_tokens, tokenizer, self._encoders[True])
+            kind = type(tokenizer.model).__name__  # "BPE", "Unigram", ...: read once, from the loaded file
+            if kind == "BPE":
+                self.fast = BpeEncoder.for_file(tokenizer_file, max_tokens, self._encoders[True])
+            elif kind == "Unigram":
+                self.fast = UnigramEncoder.for_file(tokenizer_file, max_tokens, tokenizer, self._encoders[True])
         self._in_flight = 0
         self._executor = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="embedtext-tokenizer")
         # Larger interactive requests get a thread of their own: behind a bulk request's

@@ -19,7 +19,6 @@ Hugging Face tokenizer's; an encoder that differs is not used.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import unicodedata
@@ -83,13 +82,10 @@ class UnigramEncoder:
 
     @classmethod
     def for_file(cls, tokenizer_file: str, max_tokens: int, tokenizer, reference) -> UnigramEncoder | None:
-        """The encoder, or None where the tokenizer is not Unigram, no SentencePiece model is beside
+        """The encoder for a Unigram tokenizer.json, or None where no SentencePiece model is beside
         it, or the pair gives other ids than ``reference`` (the Hugging Face tokenizer's truncating
         batch encode) on the check texts."""
         path = Path(tokenizer_file)
-        with open(path, encoding="utf-8") as fh:
-            if json.load(fh).get("model", {}).get("type") != "Unigram":
-                return None
         found = next((path.parent / name for name in SENTENCEPIECE_FILES if (path.parent / name).is_file()), None)
         if found is None:
             log.info("no SentencePiece model beside %s: the Hugging Face tokenizer serves", path)
