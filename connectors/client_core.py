@@ -37,7 +37,8 @@ from embedtext.connectors.requests import (
 )
 from embedtext.connectors.security import ChannelSecurity
 from embedtext.connectors.server_info import ServerInfo
-from embedtext.protocol import INTERACTIVE_MAX_ROWS, RETRY_PUSHBACK_KEY
+from embedtext.connectors.splitting import SplitJob, SplitOptions, plan_split_requests
+from embedtext.protocol import INTERACTIVE_MAX_ROWS, RETRY_PUSHBACK_KEY, codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import DeadlineExceededError, EmbedTextError, from_rpc_error, received_code
@@ -385,6 +386,12 @@ class ClientCore:
 
     def plan_tokens(self, token_ids: Sequence[Sequence[int]], options: EmbedOptions) -> EmbedJob:
         return self._job(plan_token_requests, token_ids, options, "ndarray")
+
+    def plan_split(self, texts, options: SplitOptions, timeout: float | None) -> SplitJob:
+        """Texts (a sequence of str or an Arrow string array) to split, by rows and by bytes."""
+        arr = codec.as_string_array(texts)
+        batches = plan_split_requests(arr, options, self.config.max_batch_rows)
+        return SplitJob(arr.to_pylist(), batches, self.deadline(timeout))
 
     def attempts(self, batch: SubBatch, deadline: float | None) -> CallPlan:
         return CallPlan(self.endpoints, batch.stop - batch.start, deadline, self.metadata)

@@ -76,12 +76,16 @@ def embed_method(channel: Any) -> Any:
 class Endpoint:
     target: str
     channel: Any
-    stub: Any  # the generated stub: Info
+    stub: Any  # the generated stub: Info, Split
     embed: Any  # embed_method(channel)
     check: Any  # the health service's Check: is the server there (and serving)?
     inflight_rows: int = 0
     calls: int = 0
     failures: int = 0
+
+    def method_for(self, request: pb.EmbedRequest | pb.SplitRequest) -> Any:
+        """The RPC that answers ``request``."""
+        return self.embed if isinstance(request, pb.EmbedRequest) else self.stub.Split
 
 
 class EndpointSet:

@@ -39,6 +39,8 @@ class EmbedBatchWorker:
     def __call__(self, batch: pa.Table) -> pa.Table:
         key_type = batch.schema.field("key").type
         done = self.embed(batch.combine_chunks().to_batches()[0]) if batch.num_rows else None
+        if self.spec.chunked:
+            return _chunk_rows(done, key_type)
         if done is None:
             return pa.table(
                 {
@@ -66,6 +68,44 @@ class EmbedBatchWorker:
                 ),
             }
         )
+
+
+_CHUNK_COLUMNS = {
+    "chunk_index": pa.int32(),
+    "char_start": pa.int32(),
+    "char_end": pa.int32(),
+    "text": pa.string(),
+    "embedding": _VECTOR,
+}
+
+
+def _chunk_rows(done, key_type: pa.DataType) -> pa.Table:
+    """A chunked job's worker output: its chunk rows (IndexState.commit_chunks), then a row per
+    refused text with its error; vectors as variable lists, restored to FLOAT[dim] by the driver."""
+    chunks = done.chunks if done is not None else None
+    failures = done.failures if done is not None else []
+    n = chunks.num_rows if chunks is not None else 0
+    columns = {
+        "key": [chunks.column("key").combine_chunks() if n else pa.array([], key_type)],
+        "content_hash": [chunks.column("content_hash").combine_chunks() if n else pa.array([], pa.string())],
+    }
+    for name, kind in _CHUNK_COLUMNS.items():
+        column = chunks.column(name).combine_chunks() if n else pa.array([], kind)
+        columns[name] = [column.cast(kind) if name != "embedding" else _as_lists(column, kind)]
+    columns["key"].append(pa.array([f[0] for f in failures], key_type))
+    columns["content_hash"].append(pa.array([f[1] for f in failures], pa.string()))
+    for name, kind in _CHUNK_COLUMNS.items():
+        columns[name].append(pa.nulls(len(failures), kind))
+    error = pa.concat_arrays([pa.nulls(n, pa.string()), pa.array([f[2] for f in failures], pa.string())])
+    return pa.table({**{k: pa.concat_arrays(v) for k, v in columns.items()}, "error": error})
+
+
+def _as_lists(vectors: pa.Array, kind: pa.DataType) -> pa.Array:
+    if not isinstance(vectors, pa.FixedSizeListArray) or not len(vectors):
+        return pa.array([], kind) if not len(vectors) else vectors.cast(kind)
+    dim = vectors.type.list_size
+    offsets = pa.array([i * dim for i in range(len(vectors) + 1)], pa.int32())
+    return pa.ListArray.from_arrays(offsets, vectors.flatten())
 
 
 def run_index_on_ray(
@@ -101,8 +141,12 @@ def run_index_on_ray(
             progress = PassProgress(total, log)
             try:
                 for batch in dataset.iter_batches(batch_format="pyarrow", batch_size=None):
-                    _commit_ray_batch(state, batch, state.dim, summary)
-                    progress.update(batch.num_rows)
+                    if spec.chunked:
+                        _commit_ray_chunks(state, batch, state.dim, summary)
+                        progress.update(len(pc.unique(batch.column("key"))))
+                    else:
+                        _commit_ray_batch(state, batch, state.dim, summary)
+                        progress.update(batch.num_rows)
             finally:
                 progress.close()
         finally:
@@ -163,6 +207,23 @@ def _commit_ray_batch(state: IndexState, batch: pa.Table, dim: int, summary: Ind
         vectors = pa.FixedSizeListArray.from_arrays(flat.cast(pa.float32()), dim)
         state.commit_batch(ok.column("key").combine_chunks(), ok.column("content_hash").combine_chunks(), vectors)
         summary.embedded += ok.num_rows
+    if bad.num_rows:
+        state.record_failures(
+            bad.column("key").to_pylist(), bad.column("content_hash").to_pylist(), bad.column("error").to_pylist()
+        )
+        summary.failed += bad.num_rows
+
+
+def _commit_ray_chunks(state: IndexState, batch: pa.Table, dim: int, summary: IndexSummary) -> None:
+    failed = pc.is_valid(batch.column("error"))
+    ok = batch.filter(pc.invert(failed)).drop_columns(["error"])
+    bad = batch.filter(failed)
+    if ok.num_rows:
+        flat = pc.list_flatten(ok.column("embedding").combine_chunks()).cast(pa.float32())
+        vectors = pa.FixedSizeListArray.from_arrays(flat, dim)
+        ok = ok.set_column(ok.schema.get_field_index("embedding"), "embedding", vectors)
+        state.commit_chunks(ok)
+        summary.embedded += len(pc.unique(ok.column("key")))
     if bad.num_rows:
         state.record_failures(
             bad.column("key").to_pylist(), bad.column("content_hash").to_pylist(), bad.column("error").to_pylist()

@@ -33,8 +33,7 @@ class RequestOptions:
     prompt: str | None = None  # a prompt's own text, in place of any named one ("": none)
 
     def apply(self, request: pb.EmbedRequest) -> pb.EmbedRequest:
-        if self.model:
-            request.model = self.model
+        set_model_and_prompt(request, self.model, self.prompt_name, self.prompt)
         if self.dimensions:
             if self.dimensions < 0:
                 raise ValueError("dimensions must be positive")
@@ -44,11 +43,19 @@ class RequestOptions:
         request.truncation = pb.TRUNCATION_END if self.truncate else pb.TRUNCATION_NONE
         request.output_dtype = self.output_dtype
         request.caller = self.caller
-        if self.prompt_name:
-            request.prompt_name = self.prompt_name
-        if self.prompt is not None:
-            request.prompt = self.prompt
         return request
+
+
+def set_model_and_prompt(
+    request: pb.EmbedRequest | pb.SplitRequest, model: str | None, prompt_name: str | None, prompt: str | None
+) -> None:
+    """The fields Embed and Split requests share: the model, and the prompt by name or by text."""
+    if model:
+        request.model = model
+    if prompt_name:
+        request.prompt_name = prompt_name
+    if prompt is not None:
+        request.prompt = prompt
 
 
 @dataclass(frozen=True)

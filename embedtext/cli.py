@@ -204,7 +204,7 @@ def demo(target: str | None, rows: int | None, database: str) -> None:
 @click.option("--table", "source", required=True, help="Source: a table or view, a Parquet/CSV glob, or a query.")
 @click.option("--key", required=True, help="Key column (unique per row).")
 @click.option("--text", required=True, help="Text column to embed.")
-@click.option("--into", default=None, help="Embeddings table [default: <table>_embeddings].")
+@click.option("--into", default=None, help="Embeddings table [default: <table>_embeddings, or <table>_chunks].")
 @click.option(
     "--target", default=None, envvar="EMBEDTEXT_TARGET", help="Server(s), comma-separated [default: start one]."
 )
@@ -221,6 +221,13 @@ def demo(target: str | None, rows: int | None, database: str) -> None:
 @click.option(
     "--prompt", "prompt_name", default=None, help="One of the model's prompts before each text (`embedtext info`)."
 )
+@click.option(
+    "--chunk-tokens",
+    type=click.IntRange(min=1),
+    default=None,
+    help="Keep a chunk table: each text cut into chunks of at most this many of the model's tokens.",
+)
+@click.option("--overlap", type=click.IntRange(min=0), default=0, show_default=True, help="Tokens chunks share.")
 @click.option("--every", default=None, help="Run again every interval (90s, 10m, 2h).")
 @click.option("--cron", default=None, help='Run on a crontab schedule ("*/10 * * * *").')
 @click.option(
@@ -248,6 +255,8 @@ def index(
     retries,
     truncate,
     prompt_name,
+    chunk_tokens,
+    overlap,
     every,
     cron,
     wait_s,
@@ -276,6 +285,8 @@ def index(
             retries=retries,
             truncate=truncate,
             prompt_name=prompt_name,
+            chunk_tokens=chunk_tokens,
+            overlap=overlap,
         )
         spec.source_kind  # validate now
     except ValueError as exc:

@@ -120,6 +120,44 @@ class EmbedResponse(_message.Message):
     handler_start_unix_ns: int
     def __init__(self, request_id: _Optional[int] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., dim: _Optional[int] = ..., dtype: _Optional[_Union[OutputDtype, str]] = ..., embeddings_f32le: _Optional[bytes] = ..., embeddings_f16le: _Optional[bytes] = ..., token_counts_i32le: _Optional[bytes] = ..., queue_time_ns: _Optional[int] = ..., inference_time_ns: _Optional[int] = ..., embeddings_f32: _Optional[_Iterable[float]] = ..., tokenize_time_ns: _Optional[int] = ..., server_time_ns: _Optional[int] = ..., handler_start_unix_ns: _Optional[int] = ...) -> None: ...
 
+class SplitRequest(_message.Message):
+    __slots__ = ("model", "packed_texts", "texts", "max_tokens", "overlap_tokens", "prompt_name", "prompt", "request_id")
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    PACKED_TEXTS_FIELD_NUMBER: _ClassVar[int]
+    TEXTS_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    OVERLAP_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_NAME_FIELD_NUMBER: _ClassVar[int]
+    PROMPT_FIELD_NUMBER: _ClassVar[int]
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    model: str
+    packed_texts: PackedTexts
+    texts: TextList
+    max_tokens: int
+    overlap_tokens: int
+    prompt_name: str
+    prompt: str
+    request_id: int
+    def __init__(self, model: _Optional[str] = ..., packed_texts: _Optional[_Union[PackedTexts, _Mapping]] = ..., texts: _Optional[_Union[TextList, _Mapping]] = ..., max_tokens: _Optional[int] = ..., overlap_tokens: _Optional[int] = ..., prompt_name: _Optional[str] = ..., prompt: _Optional[str] = ..., request_id: _Optional[int] = ...) -> None: ...
+
+class SplitResponse(_message.Message):
+    __slots__ = ("request_id", "model", "count", "chunk_counts_i32le", "spans_i32le", "token_counts_i32le", "max_tokens")
+    REQUEST_ID_FIELD_NUMBER: _ClassVar[int]
+    MODEL_FIELD_NUMBER: _ClassVar[int]
+    COUNT_FIELD_NUMBER: _ClassVar[int]
+    CHUNK_COUNTS_I32LE_FIELD_NUMBER: _ClassVar[int]
+    SPANS_I32LE_FIELD_NUMBER: _ClassVar[int]
+    TOKEN_COUNTS_I32LE_FIELD_NUMBER: _ClassVar[int]
+    MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    request_id: int
+    model: str
+    count: int
+    chunk_counts_i32le: bytes
+    spans_i32le: bytes
+    token_counts_i32le: bytes
+    max_tokens: int
+    def __init__(self, request_id: _Optional[int] = ..., model: _Optional[str] = ..., count: _Optional[int] = ..., chunk_counts_i32le: _Optional[bytes] = ..., spans_i32le: _Optional[bytes] = ..., token_counts_i32le: _Optional[bytes] = ..., max_tokens: _Optional[int] = ...) -> None: ...
+
 class InfoRequest(_message.Message):
     __slots__ = ()
     def __init__(self) -> None: ...

@@ -44,6 +44,11 @@ class EmbeddingStub:
                 request_serializer=embedtext_dot_protocol_dot_embedding__pb2.InfoRequest.SerializeToString,
                 response_deserializer=embedtext_dot_protocol_dot_embedding__pb2.InfoResponse.FromString,
                 _registered_method=True)
+        self.Split = channel.unary_unary(
+                '/embedtext.v1.Embedding/Split',
+                request_serializer=embedtext_dot_protocol_dot_embedding__pb2.SplitRequest.SerializeToString,
+                response_deserializer=embedtext_dot_protocol_dot_embedding__pb2.SplitResponse.FromString,
+                _registered_method=True)
 
 
 class EmbeddingServicer:
@@ -63,6 +68,14 @@ class EmbeddingServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def Split(self, request, context):
+        """Texts cut into chunks by the model's own tokens: each chunk's span in its text, to embed as
+        texts of their own (a long document whose whole text is over the model's max tokens).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EmbeddingServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -75,6 +88,11 @@ def add_EmbeddingServicer_to_server(servicer, server):
                     servicer.Info,
                     request_deserializer=embedtext_dot_protocol_dot_embedding__pb2.InfoRequest.FromString,
                     response_serializer=embedtext_dot_protocol_dot_embedding__pb2.InfoResponse.SerializeToString,
+            ),
+            'Split': grpc.unary_unary_rpc_method_handler(
+                    servicer.Split,
+                    request_deserializer=embedtext_dot_protocol_dot_embedding__pb2.SplitRequest.FromString,
+                    response_serializer=embedtext_dot_protocol_dot_embedding__pb2.SplitResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -131,6 +149,33 @@ class Embedding:
             '/embedtext.v1.Embedding/Info',
             embedtext_dot_protocol_dot_embedding__pb2.InfoRequest.SerializeToString,
             embedtext_dot_protocol_dot_embedding__pb2.InfoResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def Split(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/embedtext.v1.Embedding/Split',
+            embedtext_dot_protocol_dot_embedding__pb2.SplitRequest.SerializeToString,
+            embedtext_dot_protocol_dot_embedding__pb2.SplitResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -29,9 +29,18 @@ def array_size(type_name: str) -> int | None:
     return int(size) if head and size.isdigit() else None
 
 
-def index_tables_ddl(embeddings: str, key_type: str, dim: int, failed: str | None = None) -> list[str]:
-    """CREATE statements for an indexing job's tables (names already quoted as needed)."""
+def index_tables_ddl(
+    embeddings: str, key_type: str, dim: int, failed: str | None = None, *, chunked: bool = False
+) -> list[str]:
+    """CREATE statements for an indexing job's tables (names already quoted as needed): its
+    embeddings table (a chunk table where ``chunked``) and its failed-rows table.
+
+    >>> index_tables_ddl('"c"', "BIGINT", 8, chunked=True)[0].splitlines()[2].strip()
+    'chunk_index INTEGER,'
+    """
     if dim <= 0:
         raise ValueError("dim must be positive")
     failed = failed or (embeddings[:-1] + '_failed"' if embeddings.endswith('"') else embeddings + "_failed")
-    return _statements("index_tables.sql", embeddings=embeddings, failed=failed, key_type=key_type, dim=str(dim))
+    values = dict(embeddings=embeddings, failed=failed, key_type=key_type, dim=str(dim))
+    rows, failed_rows = _statements("index_tables.sql", **values)
+    return [_statements("chunk_tables.sql", **values)[0] if chunked else rows, failed_rows]

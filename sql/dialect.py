@@ -8,13 +8,15 @@ names (``"cortexsnowflake"``, ``"embedtextduckdb"``), and the expression classes
   ``CosineDistance``, the opposite sign), ``EMBED_TEXT_768``/``EMBED_TEXT_1024`` become
   :class:`CortexEmbedText`, also when qualified as ``SNOWFLAKE.CORTEX.EMBED_TEXT_768(...)``
   (which stock sqlglot parses as a ``Dot`` around an ``Anonymous`` call), and ``AI_EMBED`` keeps
-  sqlglot's own ``exp.AIEmbed``.
+  sqlglot's own ``exp.AIEmbed``. ``SPLIT_TEXT_RECURSIVE_CHARACTER`` (qualified or not) becomes
+  :class:`SplitTextRecursiveCharacter`.
 * :class:`EmbedtextDuckDB` writes DuckDB: the vector functions become DuckDB's ``array_*``
   functions (which need ``FLOAT[n]`` arrays: a Snowflake ``VECTOR`` is fixed-size) and
   ``VECTOR(FLOAT, n)`` becomes ``FLOAT[n]`` (``VECTOR(INT, n)`` becomes ``INTEGER[n]``).
   An embed call that :func:`embedtext.sql.transpile` did not resolve through a
   :class:`~embedtext.sql.models.ModelMap` is written as the generic overload registered by
-  ``embedtext.register``: ``CAST(embed_text(text, 'model', dim) AS FLOAT[dim])``.
+  ``embedtext.register``: ``CAST(embed_text(text, 'model', dim) AS FLOAT[dim])``. A text split
+  becomes ``split_text_recursive_character(...)``, registered by ``embedtext.udf.text_split``.
 
 >>> import sqlglot
 >>> sqlglot.transpile("SELECT VECTOR_COSINE_SIMILARITY(a, b) FROM t", read=CortexSnowflake, write=EmbedtextDuckDB)
@@ -32,6 +34,8 @@ from sqlglot.errors import ParseError
 from sqlglot.generators.duckdb import DuckDBGenerator
 from sqlglot.generators.snowflake import SnowflakeGenerator
 from sqlglot.parsers.snowflake import SnowflakeParser
+
+from embedtext.sql.text_split import SQL_FUNCTION_NAME
 
 #: Snowflake's fixed-size embedding functions and the dimension each returns.
 CORTEX_EMBED_DIMS = {"EMBED_TEXT_768": 768, "EMBED_TEXT_1024": 1024}
@@ -62,6 +66,22 @@ class VectorCosineSimilarity(exp.Expression, exp.Func):
     _sql_names = ["VECTOR_COSINE_SIMILARITY"]
 
 
+class SplitTextRecursiveCharacter(exp.Expression, exp.Func):
+    """``SPLIT_TEXT_RECURSIVE_CHARACTER(text, format, chunk_size[, overlap[, separators]])``: an array of chunks."""
+
+    arg_types = {"this": True, "format": True, "chunk_size": True, "overlap": False, "separators": False}
+    _sql_names = ["SPLIT_TEXT_RECURSIVE_CHARACTER"]
+
+
+def _split_text_builder(args: list) -> SplitTextRecursiveCharacter:
+    if not 3 <= len(args) <= 5:
+        raise ParseError(
+            "SPLIT_TEXT_RECURSIVE_CHARACTER takes 3 to 5 arguments "
+            f"(text, format, chunk_size[, overlap[, separators]]), got {len(args)}"
+        )
+    return SplitTextRecursiveCharacter.from_arg_list(args)
+
+
 def _cortex_embed_builder(dim: int):
     def build(args: list) -> CortexEmbedText:
         if len(args) != 2:
@@ -90,6 +110,7 @@ class CortexSnowflakeParser(SnowflakeParser):
         **SnowflakeParser.FUNCTIONS,
         "VECTOR_COSINE_SIMILARITY": VectorCosineSimilarity.from_arg_list,
         **{name: _cortex_embed_builder(dim) for name, dim in CORTEX_EMBED_DIMS.items()},
+        "SPLIT_TEXT_RECURSIVE_CHARACTER": _split_text_builder,
     }
 
     def _parse_column_ops(self, this):  # type: ignore[override]
@@ -115,7 +136,12 @@ class CortexSnowflakeGenerator(SnowflakeGenerator):
         **SnowflakeGenerator.TRANSFORMS,
         VectorCosineSimilarity: lambda self, e: self.func("VECTOR_COSINE_SIMILARITY", e.this, e.expression),
         CortexEmbedText: lambda self, e: self.func(e.function_name, e.args["model"], e.this),
+        SplitTextRecursiveCharacter: lambda self, e: self.func("SPLIT_TEXT_RECURSIVE_CHARACTER", *_split_args(e)),
     }
+
+
+def _split_args(e: SplitTextRecursiveCharacter) -> list:
+    return [e.args.get(key) for key in SplitTextRecursiveCharacter.arg_types]
 
 
 class CortexSnowflake(Snowflake):
@@ -149,6 +175,7 @@ class EmbedtextDuckDBGenerator(DuckDBGenerator):
         CortexEmbedText: lambda self, e: self.generic_embed_sql(e.args["model"], e.this, e.dim_value),
         # No fixed dimension: the FLOAT[] overload; transpile(models=...) gives FLOAT[dim].
         exp.AIEmbed: lambda self, e: self.func("embed_text", *reversed(e.expressions[:2]), normalize=False),
+        SplitTextRecursiveCharacter: lambda self, e: self.func(SQL_FUNCTION_NAME, *_split_args(e), normalize=False),
     }
 
     def datatype_sql(self, expression: exp.DataType) -> str:

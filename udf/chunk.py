@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from embedtext.connectors.client import Client
 from embedtext.connectors.refusals import embed_rows_separately
+from embedtext.connectors.splitting import TextChunks
 from embedtext.protocol import codec
 from embedtext.protocol.errors import InvalidInputError
 
@@ -30,6 +31,20 @@ class ChunkOptions:
     truncate: bool = True
     on_error: str = "fail"  # "fail": a bad row fails the query; "null": it gives NULL
     prompt_name: str | None = None  # one of the model's prompts (None: its default, if any)
+    long_texts: str = (
+        "truncate"  # a text over the model's max tokens: "truncate" (or an error), or "mean" of its chunks
+    )
+
+    def __post_init__(self) -> None:
+        if self.long_texts not in LONG_TEXTS:
+            raise ValueError(f"long_texts is one of {', '.join(LONG_TEXTS)}; got {self.long_texts!r}")
+        if self.long_texts == "mean" and not self.truncate:
+            raise ValueError("long_texts='mean' embeds a long text in chunks: it does not go with truncate=False")
+
+
+#: What embed_text does with a text over the model's max tokens: cut it there ("truncate"; an
+#: error with truncate=False), or embed its chunks and give their mean ("mean").
+LONG_TEXTS = ("truncate", "mean")
 
 
 class ChunkEmbedder:
@@ -79,6 +94,37 @@ class ChunkEmbedder:
         return pa.FixedSizeListArray.from_arrays(values, self.options.dim, mask=mask)
 
     def _embed(self, texts: pa.StringArray) -> pa.FixedSizeListArray:
+        if self.options.long_texts == "mean":
+            vectors = self._mean_of_chunks(texts)
+            if self.on_rows is not None:
+                self.on_rows(len(texts))
+            return vectors
+        return self.embed_texts(texts, self.on_rows)
+
+    def embed_chunks(self, texts: pa.StringArray, max_tokens: int | None = None, overlap: int = 0) -> TextChunks:
+        """The chunks of ``texts`` (none NULL) by the model's tokens, each embedded as this function
+        embeds a text (its model, dimensions and prompt)."""
+        o = self.options
+        return self.client.embed_chunks(
+            texts,
+            max_tokens=max_tokens,
+            overlap=overlap,
+            model=o.model,
+            dimensions=o.dimensions,
+            prompt_name=o.prompt_name,
+        )
+
+    def _mean_of_chunks(self, texts: pa.StringArray) -> pa.FixedSizeListArray:
+        """One vector per text: the mean of its chunks' vectors, L2-normalized where the model
+        normalizes (as vLLM pools a long text's chunks); NULL for a text without tokens."""
+        chunks = self.embed_chunks(texts)
+        normalize = self.client.info().model(self.options.model).normalize_default
+        means = chunks.mean_vectors(normalize=normalize)
+        mask = pa.array(chunks.counts == 0)
+        return pa.FixedSizeListArray.from_arrays(pa.array(means.reshape(-1)), self.options.dim, mask=mask)
+
+    def embed_texts(self, texts: pa.StringArray, on_rows: Callable[[int], None] | None = None) -> pa.FixedSizeListArray:
+        """Each of ``texts`` (distinct, none NULL) embedded as it is, cut at the model's max tokens."""
         o = self.options
 
         def embed(rows: pa.Array, on_rows=None) -> pa.FixedSizeListArray:
@@ -92,7 +138,7 @@ class ChunkEmbedder:
             )
 
         try:
-            return embed(texts, self.on_rows)
+            return embed(texts, on_rows)
         except InvalidInputError:
             if o.on_error != "null":
                 raise
@@ -113,10 +159,11 @@ class OptionsChunkEmbedder:
     ``FLOAT[]`` list of the requested size; cast it (``::FLOAT[256]``) to get an array.
     """
 
-    def __init__(self, client: Client, truncate: bool, on_error: str) -> None:
+    def __init__(self, client: Client, truncate: bool, on_error: str, long_texts: str = "truncate") -> None:
         self.client = client
         self.truncate = truncate
         self.on_error = on_error
+        self.long_texts = long_texts
         # (model, dimensions, prompt name) -> its embedder: a prompt is part of what a text is embedded as.
         self._embedders: dict[tuple[str | None, int | None, str | None], ChunkEmbedder] = {}
         self._lock = threading.Lock()
@@ -127,14 +174,15 @@ class OptionsChunkEmbedder:
             if key not in self._embedders:
                 dim = self.client.info().model(key[0]).output_dim(key[1])
                 self._embedders[key] = ChunkEmbedder(
-                    self.client, ChunkOptions(key[0], key[1], dim, self.truncate, self.on_error, key[2])
+                    self.client,
+                    ChunkOptions(key[0], key[1], dim, self.truncate, self.on_error, key[2], self.long_texts),
                 )
             return self._embedders[key]
 
     def __call__(self, texts, models=None, dimensions=None, prompts=None) -> pa.ListArray:
-        model = _constant(models, "model")
-        dims = _constant(dimensions, "dimensions")
-        embedder = self._embedder(model, int(dims) if dims is not None else None, _constant(prompts, "prompt"))
+        model = constant_of(models, "model")
+        dims = constant_of(dimensions, "dimensions")
+        embedder = self._embedder(model, int(dims) if dims is not None else None, constant_of(prompts, "prompt"))
         fixed = embedder(texts)
         values = fixed.flatten() if fixed.null_count == 0 else fixed.values
         dim = embedder.options.dim
@@ -142,7 +190,8 @@ class OptionsChunkEmbedder:
         return pa.ListArray.from_arrays(offsets, values, mask=fixed.is_null() if fixed.null_count else None)
 
 
-def _constant(column, what: str):
+def constant_of(column, what: str):
+    """The one value a constant argument column holds (None: NULL); an error if rows differ."""
     if column is None:
         return None
     distinct = pc.unique(column if isinstance(column, pa.Array) else column.combine_chunks())

@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -20,6 +21,8 @@ from embedtext.connectors.client import Client
 from embedtext.connectors.client_config import ClientConfig
 from embedtext.udf.chunk import ChunkEmbedder, ChunkOptions, OptionsChunkEmbedder
 from embedtext.udf.co_deployed import default_target
+from embedtext.udf.text_chunks import ChunksEmbedder, chunk_list_type
+from embedtext.udf.text_split import register_text_split
 
 #: The UDF's client: several smaller requests per 2048-row chunk, all in flight at once, so the
 #: server starts on the first while the rest are still on the wire and progress moves smoothly;
@@ -62,6 +65,7 @@ def register(
     truncate: bool = True,
     on_error: str = "fail",
     prompt_name: str | None = None,
+    long_texts: str = "truncate",
     on_rows: Callable[[int], None] | None = None,
     config: ClientConfig | None = None,
     **settings,
@@ -81,6 +85,8 @@ def register(
             (that row gives NULL, the others their vectors).
         prompt_name: one of the model's prompts put before each text (None: the model's default
             prompt, if it has one).
+        long_texts: a text over the model's max tokens is cut there (``"truncate"``), or embedded
+            in chunks whose vectors' mean it gets (``"mean"``, normalized as the model normalizes).
         on_rows: called with the row count of each finished chunk (progress bars).
         config: the client's settings; default :data:`UDF_CLIENT_CONFIG`.
         **settings: any :class:`~embedtext.ClientConfig` field, replacing the config's
@@ -99,13 +105,14 @@ def register(
         client = Client(target, ClientConfig.of(config or UDF_CLIENT_CONFIG, **settings))
     info = client.info().model(model)
     dim = info.output_dim(dimensions)  # InvalidInputError, a ValueError, when it is not available
-    embedder = ChunkEmbedder(
-        client, ChunkOptions(model, dimensions, dim, truncate, on_error, prompt_name), on_rows=on_rows
-    )
+    options = ChunkOptions(model, dimensions, dim, truncate, on_error, prompt_name, long_texts)
+    embedder = ChunkEmbedder(client, options, on_rows=on_rows)
+    # The chunks' own vectors: each chunk embedded as it is.
+    chunks_embedder = ChunksEmbedder(ChunkEmbedder(client, dataclasses.replace(options, long_texts="truncate")))
     # The search text of the macros: a query, with the model's query prompt where it has one.
     query_prompt = QUERY_PROMPT if QUERY_PROMPT in info.prompts else prompt_name
-    query_embedder = ChunkEmbedder(client, ChunkOptions(model, dimensions, dim, truncate, on_error, query_prompt))
-    options_embedder = OptionsChunkEmbedder(client, truncate, on_error)
+    query_embedder = ChunkEmbedder(client, dataclasses.replace(options, prompt_name=query_prompt))
+    options_embedder = OptionsChunkEmbedder(client, truncate, on_error, long_texts)
     float_type = duckdb.sqltype("FLOAT")
     varchar = duckdb.sqltype("VARCHAR")
     common = dict(
@@ -117,7 +124,8 @@ def register(
     typed_name = f"__embedtext_{name}"
     options_name = f"__embedtext_{name}_options"
     query_name = f"{name}_query"
-    for fn_name in (typed_name, options_name, query_name):
+    chunks_name = f"__embedtext_{name}_chunks"
+    for fn_name in (typed_name, options_name, query_name, chunks_name):
         try:
             con.remove_function(fn_name)
         except Exception:
@@ -131,6 +139,12 @@ def register(
         duckdb.list_type(float_type),
         **common,
     )
+    integer = duckdb.sqltype("INTEGER")
+    con.create_function(chunks_name, chunks_embedder, [varchar, integer, integer], chunk_list_type(dim), **common)
+    con.execute(
+        f"CREATE OR REPLACE TEMP MACRO {name}_chunks(text, max_tokens := NULL, overlap := 0) AS "
+        f"{chunks_name}(text, max_tokens, overlap)"
+    ).fetchall()
     con.execute(
         f"CREATE OR REPLACE TEMP MACRO {name}(text) AS {typed_name}(text), "
         f"(text, model) AS {options_name}(text, model, NULL, NULL), "
@@ -139,4 +153,5 @@ def register(
     ).fetchall()  # duckdb 2.0 refuses further work while a result is unfinished
     for statement in _macros(name):
         con.execute(statement).fetchall()
+    register_text_split(con)  # what transpile writes for Snowflake's SPLIT_TEXT_RECURSIVE_CHARACTER
     return Registration(name, target, info.name, dim, client, embedder, options_embedder)

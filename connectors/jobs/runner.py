@@ -16,6 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -23,6 +24,7 @@ from embedtext.connectors.client import Client
 from embedtext.connectors.jobs.spec import IndexSpec
 from embedtext.connectors.jobs.state import IndexLockedError, IndexState, connect
 from embedtext.connectors.refusals import embed_rows_separately
+from embedtext.protocol import codec
 from embedtext.protocol.errors import (
     DeadlineExceededError,
     EmbedTextError,
@@ -53,6 +55,7 @@ class _Embedded:
     hashes: pa.Array
     embeddings: pa.FixedSizeListArray | None
     failures: list[tuple[object, str, str]] = field(default_factory=list)  # (key, hash, error)
+    chunks: pa.Table | None = None  # a chunked job's: a row per chunk of the keys (IndexState.commit_chunks)
 
 
 class PassProgress:
@@ -90,17 +93,11 @@ class BatchEmbedder:
     def __init__(self, client: Client, spec: IndexSpec, log: Callable[[str], None]) -> None:
         self.client, self.spec, self.log = client, spec, log
 
-    def _call(self, texts: pa.Array) -> pa.FixedSizeListArray:
+    def _retrying(self, call: Callable[[], object]):
         delay = 1.0
         for attempt in range(self.spec.retries + 1):
             try:
-                return self.client.embed_arrow(
-                    texts,
-                    model=self.spec.model,
-                    dimensions=self.spec.dimensions,
-                    truncate=self.spec.truncate,
-                    prompt_name=self.spec.prompt_name,
-                )
+                return call()
             except _RETRYABLE as exc:
                 if attempt == self.spec.retries:
                     raise
@@ -112,8 +109,53 @@ class BatchEmbedder:
                 delay = min(delay * 2, 30.0)
         raise AssertionError("unreachable")
 
+    def _call(self, texts: pa.Array) -> pa.FixedSizeListArray:
+        spec = self.spec
+        return self._retrying(
+            lambda: self.client.embed_arrow(
+                texts,
+                model=spec.model,
+                dimensions=spec.dimensions,
+                truncate=spec.truncate,
+                prompt_name=spec.prompt_name,
+            )
+        )
+
+    def _chunks(self, keys: pa.Array, hashes: pa.Array, texts: pa.Array) -> pa.Table:
+        """The chunk rows of a chunked job's texts (a NULL-chunk row for a text without chunks)."""
+        spec = self.spec
+        chunks = self._retrying(
+            lambda: self.client.embed_chunks(
+                texts,
+                max_tokens=spec.chunk_tokens,
+                overlap=spec.overlap,
+                model=spec.model,
+                dimensions=spec.dimensions,
+                prompt_name=spec.prompt_name,
+            )
+        )
+        bare = np.flatnonzero(chunks.counts == 0)
+        rows = pa.array(np.concatenate([chunks.row, bare]).astype(np.int64))
+        none = pa.nulls(len(bare), pa.int32())
+        vectors = codec.ndarray_to_arrow(
+            np.concatenate([chunks.vectors, np.zeros((len(bare), chunks.vectors.shape[1]), np.float32)])
+        )
+        return pa.table(
+            {
+                "key": pc.take(keys, rows),
+                "content_hash": pc.take(hashes, rows),
+                "chunk_index": pa.concat_arrays([pa.array(chunks.index), none]),
+                "char_start": pa.concat_arrays([pa.array(chunks.start), none]),
+                "char_end": pa.concat_arrays([pa.array(chunks.end), none]),
+                "text": pa.concat_arrays([pa.array(chunks.text, pa.string()), pa.nulls(len(bare), pa.string())]),
+                "embedding": vectors,
+            }
+        )
+
     def __call__(self, batch: pa.RecordBatch) -> _Embedded:
         keys, texts, hashes = batch.column("key"), batch.column("text"), batch.column("content_hash")
+        if self.spec.chunked:
+            return self._chunked(keys, hashes, texts)
         try:
             return _Embedded(keys, hashes, self._call(texts))
         except InvalidInputError:
@@ -123,6 +165,23 @@ class BatchEmbedder:
         failures = [(keys[i].as_py(), hashes[i].as_py(), error) for i, error in refused.items()]
         idx = pa.array(embedded, pa.int64())
         return _Embedded(pc.take(keys, idx), pc.take(hashes, idx), vectors, failures)
+
+    def _chunked(self, keys: pa.Array, hashes: pa.Array, texts: pa.Array) -> _Embedded:
+        try:
+            return _Embedded(keys, hashes, None, chunks=self._chunks(keys, hashes, texts))
+        except InvalidInputError:
+            pass
+        # The server refused the batch: each text on its own, the refused ones to the failed rows.
+        parts, failures, kept = [], [], []
+        for i in range(len(texts)):
+            try:
+                parts.append(self._chunks(keys.slice(i, 1), hashes.slice(i, 1), texts.slice(i, 1)))
+                kept.append(i)
+            except InvalidInputError as exc:
+                failures.append((keys[i].as_py(), hashes[i].as_py(), str(exc)))
+        idx = pa.array(kept, pa.int64())
+        chunks = pa.concat_tables(parts) if parts else None
+        return _Embedded(pc.take(keys, idx), pc.take(hashes, idx), None, failures, chunks)
 
 
 def run_index(
@@ -210,7 +269,10 @@ def _embed_pending(con, state: IndexState, embed: BatchEmbedder, progress: PassP
 
     def commit(future: Future) -> None:
         done = future.result()
-        if done.embeddings is not None and len(done.keys):
+        if done.chunks is not None and len(done.keys):
+            state.commit_chunks(done.chunks)
+            summary.embedded += len(done.keys)
+        elif done.embeddings is not None and len(done.keys):
             state.commit_batch(done.keys, done.hashes, done.embeddings)
             summary.embedded += len(done.keys)
         if done.failures:

@@ -24,6 +24,9 @@ class IndexSpec:
     'docs_embeddings'
     >>> IndexSpec("x.duckdb", "data/*.parquet", key="id", text="body").source_sql
     "read_parquet('data/*.parquet')"
+    >>> IndexSpec("docs.duckdb", "docs", key="id", text="body", chunk_tokens=256, overlap=32).into_table
+    'docs_chunks'
+
     """
 
     database: str
@@ -38,6 +41,8 @@ class IndexSpec:
     retries: int = 5
     truncate: bool = True  # False: rows over the model's max tokens fail (to the failed-rows table)
     prompt_name: str | None = None  # one of the model's prompts before each text (None: its default, if any)
+    chunk_tokens: int | None = None  # keep a chunk table: each text cut into chunks of at most this many tokens
+    overlap: int = 0  # tokens each chunk shares with the one before (with chunk_tokens)
 
     def __post_init__(self) -> None:
         for what in ("key", "text"):
@@ -47,6 +52,12 @@ class IndexSpec:
             raise ValueError(f"--into {self.into!r} is not a plain table name")
         if self.batch_rows < 1:
             raise ValueError("batch_rows must be positive")
+        if self.chunk_tokens is None and self.overlap:
+            raise ValueError("--overlap is the overlap of chunks: it needs --chunk-tokens")
+        if self.chunk_tokens is not None and not 0 <= self.overlap < self.chunk_tokens:
+            raise ValueError(
+                f"--overlap {self.overlap} must be 0 or more and less than --chunk-tokens {self.chunk_tokens}"
+            )
 
     @property
     def source_kind(self) -> str:
@@ -76,12 +87,18 @@ class IndexSpec:
         return f"read_parquet('{path}')"
 
     @property
+    def chunked(self) -> bool:
+        """The job keeps a chunk table (a row per chunk of each text), not a row per text."""
+        return self.chunk_tokens is not None
+
+    @property
     def into_table(self) -> str:
         if self.into:
             return self.into
+        kind = "chunks" if self.chunked else "embeddings"
         if self.source_kind == "table":
-            return f"{self.source.split('.')[-1]}_embeddings"
-        return "embeddings"
+            return f"{self.source.split('.')[-1]}_{kind}"
+        return kind
 
     @property
     def failed_table(self) -> str:

@@ -4,9 +4,11 @@ The embeddings table holds one row per key: ``key, content_hash, model, dimensio
 embedding FLOAT[d], indexed_at``. A key needs embedding when it is new, its text's hash
 changed, or it was embedded with another model or dimension. With a prompt (``--prompt``) the hash
 is of the prompt's name and the text together, so a job whose prompt changes embeds its rows again.
-Each batch is written in one transaction (delete the key's old row, insert the new one), so a run
-killed at any moment leaves only whole batches behind and the next run picks up exactly what is
-missing.
+With ``--chunk-tokens`` the table holds a row per chunk of each text (``key, chunk_index, ...,
+char_start, char_end, text, embedding``), and the hash covers the chunk size and overlap too: a
+changed text gets its own chunks anew, and no other key's. Each batch is written in one
+transaction (delete the key's old rows, insert the new ones), so a run killed at any moment leaves
+only whole batches behind and the next run picks up exactly what is missing.
 """
 
 from __future__ import annotations
@@ -56,7 +58,16 @@ class IndexState:
             if spec.prompt_name is None
             else "'prompt ' || '" + spec.prompt_name.replace("'", "''") + "' || chr(10) || "
         )
-        self.hashed = f"md5({prompt}s.{self.text}::VARCHAR)"
+        # A chunked job's rows are its chunks: their size and overlap are part of what a text is embedded as.
+        chunking = f"'chunks {spec.chunk_tokens} {spec.overlap}' || chr(10) || " if spec.chunked else ""
+        self.hashed = f"md5({chunking}{prompt}s.{self.text}::VARCHAR)"
+        # The stored state of each key: its one row, or one of its chunks' (they share hash, model, dims).
+        self.per_key = (
+            f"(SELECT key, any_value(content_hash) AS content_hash, any_value(model) AS model, "
+            f"any_value(dimensions) AS dimensions FROM {self.into} GROUP BY key)"
+            if spec.chunked
+            else self.into
+        )
 
     def _sql(self, sql: str, params: list | None = None) -> list:
         # duckdb 2.0 refuses new work while a result is unfinished: always fetch to the end.
@@ -93,7 +104,9 @@ class IndexState:
         with self._transaction():
             if existing is not None and existing != self.dim:
                 self._sql(f"DROP TABLE {self.into}")
-            for statement in index_tables_ddl(self.into, key_type, self.dim, failed=self.failed):
+            for statement in index_tables_ddl(
+                self.into, key_type, self.dim, failed=self.failed, chunked=self.spec.chunked
+            ):
                 self._sql(statement)
 
     def _has_text(self, alias: str) -> str:
@@ -105,7 +118,7 @@ class IndexState:
         model = self.model.replace("'", "''")
         return (
             f"SELECT s.{self.key} AS key, s.{self.text}::VARCHAR AS text, {self.hashed} AS content_hash "
-            f"FROM {self.src} s LEFT JOIN {self.into} e ON e.key = s.{self.key} "
+            f"FROM {self.src} s LEFT JOIN {self.per_key} e ON e.key = s.{self.key} "
             f"WHERE {self._has_text('s')} AND s.{self.key} IS NOT NULL AND (e.key IS NULL "
             f"OR e.content_hash <> {self.hashed} OR e.model <> '{model}' OR e.dimensions <> {self.dim})"
         )
@@ -114,10 +127,14 @@ class IndexState:
         return self._sql(f"SELECT count(*) FROM ({self.pending_sql()})")[0][0]
 
     def remove_deleted(self) -> int:
-        """Drop embeddings whose key left the source (or whose text became NULL)."""
+        """Drop embeddings whose key left the source (or whose text became NULL); returns the keys dropped."""
         gone = f"NOT EXISTS (SELECT 1 FROM {self.src} s WHERE s.{self.key} = e.key AND {self._has_text('s')})"
         with self._transaction():
-            removed = self._sql(f"DELETE FROM {self.into} e WHERE {gone}")[0][0]
+            if self.spec.chunked:  # keys removed, not their chunk rows
+                removed = self._sql(f"SELECT count(DISTINCT key) FROM {self.into} e WHERE {gone}")[0][0]
+                self._sql(f"DELETE FROM {self.into} e WHERE {gone}")
+            else:
+                removed = self._sql(f"DELETE FROM {self.into} e WHERE {gone}")[0][0]
             self._sql(
                 f"DELETE FROM {self.failed} f WHERE NOT EXISTS "
                 f"(SELECT 1 FROM {self.src} s WHERE s.{self.key} = f.key AND {self._has_text('s')})"
@@ -127,15 +144,26 @@ class IndexState:
     def commit_batch(self, keys: pa.Array, hashes: pa.Array, embeddings: pa.FixedSizeListArray) -> None:
         """Replace the embeddings of ``keys`` in one transaction."""
         batch = pa.table({"key": keys, "content_hash": hashes, "embedding": embeddings})
+        self._replace_keys(batch, "key, content_hash, ?, ?, embedding, now()::TIMESTAMP FROM __embedtext_batch")
+
+    def commit_chunks(self, chunks: pa.Table) -> None:
+        """Replace the chunks of the keys in ``chunks`` in one transaction: a row per chunk (``key,
+        content_hash, chunk_index, char_start, char_end, text, embedding``), and a row with a NULL
+        chunk_index for a key whose text has no chunks (its old chunks go all the same)."""
+        self._replace_keys(
+            chunks,
+            "key, chunk_index, content_hash, ?, ?, char_start, char_end, text, embedding, now()::TIMESTAMP "
+            "FROM __embedtext_batch WHERE chunk_index IS NOT NULL",
+        )
+
+    def _replace_keys(self, batch: pa.Table, select: str) -> None:
+        """In one transaction: the rows of ``batch``'s keys dropped, ``SELECT select`` (reading the
+        batch as ``__embedtext_batch``, the model and dim as parameters) inserted, their failures cleared."""
         self.con.register("__embedtext_batch", batch)
         try:
             with self._transaction():
                 self._sql(f"DELETE FROM {self.into} WHERE key IN (SELECT key FROM __embedtext_batch)")
-                self._sql(
-                    f"INSERT INTO {self.into} SELECT key, content_hash, ?, ?, embedding, now()::TIMESTAMP "
-                    "FROM __embedtext_batch",
-                    [self.model, self.dim],
-                )
+                self._sql(f"INSERT INTO {self.into} SELECT {select}", [self.model, self.dim])
                 self._sql(f"DELETE FROM {self.failed} WHERE key IN (SELECT key FROM __embedtext_batch)")
         finally:
             self.con.unregister("__embedtext_batch")

@@ -19,7 +19,7 @@ from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.models.prompts import MAX_PROMPT_CHARS
 from embedtext.server.rows import TokenRows
-from embedtext.server.scheduler.options import EmbedOptions
+from embedtext.server.scheduler.options import EmbedOptions, SplitOptions
 
 _OUTPUT_DTYPES = frozenset(
     (pb.OUTPUT_DTYPE_UNSPECIFIED, pb.OUTPUT_DTYPE_FLOAT32, pb.OUTPUT_DTYPE_FLOAT16, pb.OUTPUT_DTYPE_FLOAT32_REPEATED)
@@ -69,10 +69,7 @@ def decode_options(request: pb.EmbedRequest) -> EmbedOptions:
         )
     if len(request.caller) > MAX_CALLER_CHARS:
         raise InvalidInputError(f"caller is {len(request.caller)} characters; at most {MAX_CALLER_CHARS}")
-    if len(request.prompt_name) > MAX_CALLER_CHARS:
-        raise InvalidInputError(f"prompt_name is {len(request.prompt_name)} characters; at most {MAX_CALLER_CHARS}")
-    if len(request.prompt) > MAX_PROMPT_CHARS:
-        raise InvalidInputError(f"prompt is {len(request.prompt)} characters; at most {MAX_PROMPT_CHARS}")
+    _check_prompt(request)
     return EmbedOptions(
         dimensions=request.dimensions,
         normalize=request.normalize if request.HasField("normalize") else None,
@@ -84,19 +81,36 @@ def decode_options(request: pb.EmbedRequest) -> EmbedOptions:
     )
 
 
+def _check_prompt(request: pb.EmbedRequest | pb.SplitRequest) -> None:
+    if len(request.prompt_name) > MAX_CALLER_CHARS:
+        raise InvalidInputError(f"prompt_name is {len(request.prompt_name)} characters; at most {MAX_CALLER_CHARS}")
+    if len(request.prompt) > MAX_PROMPT_CHARS:
+        raise InvalidInputError(f"prompt is {len(request.prompt)} characters; at most {MAX_PROMPT_CHARS}")
+
+
+def decode_split_options(request: pb.SplitRequest) -> SplitOptions:
+    _check_prompt(request)
+    return SplitOptions(
+        max_tokens=request.max_tokens,
+        overlap=request.overlap_tokens,
+        prompt_name=request.prompt_name,
+        prompt=request.prompt if request.HasField("prompt") else None,
+    )
+
+
 @dataclass(frozen=True)
 class Inputs:
     texts: list[str] | None = None
     token_ids: TokenRows | None = None
 
 
-def decode_inputs(request: pb.EmbedRequest) -> Inputs:
+def decode_inputs(request: pb.EmbedRequest | pb.SplitRequest) -> Inputs:
     kind = request.WhichOneof("inputs")
     if kind == "packed_texts":
         return Inputs(texts=codec.unpack_texts(request.packed_texts.data_utf8, request.packed_texts.offsets_i32le))
     if kind == "texts":
         return Inputs(texts=list(request.texts.texts))
-    if kind == "token_ids":
+    if kind == "token_ids":  # EmbedRequest only
         ids, lengths = codec.unpack_token_ids(request.token_ids.ids_i32le, request.token_ids.offsets_i32le)
         return Inputs(token_ids=TokenRows(ids, lengths))
     raise InvalidInputError("the request holds no inputs: set packed_texts, texts or token_ids")

@@ -14,7 +14,13 @@ from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import EmbedTextError, ModelNotFoundError, to_status
 from embedtext.protocol.reply_wire import OutgoingReply
-from embedtext.server.api.decoding import MalformedRequest, decode_inputs, decode_options, tolerant
+from embedtext.server.api.decoding import (
+    MalformedRequest,
+    decode_inputs,
+    decode_options,
+    decode_split_options,
+    tolerant,
+)
 from embedtext.server.api.loop_lag import LoopLag
 from embedtext.server.config.settings import ServerConfig
 from embedtext.server.metrics import ServerMetrics
@@ -121,9 +127,15 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
     async def Embed(
         self, request: pb.EmbedRequest, context: grpc.aio.ServicerContext
     ) -> OutgoingReply | pb.EmbedResponse:
+        return await self._answer(
+            "Embed", request, context, self._embed(request, context.time_remaining(), context.peer())
+        )
+
+    async def _answer(self, rpc: str, request, context: grpc.aio.ServicerContext, work):
+        """``work``'s reply, or its error as a status code: counted, with the retry pushback where one applies."""
         started = time.monotonic()
         try:
-            response = await self._embed(request, context.time_remaining(), context.peer())
+            response = await work
         except EmbedTextError as exc:
             code, message = to_status(exc)
             self._count(request, code, type(exc).__name__)
@@ -135,12 +147,33 @@ class EmbeddingServicer(pb_grpc.EmbeddingServicer):
             self._count(request, grpc.StatusCode.CANCELLED, "cancelled")
             raise
         except Exception as exc:
-            log.exception("Embed failed")
+            log.exception("%s failed", rpc)
             self._count(request, grpc.StatusCode.INTERNAL, type(exc).__name__)
             await context.abort(grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}: {exc}")
         self._count(request, grpc.StatusCode.OK)
         self.metrics.request_time.labels(response.model).observe(time.monotonic() - started)
         return response
+
+    # --- Split ---------------------------------------------------------------------------
+
+    async def Split(self, request: pb.SplitRequest, context: grpc.aio.ServicerContext) -> pb.SplitResponse:
+        return await self._answer("Split", request, context, self._split(request))
+
+    async def _split(self, request: pb.SplitRequest | MalformedRequest) -> pb.SplitResponse:
+        if isinstance(request, MalformedRequest):
+            raise request.error()
+        runtime = self.runtime_for(request.model)
+        options = decode_split_options(request)
+        chunks, size = await runtime.split_texts(decode_inputs(request).texts, options)
+        return pb.SplitResponse(
+            request_id=request.request_id,
+            model=runtime.spec.name,
+            count=len(chunks.counts),
+            chunk_counts_i32le=codec.int32s_to_bytes(chunks.counts),
+            spans_i32le=codec.int32s_to_bytes(chunks.spans.reshape(-1)),
+            token_counts_i32le=codec.int32s_to_bytes(chunks.tokens),
+            max_tokens=size,
+        )
 
     # --- Info ----------------------------------------------------------------------------
 
@@ -204,6 +237,11 @@ def add_service(servicer, server) -> None:
             servicer.Embed,
             request_deserializer=tolerant(pb.EmbedRequest),
             response_serializer=reply_wire.serialize_reply,
+        ),
+        "Split": grpc.unary_unary_rpc_method_handler(
+            servicer.Split,
+            request_deserializer=tolerant(pb.SplitRequest),
+            response_serializer=pb.SplitResponse.SerializeToString,
         ),
         "Info": grpc.unary_unary_rpc_method_handler(
             servicer.Info,

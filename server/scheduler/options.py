@@ -14,3 +14,11 @@ class EmbedOptions:
     caller: str = ""  # whose fair share bulk rows count against ("": the servicer names the connection)
     prompt_name: str = ""  # one of the model's prompts ("": its default, if any)
     prompt: str | None = None  # a prompt's own text, in place of any named one ("": none)
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    max_tokens: int = 0  # the most tokens of a chunk's own text (0: as many as the model takes with its framing)
+    overlap: int = 0  # tokens each chunk shares with the one before it
+    prompt_name: str = ""  # the prompt the chunks will be embedded with: it counts against the model's max tokens
+    prompt: str | None = None

@@ -36,12 +36,13 @@ from embedtext.server.scheduler.batching import BatchQueue
 from embedtext.server.scheduler.gauges import watch_runtime
 from embedtext.server.scheduler.jobs import Batch, EmbedJob, EmbedResult
 from embedtext.server.scheduler.latency_window import LatencyWindow
-from embedtext.server.scheduler.options import EmbedOptions
+from embedtext.server.scheduler.options import EmbedOptions, SplitOptions
 from embedtext.server.scheduler.replicas import ReplicaSupervisor, reported_pace
 from embedtext.server.scheduler.routing import LeastInFlightTokensPolicy
 from embedtext.server.scheduler.tokenizing_gate import TokenizingGate
 from embedtext.server.scheduler.vectors import shape_vectors
 from embedtext.server.tokenization.pool import TokenizerPool
+from embedtext.server.tokenization.splitting import TextChunks
 
 log = logging.getLogger(__name__)
 
@@ -194,18 +195,42 @@ class ModelRuntime:
                 gate.leave(len(texts))  # its rows are queued (or refused): counted there now
         return await self._finish(job, options, arrived, tokenize_s)
 
-    def _prompted(self, texts: list[str], options: EmbedOptions) -> list[str]:
-        """The texts with the request's prompt (or the model's default) before each."""
+    def _prompt(self, options: EmbedOptions | SplitOptions) -> str:
+        """What goes before each text: the request's prompt, or the model's default."""
         spec = self.spec
         prompt = prompt_text(options.prompt_name, spec.prompts, spec.default_prompt_name, options.prompt, spec.name)
-        if not prompt:
-            return texts
-        if not spec.pooling_includes_prompt:
+        if prompt and not spec.pooling_includes_prompt:
             raise InvalidInputError(
                 f"model {spec.name} pools without its prompt's tokens (include_prompt false in its Pooling config), "
                 "which embedtext does not do: send prompt='' to embed the texts as they are"
             )
-        return [prompt + text for text in texts]
+        return prompt
+
+    def _prompted(self, texts: list[str], options: EmbedOptions) -> list[str]:
+        """The texts with the request's prompt (or the model's default) before each."""
+        prompt = self._prompt(options)
+        return [prompt + text for text in texts] if prompt else texts
+
+    async def split_texts(self, texts: list[str], options: SplitOptions) -> tuple[TextChunks, int]:
+        """The texts' chunks by the model's tokens, and the chunk size used: a chunk's text, with the
+        model's special tokens and the prompt it will be embedded with, fits the model's max tokens."""
+        self.admission.check_request(len(texts), EmbedOptions(), started=True)
+        framing = self.tokenizers.special_tokens + self.tokenizers.prompt_tokens(self._prompt(options))
+        room = self.spec.max_tokens - framing
+        if room < 1:
+            raise InvalidInputError(
+                f"model {self.spec.name} takes {self.spec.max_tokens} tokens, and its special tokens and the "
+                f"prompt take {framing}: no room is left for a chunk's text (use a shorter prompt)"
+            )
+        size = options.max_tokens or room
+        if size > room:
+            raise InvalidInputError(
+                f"max_tokens {size} is over what model {self.spec.name} takes: {self.spec.max_tokens} tokens, "
+                f"of which its special tokens and the prompt take {framing}, leave {room} for a chunk's text"
+            )
+        if options.overlap >= size:
+            raise InvalidInputError(f"overlap {options.overlap} must be less than the chunk size, {size} tokens")
+        return await self.tokenizers.split(texts, size, options.overlap), size
 
     async def embed_token_ids(
         self, rows: TokenRows | list[list[int]], options: EmbedOptions, deadline: float | None

@@ -21,6 +21,7 @@ from tokenizers import Tokenizer
 from embedtext.protocol.errors import InvalidInputError
 from embedtext.server.rows import TokenRows
 from embedtext.server.tokenization.bpe import BpeEncoder
+from embedtext.server.tokenization.splitting import TextChunks, chunk_spans
 from embedtext.server.tokenization.unigram import UnigramEncoder
 from embedtext.server.tokenization.wordpiece import WordPieceEncoder
 
@@ -37,6 +38,9 @@ class TokenizerPool:
         self.max_tokens = max_tokens
         tokenizer = self._load(tokenizer_file)
         self.vocab_size = tokenizer.get_vocab_size(with_added_tokens=True)
+        # Splitting needs each token's character offsets, which only the Hugging Face tokenizer gives.
+        self._offsets_tokenizer = tokenizer
+        self.special_tokens = len(tokenizer.encode("").ids)  # what the model's template adds to a row
         # A fast path where one reproduces this tokenizer (None: not one it reads exactly): WordPiece
         # by nanotoken, else BPE by fastokens, else Unigram by sentencepiece, checked against the
         # Hugging Face tokenizer's encoders, which serve every other tokenizer. A second copy of the
@@ -95,6 +99,26 @@ class TokenizerPool:
                 "and truncation is off (turn it on, or split the text)"
             )
         return rows
+
+    def prompt_tokens(self, prompt: str) -> int:
+        """The tokens a prompt adds before a text."""
+        return len(self._offsets_tokenizer.encode(prompt, add_special_tokens=False).ids) if prompt else 0
+
+    def split_sync(self, texts: list[str], max_tokens: int, overlap: int) -> TextChunks:
+        """Each text's chunks of at most ``max_tokens`` tokens (server/tokenization/splitting.py)."""
+        encodings = self._offsets_tokenizer.encode_batch(texts, add_special_tokens=False)
+        per_text = []
+        for text, encoding in zip(texts, encodings):
+            offsets = np.array(encoding.offsets, dtype=np.int64).reshape(-1, 2)
+            per_text.append(chunk_spans(text, offsets[:, 0], offsets[:, 1], max_tokens, overlap))
+        return TextChunks.of(per_text)
+
+    async def split(self, texts: list[str], max_tokens: int, overlap: int) -> TextChunks:
+        """As ``split_sync``, in the bulk threads (splitting serves documents, not queries)."""
+        # Not counted in ``busy``: no rows come of it for the batch queue to wait for.
+        return await asyncio.get_running_loop().run_in_executor(
+            self._executor, self.split_sync, texts, max_tokens, overlap
+        )
 
     def _encode(self, texts: list[str], truncate: bool) -> TokenRows:
         if self.fast is not None:

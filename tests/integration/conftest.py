@@ -19,6 +19,7 @@ first asks for it.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
@@ -61,12 +62,19 @@ def embedtext_info():
 
 @pytest.fixture(scope="session")
 def arctic_like_model_dir(tmp_path_factory):
-    """768-d, CLS pooling (the output shape of snowflake-arctic-embed-m-v1.5), one layer to stay cheap."""
+    """768-d, CLS pooling (the output shape of snowflake-arctic-embed-m-v1.5), one layer to stay cheap,
+    with that model's query prompt (its config_sentence_transformers.json: a "query" prompt, no default)."""
     from embedtext.server.models.synthetic import write_synthetic_bert
 
-    return write_synthetic_bert(
+    path = write_synthetic_bert(
         tmp_path_factory.mktemp("models") / "arctic-like", layers=1, hidden=768, heads=12, pooling="cls", seed=1
     )
+    config = {"prompts": {"query": ARCTIC_QUERY_PROMPT}, "default_prompt_name": None, "similarity_fn_name": "cosine"}
+    (path / "config_sentence_transformers.json").write_text(json.dumps(config))
+    return path
+
+
+ARCTIC_QUERY_PROMPT = "Represent this sentence for searching relevant passages: "
 
 
 class RunningServers:

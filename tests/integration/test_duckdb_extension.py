@@ -249,6 +249,31 @@ def test_model_and_dimensions_forms_match_python_udf(servers, arctic_server, ext
     assert ext.execute("SELECT typeof(embed_text('x', 'all-MiniLM-L6-v2'))").fetchall()[0] == ("FLOAT[]",)
 
 
+def test_prompts_by_name_and_the_query_form_match_python_udf(servers, arctic_server, extension_path):
+    """embed_text(text, model, dimensions, prompt) and embed_text_query(text), on a model with a query
+    prompt (the arctic-like one) and on one without (all-MiniLM-L6-v2: the query form is the plain one)."""
+    ext = extension_connection(extension_path, arctic_server.target)
+    udf = udf_connection(arctic_server.target)
+    for sql in (
+        "SELECT embed_text('a river bank', 'arctic-like', NULL, 'query')",
+        "SELECT embed_text_query('a river bank')",
+        "SELECT embed_text(body, NULL, NULL, 'query') FROM (VALUES ('a'), (NULL), ('b')) t(body)",
+    ):
+        _assert_same_vectors(_vectors(ext, sql), _vectors(udf, sql))
+    with embedtext.Client(arctic_server.target) as client:
+        query, plain = client.embed(["a river bank"], prompt_name="query")[0], client.embed(["a river bank"])[0]
+    got = _vectors(ext, "SELECT embed_text_query('a river bank')")[0]
+    np.testing.assert_allclose(got, query, atol=1e-5)
+    assert not np.allclose(got, plain, atol=1e-3)  # the prompt is there
+    assert ext.execute("SELECT typeof(embed_text_query('x'))").fetchall()[0] == ("FLOAT[768]",)
+    with pytest.raises(duckdb.Error, match="model arctic-like has no prompt 'document'; its prompts: 'query'"):
+        ext.execute("SELECT embed_text('x', NULL, NULL, 'document')").fetchall()
+    minilm = extension_connection(extension_path, servers.minilm.target)
+    sql = "SELECT embed_text_query('a river bank'), embed_text('a river bank')"
+    [(query_form, plain_form)] = minilm.execute(sql).fetchall()
+    assert query_form == plain_form
+
+
 def test_repeated_texts_in_a_chunk_are_sent_once(servers, extension_path):
     con = extension_connection(extension_path, servers.tiny.target)
     before = summed(servers.tiny_metrics(), ROWS)

@@ -12,6 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from server_metrics import summed, wait_for_metrics
 
+import embedtext
 from embedtext.connectors.jobs import IndexSpec, run_index
 
 
@@ -332,3 +333,154 @@ def test_server_killed_mid_index_then_rerun_matches_clean_run(tmp_path, guarded,
     a, b = _table(db), _table(clean)
     assert [r[:4] for r in a] == [r[:4] for r in b]  # same keys, hashes, model, dims: none lost or doubled
     np.testing.assert_allclose(np.array([r[4] for r in a]), np.array([r[4] for r in b]), atol=1e-5)
+
+
+# --- chunk tables (--chunk-tokens) ---------------------------------------------------------------
+
+
+def _make_long_docs(db, rows):
+    """Documents of one to about four 40-token chunks, each a different text."""
+    _sql(
+        db,
+        "CREATE OR REPLACE TABLE docs AS SELECT i AS id, "
+        "repeat('the cat and the bank ' || i || '. ', 1 + i % 13) AS body, 0 AS other FROM range("
+        f"{rows}) t(i)",
+    )
+
+
+def _chunk_table(db, name="docs_chunks"):
+    return _sql(
+        db,
+        f"SELECT key, chunk_index, content_hash, model, dimensions, char_start, char_end, text, embedding, indexed_at "
+        f"FROM {name} ORDER BY key, chunk_index",
+    )
+
+
+def _expected_chunks(db, client, keys, **kw):
+    """What the job's rows for ``keys`` must hold: the client's chunks of their texts."""
+    bodies = dict(_sql(db, f"SELECT id, body FROM docs WHERE id IN ({', '.join(map(str, keys))})"))
+    keys = sorted(bodies)
+    chunks = client.embed_chunks([bodies[k] for k in keys], **kw)
+    rows = [
+        (keys[r], i, s, e, t)
+        for r, i, s, e, t in zip(chunks.row.tolist(), chunks.index.tolist(), chunks.start, chunks.end, chunks.text)
+    ]
+    return rows, chunks.vectors
+
+
+def test_a_chunk_job_keeps_a_row_per_chunk_and_re_embeds_only_changed_texts(tmp_path, servers, tiny_client):
+    db = tmp_path / "chunks.duckdb"
+    _make_long_docs(db, 300)
+    first = _index(db, servers, chunk_tokens=40, overlap=8)
+    assert (first.embedded, first.removed, first.failed, first.error) == (300, 0, 0, None)
+    table = _chunk_table(db)
+    want, vectors = _expected_chunks(db, tiny_client, range(300), max_tokens=40, overlap=8)
+    assert [(r[0], r[1], int(r[5]), int(r[6]), r[7]) for r in table] == [
+        (k, i, int(s), int(e), t) for k, i, s, e, t in want
+    ]
+    assert len(table) > 600 and {r[3] for r in table} == {"tiny"}
+    np.testing.assert_allclose(np.array([r[8] for r in table]), vectors, atol=1e-5)
+    assert _index(db, servers, chunk_tokens=40, overlap=8).embedded == 0
+
+    _sql(
+        db,
+        "UPDATE docs SET body = body || ' Edited at the end.' WHERE id IN (5, 6)",
+        "UPDATE docs SET body = 'now short' WHERE id = 7",
+        "DELETE FROM docs WHERE id = 8",
+        "UPDATE docs SET body = NULL WHERE id = 9",
+        "INSERT INTO docs VALUES (1000, repeat('a new document here. ', 9), 0)",
+    )
+    again = _index(db, servers, chunk_tokens=40, overlap=8)
+    assert (again.embedded, again.removed, again.failed) == (4, 2, 0)
+    after = _chunk_table(db)
+    before_by_key = {}
+    for row in table:
+        before_by_key.setdefault(row[0], []).append(row)
+    after_by_key = {}
+    for row in after:
+        after_by_key.setdefault(row[0], []).append(row)
+    assert set(after_by_key) == (set(before_by_key) - {8, 9}) | {1000}
+    unchanged = set(before_by_key) - {5, 6, 7, 8, 9}
+    assert all(after_by_key[k] == before_by_key[k] for k in unchanged)  # not one of their rows rewritten
+    want, vectors = _expected_chunks(db, tiny_client, [5, 6, 7, 1000], max_tokens=40, overlap=8)
+    changed = [r for k in (5, 6, 7, 1000) for r in after_by_key[k]]
+    assert [(r[0], r[1], int(r[5]), int(r[6]), r[7]) for r in changed] == [
+        (k, i, int(s), int(e), t) for k, i, s, e, t in want
+    ]
+    np.testing.assert_allclose(np.array([r[8] for r in changed]), vectors, atol=1e-5)
+    assert len(after_by_key[7]) == 1 and after_by_key[7][0][7] == "now short"
+    # Another chunk size is another embedding of every text.
+    assert _index(db, servers, chunk_tokens=32, overlap=4).embedded == 299
+
+
+def test_kill_9_mid_chunk_job_leaves_whole_documents_and_rerun_matches_clean_run(tmp_path, servers):
+    db, clean = tmp_path / "killed-chunks.duckdb", tmp_path / "clean-chunks.duckdb"
+    for d in (db, clean):
+        _make_long_docs(d, 6000)
+    args = ["--chunk-tokens", "40", "--overlap", "8", "--batch-rows", "128"]
+    cmd = [sys.executable, "-m", "embedtext.cli", "index", str(db), "--table", "docs", "--key", "id"]
+    cmd += ["--text", "body", "--target", servers.tiny.target, *args]
+    before = _rows_served(servers.tiny_metrics)
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    assert "rows to embed" in proc.stderr.readline()
+    # The server counts chunks (about 2.3 a document): this is some 10 batches of documents.
+    _wait_rows_served(servers.tiny_metrics, before + BATCHES_BEFORE_KILL * 128 * 3, proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    keys = _sql(db, "SELECT count(DISTINCT key) FROM docs_chunks")[0][0]
+    assert 0 < keys < 6000 and keys % 128 == 0  # only whole batches of documents
+    resumed = _index(db, servers, chunk_tokens=40, overlap=8, batch_rows=128)
+    assert resumed.embedded == 6000 - keys
+    _index(clean, servers, chunk_tokens=40, overlap=8)
+    a, b = _chunk_table(db), _chunk_table(clean)
+    assert [r[:8] for r in a] == [r[:8] for r in b]  # every document's chunks whole, none lost or doubled
+    np.testing.assert_allclose(np.array([r[8] for r in a]), np.array([r[8] for r in b]), atol=1e-5)
+
+
+def test_ray_workers_give_a_chunk_job_the_local_table(tmp_path, servers):
+    """The Ray path's own code on a chunked job, without a Ray cluster (its start costs a minute on
+    2 cores; the cluster itself is tested above): the worker's output rows, committed by the driver's
+    commit, give the same chunk table as a local pass, refused texts included."""
+    from embedtext.connectors import ray as ray_runner
+    from embedtext.connectors.jobs.runner import IndexSummary, run_pass
+
+    local, on_ray = tmp_path / "local-chunks.duckdb", tmp_path / "ray-chunks.duckdb"
+    for d in (local, on_ray):
+        _make_long_docs(d, 400)
+        _sql(d, "UPDATE docs SET body = '' WHERE id = 3")  # no text: no chunks, not pending
+    _index(local, servers, chunk_tokens=40, overlap=8, prompt_name=None)
+    spec = IndexSpec(str(on_ray), "docs", key="id", text="body", target=servers.tiny.target, chunk_tokens=40, overlap=8)
+
+    def embed_with_workers(con, state, client, total, summary: IndexSummary, log) -> None:
+        worker = ray_runner.EmbedBatchWorker(spec)
+        reader = con.cursor().sql(state.pending_sql()).to_arrow_reader(150)
+        for batch in reader:
+            out = worker(pa.Table.from_batches([batch]))
+            ray_runner._commit_ray_chunks(state, out, state.dim, summary)
+
+    summary = run_pass(spec, embed_with_workers, log=lambda _: None)
+    assert (summary.embedded, summary.failed, summary.error) == (399, 0, None)
+    a, b = _chunk_table(local), _chunk_table(on_ray)
+    assert [r[:8] for r in a] == [r[:8] for r in b]
+    np.testing.assert_allclose(np.array([r[8] for r in a]), np.array([r[8] for r in b]), atol=1e-5)
+
+
+def test_a_ray_worker_embeds_with_the_jobs_prompt(tmp_path, arctic_server):
+    """A job's prompt reaches the Ray workers' calls (the arctic-like model has a query prompt): a
+    worker's vectors are the client's with that prompt, plain and in chunks."""
+    from embedtext.connectors import ray as ray_runner
+
+    texts = ["a river bank", "the bank raised its rates. " * 30]
+    batch = pa.table({"key": [1, 2], "text": texts, "content_hash": ["h1", "h2"]})
+    with embedtext.Client(arctic_server.target) as client:
+        want = client.embed(texts, prompt_name="query")
+        want_chunks = client.embed_chunks(texts, max_tokens=64, prompt_name="query")
+        plain = client.embed(texts)
+    spec = IndexSpec(str(tmp_path / "x.duckdb"), "docs", key="id", text="body", target=arctic_server.target)
+    for chunked, expected in ((False, want), (True, want_chunks.vectors)):
+        extra = {"chunk_tokens": 64} if chunked else {}
+        worker = ray_runner.EmbedBatchWorker(IndexSpec(**{**spec.__dict__, "prompt_name": "query", **extra}))
+        got = np.array(worker(batch).column("embedding").to_pylist(), dtype=np.float32)
+        np.testing.assert_allclose(got, expected, atol=1e-5)
+    assert not np.allclose(want, plain, atol=1e-3)

@@ -153,6 +153,25 @@ def test_a_prompt_the_model_lacks_is_a_clear_error_naming_its_prompts(family_cli
         family_client.embed_tokens([[1, 2, 3]], model="gemma3", prompt_name="query")
 
 
+@pytest.mark.parametrize("family", FAMILY_MODELS)
+def test_chunks_embed_as_sentence_transformers_with_room_for_the_prompt(family_client, references, family):
+    """A long text cut by the family's own tokens, each chunk embedded with the prompt the model gives
+    documents (or none): the chunk size leaves the template's and the prompt's tokens room, so no
+    chunk is cut, and each chunk's vector is sentence-transformers' for its text."""
+    model = references[family]
+    prompt_name = "query" if family in ("qwen3", "gemma3") else None  # the longest prompt each has
+    prompt = model.prompts.get(prompt_name, "") if prompt_name else ""
+    document = "\n\n".join(TEXTS[:4] + TEXTS[6:8]) * 6
+    chunks = family_client.embed_chunks([document], model=family, overlap=8, prompt_name=prompt_name)
+    framing = len(model.tokenizer("")["input_ids"]) + len(
+        model.tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    )
+    assert chunks.max_tokens == 128 - framing and chunks.counts[0] > 2
+    assert max(len(model.tokenizer(prompt + text)["input_ids"]) for text in chunks.text) <= 128
+    want = model.encode(chunks.text, prompt_name=prompt_name, convert_to_numpy=True)
+    assert _cosines(chunks.vectors, want).min() >= 0.99999
+
+
 def test_duckdb_functions_and_search_take_the_query_prompt(family_client, references):
     """embed_text(text, model, dimensions, prompt), embed_text_query (the model's "query" prompt) and
     embed_text_search, whose search text is embedded as a query."""

@@ -19,6 +19,7 @@ import embedtext
 from embedtext.connectors import client_core
 from embedtext.connectors.client_config import ClientConfig
 from embedtext.connectors.client_core import ClientCore
+from embedtext.connectors.splitting import TextChunks
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import (
     DeadlineExceededError,
@@ -28,6 +29,7 @@ from embedtext.protocol.errors import (
 )
 
 TEXTS = ["a cat", "a kitten", "the stock market fell", "a cat", "x " * 40, "é accented ünïcode"]
+LONG_TEXTS = ["The cat sat on the mat. " * 12, "", "short", "Dogs bark.\n\nCats purr. " * 9, "   "]
 
 
 def both(target, method: str, *args, settings=None, **kwargs):
@@ -52,6 +54,10 @@ def both(target, method: str, *args, settings=None, **kwargs):
 
 
 def same(a, b) -> None:
+    if isinstance(a, TextChunks):
+        assert isinstance(b, TextChunks) and a.to_arrow().equals(b.to_arrow()), (a, b)
+        np.testing.assert_array_equal(a.counts, b.counts)
+        return
     if isinstance(a, Exception) or isinstance(b, Exception):
         assert type(a) is type(b), (a, b)
         assert str(a) == str(b)
@@ -73,8 +79,25 @@ def same(a, b) -> None:
         ("embed_arrow", ([],), {}, {}),
         ("embed", ([],), {"dimensions": 32}, {}),
         ("embed_tokens", ([[101, 2000, 102], [101, 102]],), {}, {"max_batch_rows": 1}),
+        ("split", (LONG_TEXTS,), {"max_tokens": 20, "overlap": 4}, {"max_batch_rows": 2}),
+        ("split", ([],), {}, {}),
+        ("embed_chunks", (LONG_TEXTS,), {"max_tokens": 32, "dimensions": 64}, {"max_batch_rows": 3}),
+        ("embed_chunks", ([],), {"dimensions": 32}, {}),
     ],
-    ids=["whole", "split-by-rows", "matryoshka", "float16-arrow-input", "arrow", "empty-arrow", "empty-dims", "tokens"],
+    ids=[
+        "whole",
+        "split-by-rows",
+        "matryoshka",
+        "float16-arrow-input",
+        "arrow",
+        "empty-arrow",
+        "empty-dims",
+        "tokens",
+        "split",
+        "split-nothing",
+        "embed-chunks",
+        "embed-chunks-nothing",
+    ],
 )
 def test_both_clients_give_the_same_vectors(null_server, method, args, kwargs, settings):
     sync, in_async = both(null_server.target, method, *args, settings=settings, **kwargs)
@@ -95,8 +118,26 @@ def test_both_clients_give_the_same_vectors(null_server, method, args, kwargs, s
         ("embed", (["a"],), {"modle": "typo"}, TypeError, "modle"),
         ("embed_tokens", ([[]],), {}, InvalidInputError, "empty"),
         ("info", (), {"timeout": 5}, None, None),
+        ("split", (["a"],), {"max_tokens": 10, "overlap": 10}, InvalidInputError, "overlap 10 must be less"),
+        ("split", (["a"],), {"max_tokens": 300}, InvalidInputError, "leave 254 for a chunk's text"),
+        ("split", (["a"],), {"prompt_name": "query"}, InvalidInputError, "no prompt 'query'"),
+        ("split", (["a", None],), {}, ValueError, "row 1"),
+        ("split", (["a"],), {"max_tokens": 0}, ValueError, "at least 1"),
     ],
-    ids=["unknown-model", "bad-dims", "null-text", "too-long", "unknown-keyword", "empty-token-row", "info"],
+    ids=[
+        "unknown-model",
+        "bad-dims",
+        "null-text",
+        "too-long",
+        "unknown-keyword",
+        "empty-token-row",
+        "info",
+        "split-overlap",
+        "split-too-large",
+        "split-unknown-prompt",
+        "split-null-text",
+        "split-zero-size",
+    ],
 )
 def test_both_clients_raise_the_same_errors(null_server, method, args, kwargs, error, message):
     sync, in_async = both(null_server.target, method, *args, **kwargs)
@@ -295,3 +336,36 @@ def test_a_call_cancelled_by_the_only_server_is_an_unavailable_error(cancelling_
     message = str(sync)
     assert "before it finished" in message and "embedtext serve" in message and cancelling_server in message
     assert "waited 0.5s for it to come back" in message
+
+
+def test_chunks_are_the_texts_spans_and_embed_as_their_texts(null_server):
+    """The chunks' texts are their spans of the inputs, in order, and each chunk's vector is the
+    vector of its text (the null engine's vectors differ per text: a swapped chunk shows), also when
+    the texts go in several split requests (two texts each here)."""
+    with embedtext.Client(null_server.target, max_batch_rows=2) as client:
+        chunks = client.embed_chunks(LONG_TEXTS, max_tokens=16, overlap=3)
+        assert chunks.counts.tolist()[1:3] == [0, 1] and chunks.counts[4] == 0
+        assert chunks.counts[0] > 1 and chunks.counts[3] > 1
+        assert chunks.row.tolist() == sorted(chunks.row.tolist())
+        for row, index, start, end, text in zip(chunks.row, chunks.index, chunks.start, chunks.end, chunks.text):
+            assert LONG_TEXTS[row][start:end] == text and text == text.strip()
+        assert [i for r, i in zip(chunks.row, chunks.index) if r == 0] == list(range(chunks.counts[0]))
+        np.testing.assert_array_equal(chunks.vectors, client.embed(chunks.text))
+        means = chunks.mean_vectors(normalize=True)
+        assert np.isnan(means[1]).all() and not np.isnan(means[0]).any()
+        np.testing.assert_allclose(means[2], client.embed(["short"])[0], rtol=1e-6)
+        want = chunks.vectors[chunks.row == 0].mean(0)
+        np.testing.assert_allclose(means[0], want / np.linalg.norm(want), rtol=1e-5)
+        table = chunks.to_arrow()
+        assert table.column_names == ["row", "chunk_index", "start", "end", "tokens", "text", "embedding"]
+
+
+def test_split_requests_keep_to_their_byte_budget():
+    from embedtext.connectors import splitting
+
+    texts = pa.array(["x" * 60, "y" * 60, "z" * 30, "w" * 30])
+    options = splitting.SplitOptions(max_tokens=8, overlap=2)
+    batches = splitting.plan_split_requests(texts, options, max_rows=10, max_bytes=100)
+    assert [(b.start, b.stop) for b in batches] == [(0, 1), (1, 2), (2, 4)]  # halved until under 100 bytes
+    assert [b.request.request_id for b in batches] == [0, 1, 2]
+    assert batches[0].request.max_tokens == 8 and batches[0].request.overlap_tokens == 2

@@ -68,6 +68,7 @@ pub struct EmbedOptions {
     pub model: String,   // empty: the server's default model
     pub dimensions: u32, // 0: the model's full dim
     pub truncate: bool,
+    pub prompt_name: String, // one of the model's prompts ("query", ...); empty: its default, if any
 }
 
 struct Target {
@@ -288,6 +289,7 @@ impl Client {
             output_dtype: proto::OutputDtype::Float32 as i32,
             latency_class: latency_class as i32,
             caller: self.caller.clone(),
+            prompt_name: options.prompt_name.clone(),
             ..Default::default()
         };
         unary::framed_request(&fields, texts)

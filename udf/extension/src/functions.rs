@@ -1,4 +1,4 @@
-//! The SQL surface: the settings, `embed_text` in its three forms, and `embedtext_connect`.
+//! The SQL surface: the settings, `embed_text` in its forms, `embed_text_query`, and `embedtext_connect`.
 //!
 //! DuckDB's stable C API fixes a function's result type when the function is registered, so
 //! `embed_text(text) -> FLOAT[dim]` is registered once the extension knows its server's dim: at
@@ -22,6 +22,8 @@ use crate::local;
 use crate::proto;
 use crate::settings::{Settings, OPTIONS};
 
+/// The prompt sentence-transformers models name for a search query (arctic-embed, EmbeddingGemma, Qwen3-Embedding).
+const QUERY_PROMPT: &str = "query";
 /// How long LOAD waits for a server to learn embed_text's dim; a query waits its full deadline.
 const LOAD_PROBE: Duration = Duration::from_secs(3);
 
@@ -100,7 +102,10 @@ impl Extension {
         let Some(con) = *connection else {
             return Err("embedtext: the extension can no longer register functions; LOAD it again".into());
         };
-        unsafe { register_set(con, "embed_text", &[Signature::typed(dim)], self)? };
+        unsafe {
+            register_set(con, "embed_text", &[Signature::typed(dim)], self)?;
+            register_set(con, "embed_text_query", &[Signature::query(dim)], self)?;
+        }
         *typed = Some(Typed { dim });
         unsafe { duckdb_disconnect(connection.as_mut().unwrap()) };
         *connection = None;
@@ -142,6 +147,7 @@ pub(crate) struct Bound {
 #[derive(Clone, Copy)]
 enum Kind {
     Typed(usize), // embed_text(text) -> FLOAT[dim]
+    Query(usize), // embed_text_query(text) -> FLOAT[dim]: with the model's "query" prompt, where it has one
     Options,
     Connect,
     Pending, // embed_text(ANY) until embed_text(text) is registered: it registers it
@@ -156,6 +162,12 @@ impl Signature {
     fn typed(dim: usize) -> Signature {
         Signature {
             kind: Kind::Typed(dim),
+            params: vec![DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR],
+        }
+    }
+    fn query(dim: usize) -> Signature {
+        Signature {
+            kind: Kind::Query(dim),
             params: vec![DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR],
         }
     }
@@ -180,7 +192,7 @@ impl Signature {
 
     fn returns(&self) -> LogicalType {
         match self.kind {
-            Kind::Typed(dim) => LogicalType::float_array(dim),
+            Kind::Typed(dim) | Kind::Query(dim) => LogicalType::float_array(dim),
             Kind::Options => LogicalType::float_list(),
             Kind::Connect | Kind::Pending => LogicalType::varchar(),
         }
@@ -270,6 +282,7 @@ pub unsafe fn load(con: duckdb_connection) -> Result<(), String> {
         &[
             Signature::options(vec![VARCHAR, VARCHAR]),
             Signature::options(vec![VARCHAR, VARCHAR, INTEGER]),
+            Signature::options(vec![VARCHAR, VARCHAR, INTEGER, VARCHAR]),
         ],
         &extension,
     )?;
@@ -281,7 +294,8 @@ pub unsafe fn load(con: duckdb_connection) -> Result<(), String> {
             return Ok(());
         }
     }
-    register_set(con, "embed_text", &[Signature::pending()], &extension)
+    register_set(con, "embed_text", &[Signature::pending()], &extension)?;
+    register_set(con, "embed_text_query", &[Signature::pending()], &extension)
 }
 
 unsafe extern "C" fn bind(info: duckdb_bind_info) {
@@ -327,6 +341,7 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                     model: String::new(),
                     dimensions: 0,
                     truncate: true,
+                    prompt_name: String::new(),
                 },
                 dim: 0,
                 timeout: settings.timeout,
@@ -345,9 +360,14 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                 settings.targets.join(",")
             ))
         }
-        Kind::Typed(_) | Kind::Options => {
+        Kind::Typed(_) | Kind::Query(_) | Kind::Options => {
             let settings = extension.settings(Some(&context), None)?;
             let server = extension.info(&settings, None)?;
+            let prompt = if matches!(function.kind, Kind::Options) && arguments > 3 {
+                constant(3, "prompt")?
+            } else {
+                None
+            };
             let (model_name, dimensions) = if matches!(function.kind, Kind::Options) {
                 let model = constant(1, "model")?;
                 let dimensions = if arguments > 2 {
@@ -367,6 +387,24 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                 (None, None)
             };
             let model = find_model(&server, model_name.as_deref())?;
+            let prompt = match (function.kind, prompt) {
+                // As the Python registration: the model's "query" prompt where it has one, else its default.
+                (Kind::Query(_), _) => Some(QUERY_PROMPT.to_string()).filter(|name| model.prompts.contains_key(name)),
+                (_, prompt) => prompt,
+            };
+            if let Some(name) = prompt.as_deref().filter(|name| !model.prompts.contains_key(*name)) {
+                let mut known: Vec<String> = model.prompts.keys().map(|k| format!("'{k}'")).collect();
+                known.sort();
+                let known = if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                };
+                return Err(format!(
+                    "embedtext: model {} has no prompt '{name}'; its prompts: {known}",
+                    model.name
+                ));
+            }
             let full = model.dim as usize;
             let dim = match dimensions {
                 Some(d) if d < 1 || d as usize > full => {
@@ -378,7 +416,7 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                 Some(d) => d as usize,
                 None => full,
             };
-            let output = if matches!(function.kind, Kind::Typed(_)) {
+            let output = if matches!(function.kind, Kind::Typed(_) | Kind::Query(_)) {
                 let typed = extension.typed.lock().unwrap().clone();
                 if typed.as_ref().is_some_and(|t| t.dim != dim) {
                     return Err(format!(
@@ -399,6 +437,7 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                     model: model_name.unwrap_or_default(),
                     dimensions: dimensions.map_or(0, |d| d as u32),
                     truncate: true,
+                    prompt_name: prompt.unwrap_or_default(),
                 },
                 dim,
                 timeout: settings.timeout,
