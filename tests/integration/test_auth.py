@@ -201,7 +201,7 @@ def test_no_pickle_in_the_wire_path():
             self.methods = handlers
 
     recorder = Recorder()
-    servicer.add_service(type("S", (), {"Embed": None, "Info": None})(), recorder)
+    servicer.add_service(type("S", (), {"Embed": None, "Info": None, "Split": None})(), recorder)
     # Replies are written by protobuf itself or by reply_wire, which splices raw float bytes into
     # protobuf's own output (checked against protobuf's parser in test_reply_wire).
     from embedtext.protocol import reply_wire

@@ -416,7 +416,7 @@ def test_a_chunk_job_keeps_a_row_per_chunk_and_re_embeds_only_changed_texts(tmp_
 def test_kill_9_mid_chunk_job_leaves_whole_documents_and_rerun_matches_clean_run(tmp_path, servers):
     db, clean = tmp_path / "killed-chunks.duckdb", tmp_path / "clean-chunks.duckdb"
     for d in (db, clean):
-        _make_long_docs(d, 6000)
+        _make_long_docs(d, 3000)
     args = ["--chunk-tokens", "40", "--overlap", "8", "--batch-rows", "128"]
     cmd = [sys.executable, "-m", "embedtext.cli", "index", str(db), "--table", "docs", "--key", "id"]
     cmd += ["--text", "body", "--target", servers.tiny.target, *args]
@@ -429,9 +429,9 @@ def test_kill_9_mid_chunk_job_leaves_whole_documents_and_rerun_matches_clean_run
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
     keys = _sql(db, "SELECT count(DISTINCT key) FROM docs_chunks")[0][0]
-    assert 0 < keys < 6000 and keys % 128 == 0  # only whole batches of documents
+    assert 0 < keys < 3000 and keys % 128 == 0  # only whole batches of documents
     resumed = _index(db, servers, chunk_tokens=40, overlap=8, batch_rows=128)
-    assert resumed.embedded == 6000 - keys
+    assert resumed.embedded == 3000 - keys
     _index(clean, servers, chunk_tokens=40, overlap=8)
     a, b = _chunk_table(db), _chunk_table(clean)
     assert [r[:8] for r in a] == [r[:8] for r in b]  # every document's chunks whole, none lost or doubled
