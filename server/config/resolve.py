@@ -12,6 +12,7 @@ from functools import cache, partial
 
 from embedtext.server.config.settings import STEPPED_LOOPS, ServerConfig
 from embedtext.server.engine.base import EngineSettings, detect_device
+from embedtext.server.engine.vllm_args import cpu_kv_cache_bytes
 from embedtext.server.host.cpu_features import EngineDtype, eager_engine, engine_dtype
 from embedtext.server.host.cpu_threads import SMALL_MACHINE_CORES, usable_cores
 from embedtext.server.host.memory import CPU_ENGINE_BYTES, available_memory_bytes
@@ -150,7 +151,7 @@ def resolve(
       and answered them sooner (bench/results/cpu-mixed-quick-split-bulk.json). Larger CPUs keep one engine:
       not measured. So does a host whose available memory (``memory_bytes``, by default the
       kernel's MemAvailable within the cgroup's limit) is less than the split's engines take, at
-      ``CPU_ENGINE_BYTES`` and the model's weights each.
+      ``cpu_engine_bytes`` each (the engine, the model's weights, its KV cache).
     - ``--bulk-nice`` unset: ``SPLIT_BULK_NICE`` for the split engines above, else 0: one engine of
       several threads lost bulk rows/s at nice 10 on 2 cores (cpu-mixed-quick-bulk-nice.json). It applies beside
       an interactive replica with engines in worker processes (elsewhere an engine runs queries too).
@@ -198,7 +199,10 @@ def resolve(
     if memory_bytes is None and cpu_engines:
         memory_bytes = available_memory_bytes()
     specs = cache(partial(_model_specs, config))  # read from disk once, and only where a choice needs them
-    interactive_replica, interactive_replica_reason = _interactive_replica(config, device, memory_bytes, specs)
+    dtype = engine_dtype(config.dtype, device, flags) if vllm else EngineDtype("float32", "null engine")
+    interactive_replica, interactive_replica_reason = _interactive_replica(
+        config, device, memory_bytes, specs, dtype.dtype
+    )
     slo_s = slo_ms / 1000.0 if slo_ms else None
     gather_ms = config.interactive_gather_ms
     if gather_ms is None:
@@ -208,19 +212,20 @@ def resolve(
     cores = usable_cores() if cores is None else cores
     split = cpu_stepped_replica and config.replicas is None and config.bulk_threads is None
     split = split and 1 < cores <= SMALL_MACHINE_CORES
-    split_declined = _split_declined(cores, memory_bytes, specs) if split else ""
+    split_declined = _split_declined(cores, memory_bytes, specs, config, dtype.dtype) if split else ""
     split = split and not split_declined
     replicas = config.replicas or (cores if split else 1)
     bulk_threads = 1 if split else (config.bulk_threads or 0) if device == "cpu" and loop in STEPPED_LOOPS else 0
     nice = config.bulk_nice if config.bulk_nice is not None else SPLIT_BULK_NICE if split else 0
     bulk_nice = nice if interactive_replica and loop in STEPPED_LOOPS else 0
+    engines = replicas + interactive_replica
     return ResolvedSettings(
         config=replace(config, replicas=replicas),
         device=device,
         engine_loop=loop,
         interactive_slo_s=slo_s,
         memory_fraction=memory,
-        dtype=engine_dtype(config.dtype, device, flags) if vllm else EngineDtype("float32", "null engine"),
+        dtype=dtype,
         enforce_eager=eager,
         eager_reason=eager_reason,
         interactive_replica=interactive_replica,
@@ -229,14 +234,14 @@ def resolve(
         interactive_threads=threads,
         split_reason=f"auto: a CPU of {cores} cores beside an interactive replica" if split else "",
         split_declined=split_declined,
-        memory_short=_memory_short(replicas + interactive_replica, memory_bytes, specs) if cpu_engines else "",
+        memory_short=_memory_short(engines, memory_bytes, specs, config, dtype.dtype) if cpu_engines else "",
         bulk_threads=bulk_threads,
         bulk_nice=bulk_nice,
     )
 
 
 def _interactive_replica(
-    config: ServerConfig, device: str, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]]
+    config: ServerConfig, device: str, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]], dtype: str
 ) -> tuple[bool, str]:
     """Whether each model gets an interactive replica, and why (``--interactive-replica``)."""
     if config.interactive_replica != "auto":
@@ -250,25 +255,36 @@ def _interactive_replica(
                 f"(over {INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES / 1024**3:g}): a second copy would take the memory "
                 "bulk batches need"
             )
-    short = _memory_short((config.replicas or 1) + 1, memory_bytes, specs) if device == "cpu" else ""
+    short = _memory_short((config.replicas or 1) + 1, memory_bytes, specs, config, dtype) if device == "cpu" else ""
     if short:
         return False, f"{DECLINED}{short}; queries share the bulk engines"
     return True, "auto: queries run on an engine of their own"
 
 
-def _split_declined(cores: int, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]]) -> str:
+def _split_declined(
+    cores: int, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]], config: ServerConfig, dtype: str
+) -> str:
     """Why a small CPU's bulk work stays on one engine (empty: it may split): the engines of a bulk
     engine per core, and each model's interactive one, would not fit in the available memory."""
-    short = _memory_short(cores + 1, memory_bytes, specs)
+    short = _memory_short(cores + 1, memory_bytes, specs, config, dtype)
     return f"auto: one bulk engine, not one per core: {short} (--replicas sets the count)" if short else ""
 
 
-def _memory_short(engines: int, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]]) -> str:
+def cpu_engine_bytes(spec: ModelSpec, config: ServerConfig, dtype: str) -> int:
+    """What one CPU engine of ``spec`` holds: ``CPU_ENGINE_BYTES``, the model's weights, and the KV
+    cache its engine is given (server/engine/vllm_args.py; a decoder's is allocated, an encoder's
+    is not, and config.json does not tell them apart, so it counts for every model)."""
+    return CPU_ENGINE_BYTES + spec.weight_bytes + cpu_kv_cache_bytes(spec, config.max_batch_tokens, dtype)
+
+
+def _memory_short(
+    engines: int, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]], config: ServerConfig, dtype: str
+) -> str:
     """Empty where ``engines`` CPU engines of each model fit in ``memory_bytes`` (unknown: they do),
-    at ``CPU_ENGINE_BYTES`` and the model's weights each; else what they need against what there is."""
+    at ``cpu_engine_bytes`` each; else what they need against what there is."""
     if memory_bytes is None:
         return ""
-    need = sum(engines * (CPU_ENGINE_BYTES + spec.weight_bytes) for spec in specs())
+    need = sum(engines * cpu_engine_bytes(spec, config, dtype) for spec in specs())
     if memory_bytes >= need:
         return ""
     count = engines * len(specs())

@@ -39,7 +39,7 @@ def cpu_kv_cache_bytes(spec: ModelSpec, step_tokens: int, dtype: str) -> int:
     """The KV cache a CPU engine is given: ``CPU_CACHE_STEPS`` steps of ``step_tokens`` (at least the
     model's longest row) of the model's keys and values (an encoder-only model's engine allocates
     none, whatever it is given; config.json does not say which a model is, so the server's memory
-    estimate, server/config/resolve.py, leaves it out).
+    estimate, server/config/resolve.py, counts it for every model).
 
     >>> from pathlib import Path
     >>> spec = ModelSpec(name="m", path=Path("m"), dim=128, max_tokens=128, pooling="last", normalize=True,

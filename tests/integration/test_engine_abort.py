@@ -57,7 +57,6 @@ def _scenario(model_dir: str, loop: str) -> dict:
             # The engine thread has taken the batch (it adds a step's worth of rows at a time).
             while unfinished() < 1 and not work.done():
                 await asyncio.sleep(0.05)
-            await asyncio.sleep(0.3)
             out = {
                 "rows": len(rows),
                 "full_rows": int((rows.lengths == spec.max_tokens).sum()),

@@ -13,6 +13,7 @@ from embedtext.server.config.resolve import resolve
 from embedtext.server.config.settings import ServerConfig
 from embedtext.server.engine.step_loop import STEPS_SHARE_OF_SLO
 from embedtext.server.engine.step_plan import QUERY_STEPS_BUDGETS
+from embedtext.server.scheduler.admission import DEADLINE_REFUSAL_MARGIN
 from embedtext.server.scheduler.latency_window import RECENT_INTERACTIVE_REQUESTS
 
 CPU_SLO_S = 0.25
@@ -20,12 +21,20 @@ MAX_BATCH_TOKENS = 16384
 
 
 def test_a_request_the_engines_cannot_finish_in_time_is_refused_at_once(servers):
+    """A deadline that leaves a quarter of what the engines' own measured speed needs: refused at
+    once, on a machine of any speed."""
     target = servers.minilm.target
     texts = [f"row {i}: " + "a long sentence about invoices, customers and their orders " * 6 for i in range(2048)]
     with embedtext.Client(target, timeout=600) as client:
-        client.embed(texts[:256], latency_class="bulk")  # the server measures its engine's speed
-    # About 100,000 tokens in one request, with two seconds to go: minutes of work on 2 cores.
-    with embedtext.Client(target, timeout=2.0, max_batch_rows=2048) as client:
+        for _ in range(30):  # until the server has measured its engines' speed
+            client.embed(texts[:256], latency_class="bulk")
+            model = client.info(refresh=True).model()
+            if model.engine_tokens_per_second > 0:
+                break
+        tokens = int(client.split(texts).tokens.sum()) + 2 * len(texts)  # and [CLS], [SEP]
+    engines = model.replicas + model.interactive_replicas
+    need_s = tokens / (model.engine_tokens_per_second * engines)
+    with embedtext.Client(target, timeout=need_s / (4 * DEADLINE_REFUSAL_MARGIN), max_batch_rows=2048) as client:
         with pytest.raises(DeadlineExceededError, match="refused at once") as caught:
             client.embed(texts, latency_class="bulk")
     assert "tokens/s" in str(caught.value) and "deadline leaves" in str(caught.value)

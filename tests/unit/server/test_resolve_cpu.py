@@ -143,18 +143,38 @@ def test_a_cpu_server_is_ready_with_one_engine_and_starts_the_rest_behind_it(set
         runtime.tokenizers.close()
 
 
+def _engine_bytes(config: ServerConfig, model_dir) -> int:
+    from embedtext.server.config.resolve import cpu_engine_bytes
+    from embedtext.server.models.source import load_model_spec
+
+    return cpu_engine_bytes(load_model_spec(str(model_dir)), config, resolve(config, "cpu").dtype.dtype)
+
+
+def test_an_engine_counts_its_kv_cache_beside_its_weights(tiny_model_dir):
+    """A decoder's engine allocates a KV cache of CPU_CACHE_STEPS steps: the estimate holds it."""
+    from embedtext.server.config.resolve import cpu_engine_bytes
+    from embedtext.server.engine.vllm_args import CPU_CACHE_STEPS
+    from embedtext.server.host.memory import CPU_ENGINE_BYTES
+    from embedtext.server.models.source import load_model_spec
+
+    spec = load_model_spec(str(tiny_model_dir))
+    assert spec.kv_values_per_token > 0
+    config = ServerConfig(max_batch_tokens=4096)
+    cache = CPU_CACHE_STEPS * 4096 * spec.kv_values_per_token * 4
+    assert cpu_engine_bytes(spec, config, "float32") == CPU_ENGINE_BYTES + spec.weight_bytes + cache
+    assert cpu_engine_bytes(spec, config, "bfloat16") == CPU_ENGINE_BYTES + spec.weight_bytes + cache // 2
+
+
 def test_a_small_cpu_keeps_one_bulk_engine_where_the_split_would_not_fit_in_memory(tiny_model_dir, caplog):
-    """Each engine takes CPU_ENGINE_BYTES and its weights: with less memory available than the split's
-    engines need, the bulk work stays on one engine, and the start-up log says why."""
+    """Each engine takes CPU_ENGINE_BYTES, its weights and its KV cache: with less memory available than
+    the split's engines need, the bulk work stays on one engine, and the start-up log says why."""
     import logging
 
     from embedtext.server import app
-    from embedtext.server.host.memory import CPU_ENGINE_BYTES
     from embedtext.server.metrics import ServerMetrics
-    from embedtext.server.models.source import load_model_spec
 
     config = ServerConfig(models=(f"tiny={tiny_model_dir}",))
-    need = 3 * (CPU_ENGINE_BYTES + load_model_spec(str(tiny_model_dir)).weight_bytes)  # 2 bulk, 1 interactive
+    need = 3 * _engine_bytes(config, tiny_model_dir)  # 2 bulk, 1 interactive
     assert resolve(config, "cpu", cores=2, memory_bytes=need).replicas == 2
     short = resolve(config, "cpu", cores=2, memory_bytes=need - 1)
     assert (short.replicas, short.bulk_threads, short.bulk_nice, short.split_reason) == (1, 0, 0, "")
@@ -175,13 +195,11 @@ def test_a_cpu_without_memory_for_a_second_engine_runs_queries_on_the_bulk_engin
 
     from embedtext.server import app
     from embedtext.server.config.resolve import DECLINED
-    from embedtext.server.host.memory import CPU_ENGINE_BYTES
     from embedtext.server.metrics import ServerMetrics
-    from embedtext.server.models.source import load_model_spec
 
     models = (f"tiny={tiny_model_dir}",)
     config = ServerConfig(models=models)
-    two = 2 * (CPU_ENGINE_BYTES + load_model_spec(str(tiny_model_dir)).weight_bytes)
+    two = 2 * _engine_bytes(config, tiny_model_dir)
     assert resolve(config, "cpu", cores=8, memory_bytes=two).interactive_replica
     short = resolve(config, "cpu", cores=2, memory_bytes=two - 1)
     assert not short.interactive_replica and short.interactive_replica_reason.startswith(DECLINED)
@@ -203,12 +221,10 @@ def test_a_cpu_without_memory_for_its_engines_warns_at_start(tiny_model_dir, cap
     import logging
 
     from embedtext.server import app
-    from embedtext.server.host.memory import CPU_ENGINE_BYTES
     from embedtext.server.metrics import ServerMetrics
-    from embedtext.server.models.source import load_model_spec
 
     models = (f"tiny={tiny_model_dir}",)
-    one = CPU_ENGINE_BYTES + load_model_spec(str(tiny_model_dir)).weight_bytes
+    one = _engine_bytes(ServerConfig(models=models), tiny_model_dir)
     assert not resolve(ServerConfig(models=models), "cpu", cores=8, memory_bytes=one).memory_short
     short = resolve(ServerConfig(models=models), "cpu", cores=8, memory_bytes=one - 1)
     assert (short.replicas, short.interactive_replica) == (1, False)
