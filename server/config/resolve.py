@@ -31,6 +31,8 @@ GATHER_SHARE_OF_SLO = 0.3
 # Bulk engines of one thread each yield a core to a query's step without stalling each other: on a
 # small CPU they run at this nice value by default.
 SPLIT_BULK_NICE = 10
+# What one CPU engine of a model holds, in bytes (``cpu_engine_bytes`` at the server's settings).
+EngineBytes = Callable[[ModelSpec], int]
 # How an auto setting's reason begins where the host's memory turned it off (the log warns of it).
 DECLINED = "auto: off, "
 
@@ -200,8 +202,9 @@ def resolve(
         memory_bytes = available_memory_bytes()
     specs = cache(partial(_model_specs, config))  # read from disk once, and only where a choice needs them
     dtype = engine_dtype(config.dtype, device, flags) if vllm else EngineDtype("float32", "null engine")
+    engine_bytes = partial(cpu_engine_bytes, config=config, dtype=dtype.dtype)
     interactive_replica, interactive_replica_reason = _interactive_replica(
-        config, device, memory_bytes, specs, dtype.dtype
+        config, device, memory_bytes, specs, engine_bytes
     )
     slo_s = slo_ms / 1000.0 if slo_ms else None
     gather_ms = config.interactive_gather_ms
@@ -212,7 +215,7 @@ def resolve(
     cores = usable_cores() if cores is None else cores
     split = cpu_stepped_replica and config.replicas is None and config.bulk_threads is None
     split = split and 1 < cores <= SMALL_MACHINE_CORES
-    split_declined = _split_declined(cores, memory_bytes, specs, config, dtype.dtype) if split else ""
+    split_declined = _split_declined(cores, memory_bytes, specs, engine_bytes) if split else ""
     split = split and not split_declined
     replicas = config.replicas or (cores if split else 1)
     bulk_threads = 1 if split else (config.bulk_threads or 0) if device == "cpu" and loop in STEPPED_LOOPS else 0
@@ -234,14 +237,18 @@ def resolve(
         interactive_threads=threads,
         split_reason=f"auto: a CPU of {cores} cores beside an interactive replica" if split else "",
         split_declined=split_declined,
-        memory_short=_memory_short(engines, memory_bytes, specs, config, dtype.dtype) if cpu_engines else "",
+        memory_short=_memory_short(engines, memory_bytes, specs, engine_bytes) if cpu_engines else "",
         bulk_threads=bulk_threads,
         bulk_nice=bulk_nice,
     )
 
 
 def _interactive_replica(
-    config: ServerConfig, device: str, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]], dtype: str
+    config: ServerConfig,
+    device: str,
+    memory_bytes: int | None,
+    specs: Callable[[], list[ModelSpec]],
+    engine_bytes: EngineBytes,
 ) -> tuple[bool, str]:
     """Whether each model gets an interactive replica, and why (``--interactive-replica``)."""
     if config.interactive_replica != "auto":
@@ -255,18 +262,18 @@ def _interactive_replica(
                 f"(over {INTERACTIVE_REPLICA_MAX_WEIGHT_BYTES / 1024**3:g}): a second copy would take the memory "
                 "bulk batches need"
             )
-    short = _memory_short((config.replicas or 1) + 1, memory_bytes, specs, config, dtype) if device == "cpu" else ""
+    short = _memory_short((config.replicas or 1) + 1, memory_bytes, specs, engine_bytes) if device == "cpu" else ""
     if short:
         return False, f"{DECLINED}{short}; queries share the bulk engines"
     return True, "auto: queries run on an engine of their own"
 
 
 def _split_declined(
-    cores: int, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]], config: ServerConfig, dtype: str
+    cores: int, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]], engine_bytes: EngineBytes
 ) -> str:
     """Why a small CPU's bulk work stays on one engine (empty: it may split): the engines of a bulk
     engine per core, and each model's interactive one, would not fit in the available memory."""
-    short = _memory_short(cores + 1, memory_bytes, specs, config, dtype)
+    short = _memory_short(cores + 1, memory_bytes, specs, engine_bytes)
     return f"auto: one bulk engine, not one per core: {short} (--replicas sets the count)" if short else ""
 
 
@@ -278,13 +285,13 @@ def cpu_engine_bytes(spec: ModelSpec, config: ServerConfig, dtype: str) -> int:
 
 
 def _memory_short(
-    engines: int, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]], config: ServerConfig, dtype: str
+    engines: int, memory_bytes: int | None, specs: Callable[[], list[ModelSpec]], engine_bytes: EngineBytes
 ) -> str:
     """Empty where ``engines`` CPU engines of each model fit in ``memory_bytes`` (unknown: they do),
-    at ``cpu_engine_bytes`` each; else what they need against what there is."""
+    at ``engine_bytes`` of its spec each (``cpu_engine_bytes``); else what they need against what there is."""
     if memory_bytes is None:
         return ""
-    need = sum(engines * cpu_engine_bytes(spec, config, dtype) for spec in specs())
+    need = sum(engines * engine_bytes(spec) for spec in specs())
     if memory_bytes >= need:
         return ""
     count = engines * len(specs())

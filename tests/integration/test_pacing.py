@@ -31,6 +31,7 @@ def test_a_request_the_engines_cannot_finish_in_time_is_refused_at_once(servers)
             model = client.info(refresh=True).model()
             if model.engine_tokens_per_second > 0:
                 break
+        assert model.engine_tokens_per_second > 0, "the server never measured its engines' speed"
         tokens = int(client.split(texts).tokens.sum()) + 2 * len(texts)  # and [CLS], [SEP]
     engines = model.replicas + model.interactive_replicas
     need_s = tokens / (model.engine_tokens_per_second * engines)
