@@ -107,6 +107,7 @@ def _cpu_peers(run: Run) -> list[dict]:
 def _engine_overhead(run: Run) -> list[dict]:
     from embedtext.bench.engine_overhead import (
         OVERHEAD_FAMILIES,
+        OVERHEAD_FAMILY_SHAPE,
         OVERHEAD_MODEL,
         overhead_models,
         run_engine_overhead,
@@ -114,7 +115,7 @@ def _engine_overhead(run: Run) -> list[dict]:
 
     spec = _default_corpus()[1]
     overhead = run.models.get("overhead", **OVERHEAD_MODEL)
-    families = {family: run.models.get(family, arch=family) for family in OVERHEAD_FAMILIES}
+    families = {family: run.models.get(family, arch=family, **OVERHEAD_FAMILY_SHAPE) for family in OVERHEAD_FAMILIES}
     models = overhead_models(run.plan.quick, overhead, spec.path, spec.max_tokens, families)
     return run_engine_overhead(models, rounds=run.sized(2, 3), args=run.plan.engine_flags, progress=run.progress)
 

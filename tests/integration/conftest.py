@@ -21,11 +21,14 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
+from ci_builds import wait_for_build
 from server_metrics import MetricsServer, read_metrics
 from tls_files import TLSFiles
 
@@ -176,6 +179,18 @@ def tiny_client(servers):
 
 
 @pytest.fixture(scope="session")
+def extension_path() -> str:
+    wait_for_build("extension")
+    if not os.environ.get("EMBEDTEXT_EXTENSION") and shutil.which("cargo") is None:
+        pytest.skip("no cargo here to build udf/extension (scripts/build_extension.sh); CI builds it")
+    from embedtext.bench.extension import extension_path as built_extension
+
+    path = built_extension()
+    assert Path(path).is_file(), path
+    return path
+
+
+@pytest.fixture(scope="session")
 def tls_files(tmp_path_factory):
     return TLSFiles(tmp_path_factory.mktemp("tls"))
 
@@ -188,8 +203,9 @@ GUARD_TOKEN = "test-token-7f3a9c"
 class GuardedServer:
     """The tiny model behind mutual TLS and a token, on a fixed 127.0.0.1 port, with metrics.
 
-    Used by the security tests first (test_auth.py), then by the fault tests (test_faults.py),
-    which restart it and finally kill it. Otherwise the defaults: an interactive replica too."""
+    Used by the security tests (test_auth.py) and by fault tests, which stop or kill it: each test
+    that asks for it gets it running (``guarded`` restarts it if an earlier test left it dead), so
+    the order of the tests does not matter. Otherwise the defaults: an interactive replica too."""
 
     def __init__(self, model_dir, tls: TLSFiles, logs) -> None:
         self.model_dir = model_dir
@@ -288,15 +304,26 @@ class GuardedServer:
         if self.server is not None:
             self.server.stop()
 
+    def running(self) -> GuardedServer:
+        """This server, started again if a test before stopped or killed it."""
+        if self.server.process.poll() is not None:
+            self.start()
+        return self
+
 
 @pytest.fixture(scope="session")
-def guarded(tiny_model_dir, tls_files, tmp_path_factory):
+def guarded_server(tiny_model_dir, tls_files, tmp_path_factory):
     server = GuardedServer(tiny_model_dir, tls_files, tmp_path_factory.mktemp("guarded"))
     server.start()
     try:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def guarded(guarded_server) -> GuardedServer:
+    return guarded_server.running()
 
 
 # Batch rows of the interactive-replica server: a bulk call makes many batches, each counted.

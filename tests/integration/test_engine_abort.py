@@ -2,17 +2,16 @@
 inside the engine, not only dropped by the server.
 
 The server-level test (test_faults: a deadline shorter than the work) sees that no further
-batches start; this one looks inside vLLM, for both engine loops (the packed one also as a GPU runs it, each step
-launched before the last is collected): once the cancelled ``embed``
-returns (AsyncLLM), or once the engine thread has taken the cancellation (the stepped engine,
-at the end of the step it runs), the engine holds none of the batch's requests (vLLM's own count
-of unfinished requests) and the stepped replica none of its queued rows; the same engine embeds
-the next batch. Then, for AsyncLLM, a kill -9 of its engine core process: the backend says it
-is dead (what the replica's worker watches; the stepped engine lives in the worker itself).
+batches start; this one looks inside vLLM, for both engine loops (the packed one also as a GPU
+runs it, each step launched before the last is collected): once the engine thread has taken the
+cancellation (at the end of the step it runs), the engine holds none of the batch's requests
+(vLLM's own count of unfinished requests) and the stepped replica none of its queued rows; the
+same engine embeds the next batch.
 
-The engine runs in a child process (this file run as a script): vLLM rewrites the caller's
-``os.environ`` when it starts an engine (``LD_PRELOAD`` of torch's libgomp, ``LD_LIBRARY_PATH``,
-``KMP_*``), which every later child of the test process would otherwise inherit.
+The engines run in one child process (this file run as a script), one loop after the other:
+vLLM rewrites the caller's ``os.environ`` when it starts an engine (``LD_PRELOAD`` of torch's
+libgomp, ``LD_LIBRARY_PATH``, ``KMP_*``), which every later child of the test process would
+otherwise inherit.
 """
 
 import asyncio
@@ -86,19 +85,28 @@ def _scenario(model_dir: str, loop: str) -> dict:
     return asyncio.run(run())
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("loop", ["stepped", "packed", "packed-overlapped"])
-def test_a_cancelled_batch_is_aborted_in_the_engine(tiny_model_dir, loop):
+LOOPS = ["stepped", "packed", "packed-overlapped"]
+
+
+@pytest.fixture(scope="module")
+def abort_results(tiny_model_dir) -> dict[str, dict]:
+    """Each loop's scenario, one after the other in one child (one vLLM import for all three)."""
     done = subprocess.run(
-        [sys.executable, __file__, str(tiny_model_dir), loop],
+        [sys.executable, __file__, str(tiny_model_dir), *LOOPS],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=900,
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     assert done.returncode == 0 and lines, done.stderr[-3000:]
-    got = json.loads(lines[-1][len("RESULT ") :])
+    return {got["loop"]: got for got in (json.loads(line[len("RESULT ") :]) for line in lines)}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("loop", LOOPS)
+def test_a_cancelled_batch_is_aborted_in_the_engine(abort_results, loop):
+    got = abort_results[loop]
     assert got["full_rows"] == got["rows"]
     assert not got["done_before_cancel"], "the batch finished before it could be cancelled; make it longer"
     assert got["in_engine_before"] > 0 and got["cancelled"]
@@ -116,4 +124,5 @@ if __name__ == "__main__":
     from embedtext.server.engine.vllm_stepped import use_inprocess_engine
 
     use_inprocess_engine()
-    print("RESULT " + json.dumps(_scenario(sys.argv[1], sys.argv[2])), flush=True)
+    for loop in sys.argv[2:]:
+        print("RESULT " + json.dumps({"loop": loop, **_scenario(sys.argv[1], loop)}), flush=True)

