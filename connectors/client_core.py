@@ -38,17 +38,23 @@ from embedtext.connectors.requests import (
 from embedtext.connectors.security import ChannelSecurity
 from embedtext.connectors.server_info import ServerInfo
 from embedtext.connectors.splitting import SplitJob, SplitOptions, plan_split_requests
-from embedtext.protocol import INTERACTIVE_MAX_ROWS, RETRY_PUSHBACK_KEY, codec
+from embedtext.protocol import (
+    BACKOFF_BASE_S,
+    BACKOFF_MAX_S,
+    INTERACTIVE_MAX_ROWS,
+    RECONNECT_POLL_S,
+    RECONNECT_WAIT_S,
+    RETRY_PUSHBACK_KEY,
+    codec,
+)
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol import embedding_pb2_grpc as pb_grpc
 from embedtext.protocol.errors import DeadlineExceededError, EmbedTextError, from_rpc_error, received_code
 
-# A retry after UNAVAILABLE waits this long at most for a channel to (re)connect: a server
+# A retry after UNAVAILABLE waits RECONNECT_WAIT_S at most for a channel to (re)connect: a server
 # restarting within it is invisible, and a dead one is a clear UnavailableError soon, not a hang.
-RECONNECT_WAIT_S = 5.0
-# Within that wait, the pause before trying again when a try fails at once (its channel had not
-# yet seen the old connection go, so it looked ready).
-RECONNECT_POLL_S = 0.2
+# Within that wait, RECONNECT_POLL_S is the pause before trying again when a try fails at once (its
+# channel had not yet seen the old connection go, so it looked ready).
 # How often wait_ready asks each endpoint's health service.
 READY_POLL_S = 0.2
 
@@ -172,8 +178,6 @@ class CallPlan:
     backoff is here. Every other failure is raised at once as its typed error.
     """
 
-    BACKOFF_BASE_S = 0.05
-    BACKOFF_MAX_S = 2.0
     NO_DEADLINE_OVERLOAD_S = 300.0  # without a deadline, how long an overloaded server is retried
 
     def __init__(self, endpoints: EndpointSet, rows: int, deadline: float | None, metadata) -> None:
@@ -240,7 +244,7 @@ class CallPlan:
         """Plan the wait before the next try, or raise if the deadline leaves no room for it."""
         endpoint = attempt.endpoint
         pushback = _pushback_s(error)
-        backoff = min(self.BACKOFF_MAX_S, self.BACKOFF_BASE_S * 2**self.overloaded)
+        backoff = min(BACKOFF_MAX_S, BACKOFF_BASE_S * 2**self.overloaded)
         # Jitter: callers refused together do not all come back together.
         delay = max(pushback or 0.0, backoff) * random.uniform(1.0, 1.5)
         now = time.monotonic()

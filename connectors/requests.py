@@ -12,12 +12,9 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from embedtext.protocol import codec
+from embedtext.protocol import REQUEST_TEXT_BYTES, codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import ProtocolError
-
-# Keep each request's text payload well below the message limit.
-_MAX_REQUEST_TEXT_BYTES = 16 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -65,26 +62,36 @@ class SubBatch:
     request: pb.EmbedRequest
 
 
-def plan_text_requests(texts, options: RequestOptions, max_rows: int) -> tuple[int, list[SubBatch]]:
-    """Split texts (any sequence of str or an Arrow string array) into packed requests."""
-    arr = codec.as_string_array(texts)
+def text_slices(arr: pa.StringArray, max_rows: int, max_bytes: int) -> list[tuple[int, int]]:
+    """``arr``'s rows in (start, stop) slices of at most ``max_rows`` rows and ``max_bytes`` of UTF-8
+    (one row alone may be more); a NULL row raises with its row number."""
     n = len(arr)
     if arr.null_count:
         codec.pack_texts(arr)  # raises with the row number of the first NULL
-    batches: list[SubBatch] = []
-    start = 0
-    offsets = np.frombuffer(arr.buffers()[1], dtype=codec.I32LE, count=arr.offset + n + 1)[arr.offset :] if n else None
+    if not n:
+        return []
+    offsets = np.frombuffer(arr.buffers()[1], dtype=codec.I32LE, count=arr.offset + n + 1)[arr.offset :]
+    slices, start = [], 0
     while start < n:
         stop = min(n, start + max_rows)
         # Shrink the slice until its UTF-8 payload fits the per-request byte budget.
-        while stop - start > 1 and offsets[stop] - offsets[start] > _MAX_REQUEST_TEXT_BYTES:
+        while stop - start > 1 and offsets[stop] - offsets[start] > max_bytes:
             stop = start + (stop - start) // 2
+        slices.append((start, stop))
+        start = stop
+    return slices
+
+
+def plan_text_requests(texts, options: RequestOptions, max_rows: int) -> tuple[int, list[SubBatch]]:
+    """Split texts (any sequence of str or an Arrow string array) into packed requests."""
+    arr = codec.as_string_array(texts)
+    batches: list[SubBatch] = []
+    for start, stop in text_slices(arr, max_rows, REQUEST_TEXT_BYTES):
         data, offs = codec.pack_texts(arr.slice(start, stop - start))
         request = options.apply(pb.EmbedRequest(packed_texts=pb.PackedTexts(data_utf8=data, offsets_i32le=offs)))
         request.request_id = len(batches)
         batches.append(SubBatch(start, stop, request))
-        start = stop
-    return n, batches
+    return len(arr), batches
 
 
 def plan_token_requests(

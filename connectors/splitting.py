@@ -19,14 +19,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from embedtext.connectors.requests import set_model_and_prompt
-from embedtext.protocol import codec
+from embedtext.connectors.requests import set_model_and_prompt, text_slices
+from embedtext.protocol import SPLIT_TEXT_BYTES, codec
 from embedtext.protocol import embedding_pb2 as pb
 from embedtext.protocol.errors import ProtocolError
-
-# Text bytes per Split request: a reply holds 12 bytes per chunk, and a chunk of one token may be
-# one byte of text, so this keeps the largest possible reply within gRPC's default message size.
-MAX_SPLIT_TEXT_BYTES = 4 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -149,27 +145,17 @@ class SplitJob:
 
 
 def plan_split_requests(
-    texts: pa.StringArray, options: SplitOptions, max_rows: int, max_bytes: int = MAX_SPLIT_TEXT_BYTES
+    texts: pa.StringArray, options: SplitOptions, max_rows: int, max_bytes: int = SPLIT_TEXT_BYTES
 ) -> list[SplitBatch]:
     """Split requests of at most ``max_rows`` texts and ``max_bytes`` of text each (one text alone may be more).
 
     embed_chunks cuts every text first, then embeds: embedding each request's chunks while the next
     were cut gained nothing on 2 cores, where both need the CPU (the chunks suite, docs/benchmarks.md)."""
-    n = len(texts)
-    if not n:
-        return []
-    if texts.null_count:
-        codec.pack_texts(texts)  # raises with the row number of the first NULL
-    offsets = np.frombuffer(texts.buffers()[1], dtype=codec.I32LE, count=texts.offset + n + 1)[texts.offset :]
-    batches, start = [], 0
-    while start < n:
-        stop = min(n, start + max_rows)
-        while stop - start > 1 and offsets[stop] - offsets[start] > max_bytes:
-            stop = start + (stop - start) // 2
+    batches = []
+    for start, stop in text_slices(texts, max_rows, max_bytes):
         request = options.request(texts.slice(start, stop - start))
         request.request_id = len(batches)
         batches.append(SplitBatch(start, stop, request))
-        start = stop
     return batches
 
 

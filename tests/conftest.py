@@ -4,6 +4,7 @@ integration tier's servers are in tests/integration/conftest.py."""
 import os
 
 import pytest
+from tiny_model import tiny_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
@@ -14,6 +15,4 @@ os.environ.setdefault("EMBEDTEXT_DTYPE", "float32")
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
-    from embedtext.server.models.synthetic import write_synthetic_bert
-
-    return write_synthetic_bert(tmp_path_factory.mktemp("models") / "tiny-bert", seed=0)
+    return tiny_model(tmp_path_factory)

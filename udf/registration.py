@@ -19,6 +19,7 @@ from duckdb.func import FunctionNullHandling, PythonUDFType
 
 from embedtext.connectors.client import Client
 from embedtext.connectors.client_config import ClientConfig
+from embedtext.protocol import UDF_BATCH_ROWS, UDF_IN_FLIGHT, UDF_TIMEOUT_S
 from embedtext.udf.chunk import ChunkEmbedder, ChunkOptions, OptionsChunkEmbedder
 from embedtext.udf.co_deployed import default_target
 from embedtext.udf.text_chunks import ChunksEmbedder, chunk_list_type
@@ -27,7 +28,7 @@ from embedtext.udf.text_split import register_text_split
 #: The UDF's client: several smaller requests per 2048-row chunk, all in flight at once, so the
 #: server starts on the first while the rest are still on the wire and progress moves smoothly;
 #: and a long deadline, since a query may wait behind other work.
-UDF_CLIENT_CONFIG = ClientConfig(timeout=600.0, max_batch_rows=512, max_in_flight=8)
+UDF_CLIENT_CONFIG = ClientConfig(timeout=UDF_TIMEOUT_S, max_batch_rows=UDF_BATCH_ROWS, max_in_flight=UDF_IN_FLIGHT)
 # The prompt sentence-transformers models name for a search query (arctic-embed, EmbeddingGemma, Qwen3-Embedding).
 QUERY_PROMPT = "query"
 

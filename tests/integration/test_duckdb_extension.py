@@ -37,9 +37,9 @@ REFUSALS = 'embedtext_requests_total{code="RESOURCE_EXHAUSTED"'  # the server's 
 LONG_TEXT = "the cat sat on the bank of the river " * 54_000  # about 2 million characters
 
 
-def udf_connection(target) -> duckdb.DuckDBPyConnection:
+def udf_connection(target, **options) -> duckdb.DuckDBPyConnection:
     con = duckdb.connect()
-    embedtext.register(con, target)
+    embedtext.register(con, target, **options)
     return con
 
 
@@ -273,6 +273,75 @@ def test_odd_inputs_give_the_python_udfs_answers(servers, extension_path):
     got = _vectors(ext, sql)
     assert got[:3] == [None, None, None]
     _assert_same_vectors(got, _vectors(udf, sql))
+
+
+# A text over the tiny model's max tokens, beside texts it embeds whole.
+OVER_MAX_TOKENS = "the river bank " * 200
+ROW_OPTION_TEXTS = [(0, "a cat on the mat"), (1, OVER_MAX_TOKENS), (2, None), (3, "a dog in the fog")]
+
+
+@pytest.mark.parametrize("truncate, on_error", [(True, "fail"), (False, "null")])
+def test_truncate_and_on_error_settings_give_the_python_udfs_answers(servers, extension_path, truncate, on_error):
+    """SET embedtext_truncate / embedtext_on_error as register(truncate=, on_error=): the long row
+    cut and embedded, or NULL while the other rows keep their vectors."""
+    target = servers.tiny.target
+    ext = extension_connection(extension_path, target)
+    ext.execute(f"SET embedtext_truncate = '{str(truncate).lower()}'")
+    ext.execute(f"SET embedtext_on_error = '{on_error}'")
+    udf = udf_connection(target, truncate=truncate, on_error=on_error)
+    for con in (ext, udf):
+        con.execute("CREATE TABLE rows (id INTEGER, body VARCHAR)")
+        con.executemany("INSERT INTO rows VALUES (?, ?)", ROW_OPTION_TEXTS)
+    sql = "SELECT embed_text(body) FROM rows ORDER BY id"
+    got = _vectors(ext, sql)
+    assert [v is None for v in got] == [False, not truncate, True, False]
+    _assert_same_vectors(got, _vectors(udf, sql))
+
+
+def test_a_refused_row_fails_the_query_by_default_as_in_the_python_udf(servers, extension_path):
+    target = servers.tiny.target
+    ext = extension_connection(extension_path, target)
+    ext.execute("SET embedtext_truncate = 'false'")
+    udf = udf_connection(target, truncate=False)
+    sql = f"SELECT embed_text(body) FROM (VALUES ('a cat'), ('{OVER_MAX_TOKENS}')) t(body)"
+    for con in (ext, udf):
+        with pytest.raises(duckdb.Error, match="the model takes at most"):
+            con.sql(sql).fetchall()
+
+
+CHUNK_DOCS = [
+    (0, " ".join(f"The river bank {i} held émoji 🐈 and the mill's wheel." for i in range(60))),
+    (1, None),
+    (2, ""),
+    (3, " \t\n"),
+    (4, "a short one"),
+    (5, "Ünïcode façade naïve. " * 40),
+]
+
+
+@pytest.mark.parametrize(
+    "ext_args, udf_args", [("", ""), (", 24", ", max_tokens := 24"), (", 24, 6", ", max_tokens := 24, overlap := 6")]
+)
+def test_embed_text_chunks_gives_the_python_functions_chunks(servers, extension_path, ext_args, udf_args):
+    """Row for row: the same chunks (index, spans, tokens, text), the same vectors; NULL for NULL,
+    none for a blank text. The extension takes max_tokens and overlap by position (DuckDB's C API
+    has no named arguments); the Python function is a macro that takes them by name."""
+    target = servers.tiny.target
+    ext, udf = extension_connection(extension_path, target), udf_connection(target)
+    for con in (ext, udf):
+        con.execute("CREATE TABLE docs (id INTEGER, body VARCHAR)")
+        con.executemany("INSERT INTO docs VALUES (?, ?)", CHUNK_DOCS)
+    got = ext.sql(f"SELECT id, embed_text_chunks(body{ext_args}) FROM docs ORDER BY id").fetchall()
+    expected = udf.sql(f"SELECT id, embed_text_chunks(body{udf_args}) FROM docs ORDER BY id").fetchall()
+    assert [(i, None if c is None else len(c)) for i, c in got] == [
+        (i, None if c is None else len(c)) for i, c in expected
+    ]
+    assert got[0][1] and len(got[0][1]) > 1 and got[1][1] is None and got[2][1] == [] == got[3][1]
+    fields = ["chunk_index", "char_start", "char_end", "tokens", "text"]
+    for (_, chunks), (_, reference) in zip(got, expected):
+        for chunk, ref in zip(chunks or [], reference or []):
+            assert [chunk[f] for f in fields] == [ref[f] for f in fields]
+            np.testing.assert_allclose(chunk["embedding"], ref["embedding"], atol=1e-5)
 
 
 def test_a_chunk_of_long_texts_goes_in_requests_under_the_message_limit(servers, extension_path):

@@ -18,25 +18,37 @@ use crate::proto::embedding_client::EmbeddingClient;
 use crate::settings::{is_loopback_target, Settings};
 use crate::unary::{self, EmbedReply};
 
-/// gRPC's message limit, both ways: the server's default.
-const MAX_MESSAGE_BYTES: usize = 64 * 1024 * 1024;
+/// gRPC's message limit, both ways (the server's default); a busy server's backoff; requests of at
+/// most INTERACTIVE_MAX_ROWS rows go as interactive (a search query), larger ones as bulk.
+pub use crate::shared::{BACKOFF_BASE_S, BACKOFF_MAX_S, INTERACTIVE_MAX_ROWS, MAX_MESSAGE_BYTES, RETRY_PUSHBACK_KEY};
 /// After UNAVAILABLE, how long the retry waits for a server to come back, trying to connect every
-/// `RECONNECT_POLL` (the Python client: connectors/client_core.py).
-const RECONNECT_WAIT: Duration = Duration::from_secs(5);
-const RECONNECT_POLL: Duration = Duration::from_millis(200);
-const BACKOFF_BASE_S: f64 = 0.05;
-const BACKOFF_MAX_S: f64 = 2.0;
-const RETRY_PUSHBACK_KEY: &str = "grpc-retry-pushback-ms";
-/// Requests of at most this many rows go as interactive (a search query), larger ones as bulk.
-pub const INTERACTIVE_MAX_ROWS: usize = 32;
+/// `RECONNECT_POLL` (the Python client's rule too).
+const RECONNECT_WAIT: Duration = Duration::from_millis((crate::shared::RECONNECT_WAIT_S * 1000.0) as u64);
+const RECONNECT_POLL: Duration = Duration::from_millis((crate::shared::RECONNECT_POLL_S * 1000.0) as u64);
 
 /// An error for DuckDB to show: the server's own message, and which server said it.
 #[derive(Debug, Clone)]
-pub struct EmbedError(pub String);
+pub struct EmbedError {
+    pub message: String,
+    /// The gRPC status it came from, where a server answered.
+    pub code: Option<Code>,
+}
+
+impl EmbedError {
+    pub fn new(message: String) -> EmbedError {
+        EmbedError { message, code: None }
+    }
+
+    /// The server refused the request's rows (INVALID_ARGUMENT: a text too long to embed whole,
+    /// say), as the Python client's InvalidInputError: asking again cannot help.
+    pub fn refused(&self) -> bool {
+        self.code == Some(Code::InvalidArgument)
+    }
+}
 
 impl std::fmt::Display for EmbedError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
+        f.write_str(&self.message)
     }
 }
 
@@ -59,7 +71,10 @@ fn status_error(status: &Status, target: &str) -> EmbedError {
     if code == Code::Unavailable && !message.contains("shutting down") {
         message.push_str(&format!("; is `embedtext serve` running and reachable at {target}?"));
     }
-    EmbedError(format!("embedtext: {message} (server {target}, {code:?})"))
+    EmbedError {
+        message: format!("embedtext: {message} (server {target}, {code:?})"),
+        code: Some(code),
+    }
 }
 
 /// What one Embed call asks for.
@@ -71,10 +86,68 @@ pub struct EmbedOptions {
     pub prompt_name: String, // one of the model's prompts ("query", ...); empty: its default, if any
 }
 
+/// How embed_text_chunks cuts a text: the most tokens of a chunk's own text (0: as many as the
+/// model takes beside its special tokens and the prompt), and the tokens it shares with the one before.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Default)]
+pub struct Chunking {
+    pub max_tokens: u32,
+    pub overlap: u32,
+}
+
 struct Target {
     name: String,
     channel: Channel,                 // Embed's calls (unary.rs)
     client: EmbeddingClient<Channel>, // the Info call
+    load: Load,
+}
+
+/// What a target has on its plate, as the Python client counts it (connectors/endpoints.py).
+#[derive(Default)]
+struct Load {
+    inflight_rows: AtomicUsize,
+    failures: AtomicUsize, // UNAVAILABLE answers
+    calls: AtomicUsize,
+}
+
+impl Load {
+    /// The order targets are picked in: fewest rows in flight, then fewest failures, then fewest calls.
+    fn key(&self) -> (usize, usize, usize) {
+        (
+            self.inflight_rows.load(Ordering::Relaxed),
+            self.failures.load(Ordering::Relaxed),
+            self.calls.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Count `rows` in flight here until the lease is dropped (the call answered, failed or was dropped).
+    fn lease(&self, rows: usize) -> Lease<'_> {
+        self.inflight_rows.fetch_add(rows, Ordering::Relaxed);
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        Lease { load: self, rows }
+    }
+}
+
+struct Lease<'a> {
+    load: &'a Load,
+    rows: usize,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        self.load.inflight_rows.fetch_sub(self.rows, Ordering::Relaxed);
+    }
+}
+
+/// The least loaded of the targets not to avoid (of all of them once every one is to be avoided).
+fn least_loaded(keys: &[(usize, usize, usize)], avoid: &[usize]) -> usize {
+    let pool = |i: &usize| !avoid.contains(i);
+    let candidates: Vec<usize> = (0..keys.len()).filter(pool).collect();
+    let candidates = if candidates.is_empty() {
+        (0..keys.len()).collect()
+    } else {
+        candidates
+    };
+    candidates.into_iter().min_by_key(|&i| keys[i]).unwrap_or(0)
 }
 
 /// A client of one server list; cheap to share between DuckDB's threads.
@@ -83,7 +156,6 @@ pub struct Client {
     authorization: Option<HeaderValue>, // "Bearer <token>"
     deadline: Duration,
     caller: String,
-    next: AtomicUsize,
     info: Mutex<Option<Arc<proto::InfoResponse>>>,
 }
 
@@ -91,7 +163,8 @@ impl Client {
     /// Channels connect on first use, so a server that is not up yet is no error here.
     pub fn new(settings: &Settings) -> Result<Client, EmbedError> {
         let read = |path: &String, what: &str| {
-            std::fs::read(path).map_err(|e| EmbedError(format!("embedtext: cannot read the TLS {what} {path}: {e}")))
+            std::fs::read(path)
+                .map_err(|e| EmbedError::new(format!("embedtext: cannot read the TLS {what} {path}: {e}")))
         };
         let tls = match &settings.tls_ca {
             Some(path) => {
@@ -109,7 +182,7 @@ impl Client {
         let mut targets = Vec::new();
         for name in &settings.targets {
             if settings.token.is_some() && tls.is_none() && !is_loopback_target(name) {
-                return Err(EmbedError(format!(
+                return Err(EmbedError::new(format!(
                     "embedtext: refusing to send the token to {name} without TLS; SET embedtext_tls_ca \
                      (the server's CA), or use a loopback or unix: target"
                 )));
@@ -122,13 +195,14 @@ impl Client {
                 name: name.clone(),
                 channel,
                 client,
+                load: Load::default(),
             });
         }
         let authorization = match &settings.token {
             Some(token) => Some(
                 format!("Bearer {token}")
                     .parse()
-                    .map_err(|_| EmbedError("embedtext: the token is not a valid HTTP header value".into()))?,
+                    .map_err(|_| EmbedError::new("embedtext: the token is not a valid HTTP header value".into()))?,
             ),
             None => None,
         };
@@ -137,7 +211,6 @@ impl Client {
             authorization,
             deadline: settings.timeout,
             caller: process_caller().to_string(),
-            next: AtomicUsize::new(0),
             info: Mutex::new(None),
         })
     }
@@ -168,14 +241,14 @@ impl Client {
                 }
                 Ok(Err(status)) => last = Some(status_error(&status, &target.name)),
                 Err(_) => {
-                    last = Some(EmbedError(format!(
+                    last = Some(EmbedError::new(format!(
                         "embedtext: no answer from {} in {timeout:?}; is `embedtext serve` running there?",
                         target.name
                     )))
                 }
             }
         }
-        Err(last.unwrap_or_else(|| EmbedError("embedtext: no target".into())))
+        Err(last.unwrap_or_else(|| EmbedError::new("embedtext: no target".into())))
     }
 
     /// Embed `texts` (UTF-8) as one request: `count x dim` float32 values, row-major.
@@ -187,7 +260,7 @@ impl Client {
     ) -> Result<Vectors, EmbedError> {
         let bytes: usize = texts.iter().map(|t| t.len()).sum();
         if bytes + 4 * texts.len() + 4096 > MAX_MESSAGE_BYTES {
-            return Err(EmbedError(format!(
+            return Err(EmbedError::new(format!(
                 "embedtext: {} text bytes in one request, over gRPC's {} MiB message limit (a text that long \
                  cannot be sent; the model reads its first few hundred tokens only)",
                 bytes,
@@ -204,10 +277,11 @@ impl Client {
         loop {
             let index = self.pick(&avoid);
             let target = &self.targets[index];
+            let lease = target.load.lease(texts.len());
             let now = Instant::now();
             if now >= deadline {
                 return Err(first_unavailable.unwrap_or_else(|| {
-                    EmbedError(format!("embedtext: the deadline passed (server {})", target.name))
+                    EmbedError::new(format!("embedtext: the deadline passed (server {})", target.name))
                 }));
             }
             // A server that is not there fails the call at once (tonic connects as the call starts):
@@ -225,8 +299,10 @@ impl Client {
                 Ok(Err(status)) => status,
                 Err(_) => Status::deadline_exceeded("the call's deadline passed"),
             };
+            drop(lease); // not in flight while this call waits to retry
             match effective_code(&status) {
                 Code::Unavailable if first_unavailable.is_none() => {
+                    target.load.failures.fetch_add(1, Ordering::Relaxed);
                     first_unavailable = Some(status_error(&status, &target.name));
                     avoid.push(index);
                     reconnect_until = Some(Instant::now() + RECONNECT_WAIT);
@@ -238,7 +314,7 @@ impl Client {
                     // The retry waited for a server that never came back: the cause is the first failure.
                     let mut error = first_unavailable.take().unwrap();
                     error
-                        .0
+                        .message
                         .push_str(&format!(" (waited {RECONNECT_WAIT:.1?} for it to come back)"));
                     return Err(error);
                 }
@@ -249,7 +325,7 @@ impl Client {
                     let left = deadline.saturating_duration_since(Instant::now()).as_secs_f64();
                     if delay >= left {
                         let mut error = status_error(&status, &target.name);
-                        error.0.push_str(&format!(
+                        error.message.push_str(&format!(
                             " (still overloaded after {} tries over {:.1}s; the deadline leaves {:.1}s, less than \
                              the next wait of {:.1}s)",
                             overloaded + 1,
@@ -268,6 +344,60 @@ impl Client {
                 }
                 _ => return Err(status_error(&status, &target.name)),
             }
+        }
+    }
+
+    /// Cut `texts` (UTF-8) by the model's tokens, as one Split request: each text's chunk count, and
+    /// each chunk's span (code points) and tokens. UNAVAILABLE goes to another target once, as Embed.
+    pub async fn split(
+        &self,
+        texts: &[&[u8]],
+        chunking: Chunking,
+        options: &EmbedOptions,
+        deadline: Instant,
+    ) -> Result<proto::SplitResponse, EmbedError> {
+        let mut data = Vec::with_capacity(texts.iter().map(|t| t.len()).sum());
+        let mut offsets = Vec::with_capacity(4 * (texts.len() + 1));
+        offsets.extend_from_slice(&0i32.to_le_bytes());
+        for text in texts {
+            data.extend_from_slice(text);
+            offsets.extend_from_slice(&(data.len() as i32).to_le_bytes());
+        }
+        let message = proto::SplitRequest {
+            model: options.model.clone(),
+            inputs: Some(proto::split_request::Inputs::PackedTexts(proto::PackedTexts {
+                data_utf8: data.into(),
+                offsets_i32le: offsets.into(),
+            })),
+            max_tokens: chunking.max_tokens,
+            overlap_tokens: chunking.overlap,
+            prompt_name: options.prompt_name.clone(),
+            ..Default::default()
+        };
+        let mut avoid = Vec::new();
+        loop {
+            let index = self.pick(&avoid);
+            let target = &self.targets[index];
+            let timeout = deadline.saturating_duration_since(Instant::now());
+            if timeout.is_zero() {
+                return Err(EmbedError::new(format!(
+                    "embedtext: the deadline passed (server {})",
+                    target.name
+                )));
+            }
+            let mut grpc = target.client.clone();
+            let call = grpc.split(self.request(message.clone(), timeout));
+            let status = match tokio::time::timeout(timeout, call).await {
+                Ok(Ok(reply)) => return Ok(reply.into_inner()),
+                Ok(Err(status)) => status,
+                Err(_) => Status::deadline_exceeded("the call's deadline passed"),
+            };
+            if effective_code(&status) == Code::Unavailable && avoid.len() + 1 < self.targets.len() {
+                target.load.failures.fetch_add(1, Ordering::Relaxed);
+                avoid.push(index);
+                continue;
+            }
+            return Err(status_error(&status, &target.name));
         }
     }
 
@@ -295,14 +425,10 @@ impl Client {
         unary::framed_request(&fields, texts)
     }
 
-    /// Round-robin over the targets not to avoid (all of them once every one failed).
+    /// The target with the fewest rows in flight among those not to avoid, as the Python client picks.
     fn pick(&self, avoid: &[usize]) -> usize {
-        let n = self.targets.len();
-        let start = self.next.fetch_add(1, Ordering::Relaxed);
-        (0..n)
-            .map(|i| (start + i) % n)
-            .find(|i| !avoid.contains(i))
-            .unwrap_or(start % n)
+        let keys: Vec<_> = self.targets.iter().map(|t| t.load.key()).collect();
+        least_loaded(&keys, avoid)
     }
 }
 
@@ -324,7 +450,7 @@ impl Vectors {
 fn decode(reply: EmbedReply, rows: usize, target: &str) -> Result<Vectors, EmbedError> {
     let dim = reply.fields.dim as usize;
     if reply.fields.count as usize != rows || reply.vectors_len != rows * dim * 4 {
-        return Err(EmbedError(format!(
+        return Err(EmbedError::new(format!(
             "embedtext: the reply of {target} does not match the request: {} rows x {dim} in {} bytes for {rows} rows",
             reply.fields.count, reply.vectors_len
         )));
@@ -365,7 +491,7 @@ fn busy(status: &Status) -> bool {
 }
 
 fn open_channel(target: &str, tls: Option<ClientTlsConfig>) -> Result<Channel, EmbedError> {
-    let bad = |e: tonic::transport::Error| EmbedError(format!("embedtext: bad target {target:?}: {e}"));
+    let bad = |e: tonic::transport::Error| EmbedError::new(format!("embedtext: bad target {target:?}: {e}"));
     if let Some(path) = target.strip_prefix("unix:") {
         let path = path.trim_start_matches("//").to_string();
         // The URI is a placeholder: the connector below opens the socket file.
@@ -407,11 +533,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_least_loaded_target_is_picked_as_the_python_client_picks() {
+        // (rows in flight, failures, calls) per target
+        assert_eq!(least_loaded(&[(512, 0, 1), (0, 0, 3), (512, 0, 0)], &[]), 1);
+        assert_eq!(least_loaded(&[(0, 1, 0), (0, 0, 5)], &[]), 1); // fewer failures first
+        assert_eq!(least_loaded(&[(0, 0, 2), (0, 0, 1)], &[]), 1); // then fewer calls
+        assert_eq!(least_loaded(&[(0, 0, 0), (900, 0, 0)], &[0]), 1); // not one to avoid
+        assert_eq!(least_loaded(&[(5, 0, 0), (0, 0, 0)], &[0, 1]), 1); // all avoided: all count
+        let load = Load::default();
+        {
+            let _lease = load.lease(64);
+            assert_eq!(load.key(), (64, 0, 1));
+        }
+        assert_eq!(load.key(), (0, 0, 1)); // the rows leave with the lease
+    }
+
+    #[test]
     fn a_broken_connection_is_retried_as_unavailable_and_a_servers_unknown_is_not() {
         let broken = Status::from_error(Box::new(std::io::Error::from(std::io::ErrorKind::BrokenPipe)));
         assert_eq!(broken.code(), Code::Unknown);
         assert_eq!(effective_code(&broken), Code::Unavailable);
-        let message = status_error(&broken, "unix:/s").0;
+        let message = status_error(&broken, "unix:/s").message;
         assert!(
             message.contains("broken pipe") && message.contains("embedtext serve"),
             "{message}"

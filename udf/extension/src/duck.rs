@@ -25,7 +25,30 @@ impl LogicalType {
         let float = LogicalType::of(DUCKDB_TYPE_DUCKDB_TYPE_FLOAT);
         LogicalType(unsafe { duckdb_create_list_type(float.0) })
     }
+    /// STRUCT(chunk_index INTEGER, char_start INTEGER, char_end INTEGER, tokens INTEGER, text VARCHAR,
+    /// embedding FLOAT[dim])[]: embed_text_chunks' result, as the Python function's (udf/text_chunks.py).
+    pub fn chunk_list(dim: usize) -> LogicalType {
+        let integer = || LogicalType::of(DUCKDB_TYPE_DUCKDB_TYPE_INTEGER);
+        let members = [
+            integer(),
+            integer(),
+            integer(),
+            integer(),
+            LogicalType::varchar(),
+            LogicalType::float_array(dim),
+        ];
+        let names: Vec<CString> = CHUNK_FIELDS.iter().map(|n| cstring(n)).collect();
+        let mut types: Vec<duckdb_logical_type> = members.iter().map(|t| t.0).collect();
+        let mut name_ptrs: Vec<*const std::ffi::c_char> = names.iter().map(|n| n.as_ptr()).collect();
+        let item = LogicalType(unsafe {
+            duckdb_create_struct_type(types.as_mut_ptr(), name_ptrs.as_mut_ptr(), members.len() as idx_t)
+        });
+        LogicalType(unsafe { duckdb_create_list_type(item.0) })
+    }
 }
+
+/// The fields of each chunk embed_text_chunks gives, in order (udf/text_chunks.py CHUNK_FIELDS).
+pub const CHUNK_FIELDS: [&str; 6] = ["chunk_index", "char_start", "char_end", "tokens", "text", "embedding"];
 
 impl Drop for LogicalType {
     fn drop(&mut self) {

@@ -15,12 +15,12 @@ use std::time::Duration;
 
 use libduckdb_sys::*;
 
-use crate::client::EmbedOptions;
+use crate::client::{Chunking, EmbedOptions};
 use crate::duck::{cstring, register_text_option, ClientContext, LogicalType};
 use crate::execute;
 use crate::local;
 use crate::proto;
-use crate::settings::{Settings, OPTIONS};
+use crate::settings::{row_options, OnError, Settings, OPTIONS, ROW_OPTIONS};
 
 /// The prompt sentence-transformers models name for a search query (arctic-embed, EmbeddingGemma, Qwen3-Embedding).
 const QUERY_PROMPT: &str = "query";
@@ -63,11 +63,11 @@ impl Extension {
             match wait {
                 Some(limit) => tokio::time::timeout(limit, call)
                     .await
-                    .unwrap_or_else(|_| Err(crate::client::EmbedError("no answer".into()))),
+                    .unwrap_or_else(|_| Err(crate::client::EmbedError::new("no answer".into()))),
                 None => call.await,
             }
         })
-        .map_err(|e| e.0)
+        .map_err(|e| e.message)
     }
 
     /// Register embed_text(text) for the server in this context's settings (or `target`): the
@@ -105,6 +105,14 @@ impl Extension {
         unsafe {
             register_set(con, "embed_text", &[Signature::typed(dim)], self)?;
             register_set(con, "embed_text_query", &[Signature::query(dim)], self)?;
+            use DUCKDB_TYPE_DUCKDB_TYPE_INTEGER as INTEGER;
+            use DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR as VARCHAR;
+            let chunks = [
+                Signature::chunks(dim, vec![VARCHAR]),
+                Signature::chunks(dim, vec![VARCHAR, INTEGER]),
+                Signature::chunks(dim, vec![VARCHAR, INTEGER, INTEGER]),
+            ];
+            register_set(con, "embed_text_chunks", &chunks, self)?;
         }
         *typed = Some(Typed { dim });
         unsafe { duckdb_disconnect(connection.as_mut().unwrap()) };
@@ -130,15 +138,17 @@ fn find_model<'a>(info: &'a proto::InfoResponse, name: Option<&str>) -> Result<&
 /// What a bound call computes.
 #[derive(Clone)]
 pub(crate) enum Output {
-    Array,        // FLOAT[dim]
-    List,         // FLOAT[]
-    Text(String), // embedtext_connect's answer
+    Array,            // FLOAT[dim]
+    List,             // FLOAT[]
+    Chunks(Chunking), // embed_text_chunks: STRUCT(..., embedding FLOAT[dim])[]
+    Text(String),     // embedtext_connect's answer
 }
 
 #[derive(Clone)]
 pub(crate) struct Bound {
     pub(crate) settings: Settings,
     pub(crate) options: EmbedOptions,
+    pub(crate) on_error: OnError,
     pub(crate) dim: usize,
     pub(crate) timeout: Duration,
     pub(crate) output: Output,
@@ -146,8 +156,9 @@ pub(crate) struct Bound {
 
 #[derive(Clone, Copy)]
 enum Kind {
-    Typed(usize), // embed_text(text) -> FLOAT[dim]
-    Query(usize), // embed_text_query(text) -> FLOAT[dim]: with the model's "query" prompt, where it has one
+    Typed(usize),  // embed_text(text) -> FLOAT[dim]
+    Query(usize),  // embed_text_query(text) -> FLOAT[dim]: with the model's "query" prompt, where it has one
+    Chunks(usize), // embed_text_chunks(text[, max_tokens[, overlap]]) -> STRUCT(..., embedding FLOAT[dim])[]
     Options,
     Connect,
     Pending, // embed_text(ANY) until embed_text(text) is registered: it registers it
@@ -169,6 +180,12 @@ impl Signature {
         Signature {
             kind: Kind::Query(dim),
             params: vec![DUCKDB_TYPE_DUCKDB_TYPE_VARCHAR],
+        }
+    }
+    fn chunks(dim: usize, params: Vec<DUCKDB_TYPE>) -> Signature {
+        Signature {
+            kind: Kind::Chunks(dim),
+            params,
         }
     }
     fn options(params: Vec<DUCKDB_TYPE>) -> Signature {
@@ -193,6 +210,7 @@ impl Signature {
     fn returns(&self) -> LogicalType {
         match self.kind {
             Kind::Typed(dim) | Kind::Query(dim) => LogicalType::float_array(dim),
+            Kind::Chunks(dim) => LogicalType::chunk_list(dim),
             Kind::Options => LogicalType::float_list(),
             Kind::Connect | Kind::Pending => LogicalType::varchar(),
         }
@@ -263,6 +281,9 @@ pub unsafe fn load(con: duckdb_connection) -> Result<(), String> {
     for (name, _, description) in OPTIONS {
         register_text_option(con, name, description)?;
     }
+    for (name, description) in ROW_OPTIONS {
+        register_text_option(con, name, description)?;
+    }
     let extension = Arc::new(Extension {
         connection: Mutex::new(Some(con)),
         typed: Mutex::new(None),
@@ -295,7 +316,8 @@ pub unsafe fn load(con: duckdb_connection) -> Result<(), String> {
         }
     }
     register_set(con, "embed_text", &[Signature::pending()], &extension)?;
-    register_set(con, "embed_text_query", &[Signature::pending()], &extension)
+    register_set(con, "embed_text_query", &[Signature::pending()], &extension)?;
+    register_set(con, "embed_text_chunks", &[Signature::pending()], &extension)
 }
 
 unsafe extern "C" fn bind(info: duckdb_bind_info) {
@@ -343,6 +365,7 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                     truncate: true,
                     prompt_name: String::new(),
                 },
+                on_error: OnError::Fail,
                 dim: 0,
                 timeout: settings.timeout,
                 output: Output::Text(text),
@@ -360,8 +383,9 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                 settings.targets.join(",")
             ))
         }
-        Kind::Typed(_) | Kind::Query(_) | Kind::Options => {
+        Kind::Typed(_) | Kind::Query(_) | Kind::Chunks(_) | Kind::Options => {
             let settings = extension.settings(Some(&context), None)?;
+            let (truncate, on_error) = row_options(|name| context.option(name))?;
             let server = extension.info(&settings, None)?;
             let prompt = if matches!(function.kind, Kind::Options) && arguments > 3 {
                 constant(3, "prompt")?
@@ -416,7 +440,7 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                 Some(d) => d as usize,
                 None => full,
             };
-            let output = if matches!(function.kind, Kind::Typed(_) | Kind::Query(_)) {
+            let output = if matches!(function.kind, Kind::Typed(_) | Kind::Query(_) | Kind::Chunks(_)) {
                 let typed = extension.typed.lock().unwrap().clone();
                 if typed.as_ref().is_some_and(|t| t.dim != dim) {
                     return Err(format!(
@@ -427,7 +451,11 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                         model.name
                     ));
                 }
-                Output::Array
+                if matches!(function.kind, Kind::Chunks(_)) {
+                    Output::Chunks(chunking(arguments, &constant)?)
+                } else {
+                    Output::Array
+                }
             } else {
                 Output::List
             };
@@ -436,15 +464,42 @@ unsafe fn bind_call(info: duckdb_bind_info) -> Result<Bound, String> {
                 options: EmbedOptions {
                     model: model_name.unwrap_or_default(),
                     dimensions: dimensions.map_or(0, |d| d as u32),
-                    truncate: true,
+                    truncate,
                     prompt_name: prompt.unwrap_or_default(),
                 },
+                on_error,
                 dim,
                 timeout: settings.timeout,
                 output,
             })
         }
     }
+}
+
+/// embed_text_chunks' max_tokens (NULL or absent: as many as the model takes) and overlap (NULL or
+/// absent: 0), as the Python function's macro defaults them.
+fn chunking(
+    arguments: usize,
+    constant: impl Fn(usize, &str) -> Result<Option<String>, String>,
+) -> Result<Chunking, String> {
+    let number = |index: usize, what: &str, least: i64| -> Result<u32, String> {
+        let text = if arguments > index {
+            constant(index, what)?
+        } else {
+            None
+        };
+        let Some(text) = text else { return Ok(0) };
+        match text.trim().parse::<i64>() {
+            Ok(n) if n >= least && n <= u32::MAX as i64 => Ok(n as u32),
+            _ => Err(format!(
+                "embedtext: {what} must be a whole number of at least {least}, not {text}"
+            )),
+        }
+    };
+    Ok(Chunking {
+        max_tokens: number(1, "max_tokens", 1)?,
+        overlap: number(2, "overlap", 0)?,
+    })
 }
 
 /// The extension's entry, after DuckDB handed it the API: connect, register, keep nothing global.

@@ -43,7 +43,7 @@ pub fn client(settings: &Settings) -> Result<Arc<Client>, String> {
             return Ok(client.clone());
         }
         let _entered = local.runtime.enter(); // the channels' connection tasks start on it
-        let client = Arc::new(Client::new(settings).map_err(|e| e.0)?);
+        let client = Arc::new(Client::new(settings).map_err(|e| e.message)?);
         local.clients.insert(settings.clone(), client.clone());
         Ok(client)
     })

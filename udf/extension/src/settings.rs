@@ -3,10 +3,9 @@
 
 use std::time::Duration;
 
-/// The server's default address (protocol/__init__.py DEFAULT_TARGET).
-pub const DEFAULT_TARGET: &str = "127.0.0.1:50051";
-/// A query may wait behind other work: the Python UDF's deadline.
-pub const DEFAULT_TIMEOUT_S: f64 = 600.0;
+/// The server's default address; a query's deadline (it may wait behind other work): the Python
+/// client's and UDF's.
+pub use crate::shared::{DEFAULT_TARGET, UDF_TIMEOUT_S as DEFAULT_TIMEOUT_S};
 
 /// (DuckDB option, environment fallback, description).
 pub const OPTIONS: [(&str, &str, &str); 6] = [
@@ -41,6 +40,46 @@ pub const OPTIONS: [(&str, &str, &str); 6] = [
         "PEM private key of embedtext_tls_client_cert",
     ),
 ];
+
+/// (DuckDB option, description) of what embed_text does with a row: as the Python function's
+/// `register(..., truncate=, on_error=)` (udf/registration.py).
+pub const ROW_OPTIONS: [(&str, &str); 2] = [
+    (
+        "embedtext_truncate",
+        "cut texts at the model's max tokens: true (default), or false (a longer text is an error)",
+    ),
+    (
+        "embedtext_on_error",
+        "a row the server refuses: 'fail' (default: the query fails) or 'null' (that row gives NULL)",
+    ),
+];
+
+/// What a row the server refuses gives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum OnError {
+    Fail,
+    Null,
+}
+
+/// `embedtext_truncate` and `embedtext_on_error` from `option(name)` (None or empty: the default).
+pub fn row_options(option: impl Fn(&str) -> Option<String>) -> Result<(bool, OnError), String> {
+    let value = |name: &str| option(name).map(|v| v.trim().to_lowercase()).filter(|v| !v.is_empty());
+    let truncate = match value(ROW_OPTIONS[0].0).as_deref() {
+        None | Some("true") => true,
+        Some("false") => false,
+        Some(other) => return Err(format!("embedtext: embedtext_truncate is true or false, not {other:?}")),
+    };
+    let on_error = match value(ROW_OPTIONS[1].0).as_deref() {
+        None | Some("fail") => OnError::Fail,
+        Some("null") => OnError::Null,
+        Some(other) => {
+            return Err(format!(
+                "embedtext: embedtext_on_error is 'fail' or 'null', not {other:?}"
+            ))
+        }
+    };
+    Ok((truncate, on_error))
+}
 
 /// Where the extension sends its rows, and how.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -187,6 +226,19 @@ mod tests {
         assert!(parse_targets("http://h:1").unwrap_err().contains("not a URL"));
         assert!(parse_targets("nohost").is_err());
         assert!(parse_targets(" , ").is_err());
+    }
+
+    #[test]
+    fn row_options_default_parse_and_refuse_what_they_do_not_know() {
+        assert_eq!(row_options(none), Ok((true, OnError::Fail)));
+        let set = |n: &str| match n {
+            "embedtext_truncate" => Some(" FALSE ".to_string()),
+            "embedtext_on_error" => Some("null".to_string()),
+            _ => None,
+        };
+        assert_eq!(row_options(set), Ok((false, OnError::Null)));
+        let bad = |n: &str| (n == "embedtext_on_error").then(|| "skip".to_string());
+        assert!(row_options(bad).unwrap_err().contains("'fail' or 'null'"));
     }
 
     #[test]
