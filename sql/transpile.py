@@ -84,6 +84,41 @@ def vector_functions_on_lists(tree: exp.Expr) -> exp.Expr:
     return tree
 
 
+#: Snowflake's FLATTEN columns, in its order: the ones a DuckDB array has no value for are NULL.
+FLATTEN_COLUMNS = ("seq", "key", "path", "index", "value", "this")
+
+
+def lateral_flattens(tree: exp.Expr) -> exp.Expr:
+    """Snowflake's ``LATERAL FLATTEN(input => array)`` (or ``TABLE(FLATTEN(...))``) as a DuckDB
+    lateral subquery over ``unnest``:
+    a row per element, with Snowflake's INDEX (from 0), VALUE, THIS and PATH (``[i]``); SEQ and KEY
+    are NULL (an array's elements have no key).
+
+    >>> transpile("SELECT c.value FROM docs d, LATERAL FLATTEN(input => d.tags) c")
+    "SELECT c.value FROM docs AS d, LATERAL (SELECT NULL AS seq, NULL AS key, '[' || (GENERATE_SUBSCRIPTS(__array, 1) - 1) || ']' AS path, GENERATE_SUBSCRIPTS(__array, 1) - 1 AS index, UNNEST(__array) AS value, __array AS this FROM (SELECT d.tags AS __array)) AS c(seq, key, path, index, value, this)"
+    """  # noqa: E501 - doctest lines are compared whole
+    for node in list(tree.find_all(exp.Lateral, exp.TableFromRows)):  # LATERAL FLATTEN, TABLE(FLATTEN)
+        explode = node.this
+        if not isinstance(explode, exp.Explode) or not isinstance(explode.this, exp.Kwarg):
+            continue
+        arguments = [explode.this, *explode.expressions]
+        unsupported = [a.this.name for a in arguments if a.this.name.lower() != "input"]
+        if unsupported:
+            raise SqlTranslationError(f"FLATTEN's {', '.join(unsupported)} => is not supported: only input =>")
+        index = "GENERATE_SUBSCRIPTS(__array, 1) - 1"
+        body = sqlglot.parse_one(
+            f"SELECT NULL AS seq, NULL AS key, '[' || ({index}) || ']' AS path, {index} AS index, "
+            "UNNEST(__array) AS value, __array AS this FROM (SELECT NULL AS __array)",
+            read="duckdb",
+        )
+        body.find(exp.Subquery).this.selects[0].set("this", explode.this.expression.copy())
+        alias = node.args.get("alias")
+        name = alias.this.copy() if alias is not None and alias.this is not None else exp.to_identifier("flatten")
+        columns = [exp.to_identifier(c) for c in FLATTEN_COLUMNS]
+        node.replace(exp.Lateral(this=exp.Subquery(this=body), alias=exp.TableAlias(this=name, columns=columns)))
+    return tree
+
+
 def embed_call(target: EmbedFunction, text: exp.Expr) -> exp.Anonymous:
     """``function(text)`` as an AST node."""
     return exp.Anonymous(this=target.function, expressions=[text.copy()])
@@ -107,7 +142,7 @@ def transpile_statements(
     functions = set(DEFAULT_FUNCTIONS) | {t.function.lower() for t in (model_map or {}).values()}
     out = []
     for tree in trees:
-        tree = resolve_models(tree, model_map)
+        tree = lateral_flattens(resolve_models(tree, model_map))
         if rewrite:
             tree = optimize(tree, functions)
         try:

@@ -239,3 +239,23 @@ def test_an_invalid_argument_fails_the_query_with_the_reason(con):
 def test_registering_again_replaces_the_function(con):
     register_text_split(con)
     assert con.sql("SELECT split_text_recursive_character('a b c', 'none', 3)").fetchall() == [(["a b", "c"],)]
+
+
+def test_lateral_flatten_of_the_chunks_gives_a_row_per_chunk_as_snowflake(con):
+    """Snowflake's way to a row per chunk, LATERAL FLATTEN (or TABLE(FLATTEN(...))), translated: each
+    chunk's INDEX from 0, VALUE, PATH and THIS; a NULL text gives no rows."""
+    con.execute("CREATE TABLE docs (id INTEGER, body VARCHAR)")
+    con.execute("INSERT INTO docs VALUES (1, 'a b c d'), (2, NULL), (3, 'x y')")
+    call = "SNOWFLAKE.CORTEX.SPLIT_TEXT_RECURSIVE_CHARACTER(d.body, 'none', 3)"
+    lateral = f"SELECT d.id, c.index, c.value, c.path FROM docs d, LATERAL FLATTEN(input => {call}) c ORDER BY 1, 2"
+    expected = [(1, 0, "a b", "[0]"), (1, 1, "c", "[1]"), (1, 2, "d", "[2]"), (3, 0, "x y", "[0]")]
+    assert con.sql(transpile(lateral)).fetchall() == expected
+    table = f"SELECT d.id, f.index, f.value, f.path FROM docs d, TABLE(FLATTEN(input => {call})) f ORDER BY 1, 2"
+    assert con.sql(transpile(table)).fetchall() == expected
+    this = con.sql(transpile(f"SELECT c.this FROM docs d, LATERAL FLATTEN(input => {call}) c WHERE d.id = 3"))
+    assert this.fetchall() == [(["x y"],)]
+
+
+def test_flatten_options_other_than_input_are_refused():
+    with pytest.raises(SqlTranslationError, match="outer => is not supported"):
+        transpile("SELECT c.value FROM docs d, LATERAL FLATTEN(input => SPLIT(d.body, ' '), outer => TRUE) c")
