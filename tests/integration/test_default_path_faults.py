@@ -2,7 +2,8 @@
 ``--dtype auto`` picks on this CPU (bfloat16 where it has bfloat16 instructions), two bulk engines
 and an interactive one, as ``resolve`` picks them on a 2-core host. An engine is killed in the
 middle of a client's calls, in the middle of a DuckDB scan, and (the interactive one) while queries
-come; afterwards each row's vector is checked against its text's own.
+come; afterwards each row's vector is checked against its text's own. The bulk engines are also
+frozen while a call's deadline passes.
 
 The module owns its server. Each test waits until every engine is back before it ends, so the next
 one starts from a whole server.
@@ -25,6 +26,8 @@ from server_metrics import MetricsServer, wait_for_metrics
 import embedtext
 from embedtext.bench.servers import free_port
 from embedtext.corpus import docstring_corpus
+from embedtext.protocol.errors import DeadlineExceededError
+from embedtext.server.config.settings import ServerConfig
 from embedtext.server.engine.base import INTERACTIVE_WORKER_NAME, WORKER_NAME
 from embedtext.server.engine.vllm_packed import CHECK_FLOOR_COSINE
 from embedtext.server.host.cpu_features import engine_dtype
@@ -144,6 +147,50 @@ def test_a_bulk_engine_killed_mid_scan_the_query_gets_every_row(default_path, ex
         expected = client.embed([texts[i] for i, _ in sample])
     _assert_each_rows_own_vector(np.array([v for _, v in sample], dtype=np.float32), expected)
     _wait_until_whole(default_path, restarts)
+
+
+def test_a_call_past_its_deadline_starts_no_more_of_its_batches(default_path):
+    """The bulk engines frozen (SIGSTOP: a frozen engine is not a dead one, its process and socket
+    stay) while a bulk call waits, so its deadline passes on a machine of any speed: the call ends
+    DEADLINE_EXCEEDED, and once the engines run again no batch of it starts beyond the ones they
+    already held (two each: ``max_batches_per_replica``)."""
+    with embedtext.Client(default_path.target) as client:
+        for _ in range(30):  # until the server has measured its engines' speed
+            info = client.info(refresh=True)
+            if info.model().engine_tokens_per_second > 0:
+                break
+            client.embed(_texts(256, "warm"), latency_class="bulk")
+        rows = 8 * ServerConfig().max_batch_rows  # 8 batches or more; within the queue's bound
+        model, texts = info.model(), [f"late row {i}" for i in range(rows)]
+        tokens = int(client.split(texts).tokens.sum()) + 2 * len(texts)  # and [CLS], [SEP]
+    assert model.engine_tokens_per_second > 0, "the server never measured its engines' speed"
+    # Above what the rows need at the measured speed, so that the call is not refused at once.
+    need_s = tokens / (model.engine_tokens_per_second * BULK_REPLICAS)
+
+    def settled(m: dict[str, float]) -> bool:
+        idle = sum(_per_replica(m, "embedtext_replica_inflight_batches").values()) == 0
+        return idle and m.get('embedtext_queued_rows{model="tiny"}') == 0
+
+    before = wait_for_metrics(default_path.metrics, settled, "no work of an earlier test left")
+    engines = _workers(default_path, WORKER_NAME)
+    for engine in engines:
+        engine.suspend()
+    try:
+        with embedtext.Client(default_path.target, timeout=1.2 * need_s + 2, latency_class="bulk") as client:
+            with pytest.raises(DeadlineExceededError, match="(?i)deadline") as caught:
+                client.embed(texts)
+        assert "refused at once" not in str(caught.value) and "overloaded" not in str(caught.value), caught.value
+    finally:
+        for engine in engines:
+            engine.resume()
+
+    after = wait_for_metrics(default_path.metrics, settled, "the late call's rows left the queue and the engines")
+    batches = "embedtext_replica_batches_total"
+    by_replica = {k: v - _per_replica(before, batches).get(k, 0) for k, v in _per_replica(after, batches).items()}
+    started, held = sum(by_replica.values()), BULK_REPLICAS * ServerConfig().max_batches_per_replica
+    assert 0 < started <= held, f"batches started of a call nobody waited for (the engines held {held}): {by_replica}"
+    with embedtext.Client(default_path.target) as client:  # and the next caller is served
+        assert client.embed(texts[:3]).shape[0] == 3
 
 
 def test_queries_run_on_the_bulk_engines_while_theirs_restarts(default_path):
