@@ -21,7 +21,7 @@ import psutil
 import pyarrow as pa
 import pytest
 from duckdb_scans import extension_connection, scan_under_way
-from server_metrics import MetricsServer, wait_for_metrics
+from server_metrics import MetricsServer, per_replica, wait_for_metrics
 
 import embedtext
 from embedtext.bench.servers import free_port
@@ -51,12 +51,6 @@ def _assert_each_rows_own_vector(got: np.ndarray, expected: np.ndarray) -> None:
     assert cosines.min() >= CHECK_FLOOR_COSINE, (int(cosines.argmin()), float(cosines.min()))
 
 
-def _per_replica(samples: dict[str, float], name: str) -> dict[str, float]:
-    """``name``'s sample per replica index of the model ``tiny``."""
-    prefix = f'{name}{{model="tiny",replica="'
-    return {key[len(prefix) : -2]: v for key, v in samples.items() if key.startswith(prefix)}
-
-
 def _workers(server: MetricsServer, name: str) -> list[psutil.Process]:
     return [p for p in psutil.Process(server.process.pid).children(recursive=True) if p.name() == name]
 
@@ -65,15 +59,15 @@ def _wait_until_whole(server: MetricsServer, restarts_before: float) -> None:
     """Every engine up again: one more restart counted, and every replica healthy."""
 
     def whole(m: dict[str, float]) -> bool:
-        restarts = sum(v for k, v in m.items() if k.startswith("embedtext_replica_restarts_total"))
-        healthy = [v for k, v in m.items() if k.startswith('embedtext_replica_healthy{model="tiny"')]
+        restarts = sum(per_replica(m, "embedtext_replica_restarts_total").values())
+        healthy = list(per_replica(m, "embedtext_replica_healthy").values())
         return restarts >= restarts_before + 1 and len(healthy) == BULK_REPLICAS + 1 and all(healthy)
 
     wait_for_metrics(server.metrics, whole, "the killed engine back and every replica healthy", timeout_s=300)
 
 
 def _restarts(server: MetricsServer) -> float:
-    return sum(_per_replica(server.metrics(), "embedtext_replica_restarts_total").values())
+    return sum(per_replica(server.metrics(), "embedtext_replica_restarts_total").values())
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +108,7 @@ def test_a_bulk_engine_killed_mid_call_loses_no_row(default_path):
             await asyncio.to_thread(
                 wait_for_metrics,
                 default_path.metrics,
-                lambda m: all(_per_replica(m, "embedtext_replica_inflight_batches").get(str(i)) for i in (0, 1)),
+                lambda m: all(per_replica(m, "embedtext_replica_inflight_batches").get(str(i)) for i in (0, 1)),
                 "batches on both bulk engines",
             )
             os.kill(victim.pid, signal.SIGKILL)
@@ -168,7 +162,7 @@ def test_a_call_past_its_deadline_starts_no_more_of_its_batches(default_path):
     need_s = tokens / (model.engine_tokens_per_second * BULK_REPLICAS)
 
     def settled(m: dict[str, float]) -> bool:
-        idle = sum(_per_replica(m, "embedtext_replica_inflight_batches").values()) == 0
+        idle = sum(per_replica(m, "embedtext_replica_inflight_batches").values()) == 0
         return idle and m.get('embedtext_queued_rows{model="tiny"}') == 0
 
     before = wait_for_metrics(default_path.metrics, settled, "no work of an earlier test left")
@@ -186,7 +180,7 @@ def test_a_call_past_its_deadline_starts_no_more_of_its_batches(default_path):
 
     after = wait_for_metrics(default_path.metrics, settled, "the late call's rows left the queue and the engines")
     batches = "embedtext_replica_batches_total"
-    by_replica = {k: v - _per_replica(before, batches).get(k, 0) for k, v in _per_replica(after, batches).items()}
+    by_replica = {k: v - per_replica(before, batches).get(k, 0) for k, v in per_replica(after, batches).items()}
     started, held = sum(by_replica.values()), BULK_REPLICAS * ServerConfig().max_batches_per_replica
     assert 0 < started <= held, f"batches started of a call nobody waited for (the engines held {held}): {by_replica}"
     with embedtext.Client(default_path.target) as client:  # and the next caller is served
@@ -202,10 +196,10 @@ def test_queries_run_on_the_bulk_engines_while_theirs_restarts(default_path):
         while client.info(refresh=True).model().interactive_replicas:
             assert time.monotonic() < give_up, "the killed engine was never taken out of rotation"
             time.sleep(0.05)
-        before = _per_replica(default_path.metrics(), "embedtext_replica_batches_total")
+        before = per_replica(default_path.metrics(), "embedtext_replica_batches_total")
         texts = _texts(4, "query")
         vectors = [client.embed([t]) for t in texts]
-        after = _per_replica(default_path.metrics(), "embedtext_replica_batches_total")
+        after = per_replica(default_path.metrics(), "embedtext_replica_batches_total")
         _wait_until_whole(default_path, restarts)
         _assert_each_rows_own_vector(np.concatenate(vectors), client.embed(texts))
     bulk = [str(i) for i in range(BULK_REPLICAS)]

@@ -15,6 +15,7 @@ import threading
 import time
 
 import numpy as np
+from server_metrics import per_replica
 
 import embedtext
 from embedtext.server.engine.base import INTERACTIVE_WORKER_NAME, WORKER_NAME
@@ -27,8 +28,7 @@ QUERY = "which table holds the invoices"
 
 def _per_replica(server, metric: str) -> dict[str, float]:
     """A per-replica metric's values by replica index."""
-    prefix = metric + '{model="tiny",replica="'
-    return {key[len(prefix) : -2]: value for key, value in server.metrics().items() if key.startswith(prefix)}
+    return per_replica(server.metrics(), metric)
 
 
 def _batches(server) -> dict[str, float]:

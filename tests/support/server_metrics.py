@@ -26,6 +26,12 @@ def summed(samples: dict[str, float], name: str) -> float:
     return sum(value for key, value in samples.items() if key.startswith(name))
 
 
+def per_replica(samples: dict[str, float], name: str, model: str = "tiny") -> dict[str, float]:
+    """A per-replica metric's samples for ``model``, by replica index ("0", "1", ...)."""
+    prefix = f'{name}{{model="{model}",replica="'
+    return {key[len(prefix) : -2]: value for key, value in samples.items() if key.startswith(prefix)}
+
+
 class MetricsServer:
     """A LocalServer and its Prometheus port."""
 

@@ -93,22 +93,25 @@ pub struct ChunkVectors {
 }
 
 impl ChunkVectors {
+    /// Distinct text `index`'s reply, and its row in it; None where the server refused it.
+    fn reply_of(&self, index: usize) -> Option<(&Vectors, usize)> {
+        let reply = self.starts.partition_point(|&start| start <= index) - 1;
+        self.replies[reply]
+            .as_ref()
+            .map(|vectors| (vectors, index - self.starts[reply]))
+    }
+
     /// Distinct text `index`'s vector, as the little-endian float32 bytes the server sent, into
     /// `out`; false (nothing copied) where the server refused it.
     pub fn copy_row(&self, index: usize, out: &mut [u8]) -> bool {
-        let reply = self.starts.partition_point(|&start| start <= index) - 1;
-        match &self.replies[reply] {
-            Some(vectors) => {
-                vectors.copy_row(index - self.starts[reply], out);
-                true
-            }
-            None => false,
-        }
+        self.reply_of(index)
+            .map(|(vectors, row)| vectors.copy_row(row, out))
+            .is_some()
     }
 
     /// Whether distinct text `index` has a vector.
     pub fn has(&self, index: usize) -> bool {
-        self.replies[self.starts.partition_point(|&start| start <= index) - 1].is_some()
+        self.reply_of(index).is_some()
     }
 }
 

@@ -135,7 +135,7 @@ unsafe fn write_chunks(
     let client = local::client(&bound.settings)?;
     let deadline = Instant::now() + bound.timeout;
     let dim = bound.dim;
-    let (per_text, vectors) = local::block_on(async {
+    let (per_text, slots, vectors) = local::block_on(async {
         let per_text = chunk::split_all(&client, &texts, chunking, &bound.options, deadline).await?;
         let chunk_texts: Vec<Option<&[u8]>> = per_text.iter().flatten().map(|c| Some(c.text)).collect();
         let plan = chunk::plan(chunk_texts.into_iter());
@@ -144,10 +144,9 @@ unsafe fn write_chunks(
         } else {
             Some(chunk::embed_all(&client, &plan.distinct, &bound.options, dim, deadline, OnError::Fail).await?)
         };
-        Ok::<_, crate::client::EmbedError>((per_text, (plan.slots, vectors)))
+        Ok::<_, crate::client::EmbedError>((per_text, plan.slots, vectors))
     })
     .map_err(|e| e.message)?;
-    let (slots, vectors) = vectors;
     let total = slots.len();
     if duckdb_list_vector_reserve(output, total as idx_t) != DuckDBSuccess
         || duckdb_list_vector_set_size(output, total as idx_t) != DuckDBSuccess
