@@ -19,6 +19,13 @@ def _texts(model: str) -> list[str]:
     return bodies + ["", "a", "Ünïcode façade naïve", "word " * 600]  # the last one truncated to the model's most
 
 
+def _within(got, expected, bound) -> bool:
+    from embedtext.server.engine.vllm_packed import agreement
+
+    least, norm_error = agreement(got, expected)
+    return least >= bound.min_cosine and norm_error <= bound.max_norm_error
+
+
 def _case(model: str, source: str, dtype: str) -> dict:
     import asyncio
 
@@ -74,8 +81,10 @@ def _case(model: str, source: str, dtype: str) -> dict:
                 "builder_norm_error": builder.norm_error,
                 "builder_min_cosine": builder.bound.min_cosine,
                 "builder_max_norm_error": builder.bound.max_norm_error,
-                "batches_in_order": bool(np.allclose(vectors, alone, rtol=0, atol=1e-5)),
-                "overlapped_steps_in_order": bool(np.allclose(vectors, overlapped, rtol=0, atol=1e-5)),
+                # Each row against itself computed in other steps, held to the check's bound: bfloat16
+                # is not batch-invariant, and a row given another's vector falls far below it.
+                "batches_in_order": _within(vectors, alone, checked.bound),
+                "overlapped_steps_in_order": _within(vectors, overlapped, checked.bound),
                 "model_seconds": [runner_seconds, packed_seconds],
             }
         finally:
