@@ -91,6 +91,10 @@ class CheckBound:
             min(CHECK_CEILING_NORM_ERROR, max(CHECK_MAX_NORM_ERROR, SPREAD_FACTOR * norm_error)),
         )
 
+    def admits(self, least_cosine: float, norm_error: float) -> bool:
+        """Whether vectors that agree this well (``agreement``) are within the bound."""
+        return least_cosine >= self.min_cosine and norm_error <= self.max_norm_error
+
 
 @dataclasses.dataclass(frozen=True)
 class CheckResult:
@@ -506,7 +510,7 @@ class PackedModel:
         lengths = np.fromiter(map(len, rows), dtype=np.int64, count=len(rows))
         got = self.embed(np.concatenate([np.asarray(r, dtype=np.int32) for r in rows]), lengths)
         least, norm_error = agreement(got, expected)
-        if not (least >= bound.min_cosine and norm_error <= bound.max_norm_error):
+        if not bound.admits(least, norm_error):
             raise PackedModelError(
                 f"packed vectors differ from vLLM's own (least cosine {least:.6f}, lengths up to "
                 f"{norm_error:.2e} apart; vLLM's own spread across batch shapes allows {bound.min_cosine:.6f} "
