@@ -112,7 +112,8 @@ class Client:
         """:meth:`split`, then each chunk's text embedded (``embed``'s options): ``.vectors`` a row per
         chunk; ``.mean_vectors(normalize=...)`` one per text."""
         chunks = self.split(texts, max_tokens=max_tokens, overlap=overlap, **_split_keys(options))
-        return chunks.with_vectors(self.embed(chunks.text, **options))
+        distinct, places = chunks.distinct_texts()
+        return chunks.with_vectors(self.embed(distinct, **options)[places])
 
     def embed_request(self, request: pb.EmbedRequest, *, timeout: float | None = None) -> pb.EmbedResponse:
         """Send one raw ``EmbedRequest`` as it is (no splitting); for tools and tests."""
@@ -243,7 +244,8 @@ class AsyncClient:
     ) -> TextChunks:
         """As :meth:`Client.embed_chunks`."""
         chunks = await self.split(texts, max_tokens=max_tokens, overlap=overlap, **_split_keys(options))
-        return chunks.with_vectors(await self.embed(chunks.text, **options))
+        distinct, places = chunks.distinct_texts()
+        return chunks.with_vectors((await self.embed(distinct, **options))[places])
 
     async def embed_request(self, request: pb.EmbedRequest, *, timeout: float | None = None) -> pb.EmbedResponse:
         """As :meth:`Client.embed_request`."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from embedtext.connectors.requests import set_model_and_prompt, text_slices
 from embedtext.protocol import SPLIT_TEXT_BYTES, codec
@@ -88,6 +89,13 @@ class TextChunks:
         start, end = spans[:, 0], spans[:, 1]
         text = [texts[r][s:e] for r, s, e in zip(row.tolist(), start.tolist(), end.tolist())]
         return cls(row, index, start, end, np.asarray(tokens, dtype=np.int32), text, counts, max_tokens)
+
+    def distinct_texts(self) -> tuple[pa.StringArray, np.ndarray]:
+        """The chunks' texts, each once, and each chunk's place among them: a text that repeats
+        (a repeated row, a document's boilerplate) is embedded once."""
+        texts = pa.array(self.text, pa.string())
+        distinct = pc.unique(texts)
+        return distinct, pc.index_in(texts, value_set=distinct).to_numpy(zero_copy_only=False)
 
     def with_vectors(self, vectors: np.ndarray) -> TextChunks:
         if len(vectors) != len(self):

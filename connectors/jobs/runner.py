@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 from embedtext.connectors.client import Client
 from embedtext.connectors.jobs.spec import IndexSpec
 from embedtext.connectors.jobs.state import IndexLockedError, IndexState, connect
-from embedtext.connectors.refusals import embed_rows_separately
+from embedtext.connectors.refusals import each_row_separately, embed_rows_separately
 from embedtext.protocol import codec
 from embedtext.protocol.errors import (
     DeadlineExceededError,
@@ -162,9 +162,8 @@ class BatchEmbedder:
             pass
         # The server refused the batch: find the rows it refuses, keep the others' vectors.
         embedded, vectors, refused = embed_rows_separately(self._call, texts)
-        failures = [(keys[i].as_py(), hashes[i].as_py(), error) for i, error in refused.items()]
         idx = pa.array(embedded, pa.int64())
-        return _Embedded(pc.take(keys, idx), pc.take(hashes, idx), vectors, failures)
+        return _Embedded(pc.take(keys, idx), pc.take(hashes, idx), vectors, _failures(keys, hashes, refused))
 
     def _chunked(self, keys: pa.Array, hashes: pa.Array, texts: pa.Array) -> _Embedded:
         try:
@@ -172,16 +171,17 @@ class BatchEmbedder:
         except InvalidInputError:
             pass
         # The server refused the batch: each text on its own, the refused ones to the failed rows.
-        parts, failures, kept = [], [], []
-        for i in range(len(texts)):
-            try:
-                parts.append(self._chunks(keys.slice(i, 1), hashes.slice(i, 1), texts.slice(i, 1)))
-                kept.append(i)
-            except InvalidInputError as exc:
-                failures.append((keys[i].as_py(), hashes[i].as_py(), str(exc)))
+        kept, parts, refused = each_row_separately(
+            lambda i: self._chunks(keys.slice(i, 1), hashes.slice(i, 1), texts.slice(i, 1)), len(texts)
+        )
         idx = pa.array(kept, pa.int64())
         chunks = pa.concat_tables(parts) if parts else None
-        return _Embedded(pc.take(keys, idx), pc.take(hashes, idx), None, failures, chunks)
+        return _Embedded(pc.take(keys, idx), pc.take(hashes, idx), None, _failures(keys, hashes, refused), chunks)
+
+
+def _failures(keys: pa.Array, hashes: pa.Array, refused: dict[int, str]) -> list[tuple[object, str, str]]:
+    """The failed rows' (key, content hash, error), for the job's failures table."""
+    return [(keys[i].as_py(), hashes[i].as_py(), error) for i, error in refused.items()]
 
 
 def run_index(

@@ -1,8 +1,9 @@
 """How much of an engine thread's CPU goes to the model's forward, and so how much to the path
 around it (requests, scheduling, pooling, copies): the split the engine-overhead suite reports.
 
-The clock wraps the one call that runs the model: vLLM's runner's ``_model_forward`` on the
-stepped path, the packed path's own call of the model (server/engine/vllm_runner.py). On a CPU the
+The clock wraps the calls that run the model: vLLM's runner's ``_model_forward`` on the
+stepped path, the packed path's own call of the model, and the sentence-transformers Dense layers
+after pooling where a model has them (server/engine/vllm_runner.py). On a CPU the
 forward's time is the model's compute; on a GPU it is the host's side of it (the kernels' launches),
 and waiting for the device falls outside it.
 """

@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from embedtext.server.engine.attention_kinds import embedding_head
 from embedtext.server.engine.model_clock import ModelClock
 
 log = logging.getLogger(__name__)
@@ -26,7 +27,9 @@ def model_runner(engine) -> Any:
 
 def clock_model_forward(engine, clock: ModelClock, name: str) -> None:
     """Time every forward vLLM's runner makes (its ``_model_forward``, CUDA graphs or not) on
-    ``clock``; a log line where this vLLM's runner has none (the clock then stays at 0)."""
+    ``clock``, and the model's sentence-transformers Dense layers where it has them (EmbeddingGemma's:
+    the model's weights, whichever path applies them); a log line where this vLLM's runner has none
+    (the clock then stays at 0)."""
     try:
         runner = model_runner(engine)
         forward = runner._model_forward
@@ -34,3 +37,6 @@ def clock_model_forward(engine, clock: ModelClock, name: str) -> None:
         log.info("%s: the model's share of the engine's CPU is not measured: %s", name, exc)
         return
     runner._model_forward = clock.timed(forward)
+    projector, _ = embedding_head(getattr(runner, "model", None))
+    if projector is not None:  # vLLM's pooler and the packed path both call the module: timed there once
+        projector.forward = clock.timed(projector.forward)

@@ -19,6 +19,20 @@ def _texts(model: str) -> list[str]:
     return bodies + ["", "a", "Ünïcode façade naïve", "word " * 600]  # the last one truncated to the model's most
 
 
+def _head_is_timed(backend) -> bool | None:
+    """Whether the model's Dense layers count as the model's CPU (None: it has none)."""
+    import torch
+
+    projector = backend.packed.projector
+    if projector is None:
+        return None
+    backend.take_model_seconds()
+    width = next(projector.parameters()).shape[1]  # the first layer's input width
+    with torch.inference_mode():
+        projector(torch.ones(8, width, dtype=backend.packed.head_dtype))
+    return backend.take_model_seconds() > 0.0
+
+
 def _case(model: str, source: str, dtype: str) -> dict:
     import asyncio
 
@@ -56,6 +70,7 @@ def _case(model: str, source: str, dtype: str) -> dict:
             first, second = await asyncio.gather(backend.embed(rows[:half]), backend.embed(rows[half:], 4))
             overlapped = np.concatenate([first, second])
             backend.overlaps_steps = False
+            head_timed = _head_is_timed(backend)
             checked = backend.packed.check(backend._engine, rows)  # the engine's own request path
             # Every attention backend but vLLM-CPU's (a GPU's) has its metadata from the backend's
             # own builder: that path too, here on the CPU builder, against the same request path.
@@ -80,6 +95,7 @@ def _case(model: str, source: str, dtype: str) -> dict:
                 "batches_in_order": checked.bound.admits(*agreement(vectors, alone)),
                 "overlapped_steps_in_order": checked.bound.admits(*agreement(vectors, overlapped)),
                 "model_seconds": [runner_seconds, packed_seconds],
+                "head_timed": head_timed,
             }
         finally:
             await backend.stop()

@@ -115,3 +115,5 @@ def test_packed_steps_give_the_engines_own_vectors(packed_results, model, dtype)
     # ... and so do they where each step is launched before the last is collected (a GPU's loop).
     assert got["overlapped_steps_in_order"]
     assert min(got["model_seconds"]) > 0.0, got["model_seconds"]  # vLLM's runner's forward, then the packed call
+    # Gemma3's Dense layers are the model's weights: their CPU is the model's, not the path's.
+    assert got["head_timed"] is (True if model == "gemma3" else None)

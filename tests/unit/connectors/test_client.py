@@ -10,6 +10,7 @@ import asyncio
 import dataclasses
 import inspect
 import time
+from unittest import mock
 
 import numpy as np
 import pyarrow as pa
@@ -358,6 +359,25 @@ def test_chunks_are_the_texts_spans_and_embed_as_their_texts(null_server):
         np.testing.assert_allclose(means[0], want / np.linalg.norm(want), rtol=1e-5)
         table = chunks.to_arrow()
         assert table.column_names == ["row", "chunk_index", "start", "end", "tokens", "text", "embedding"]
+
+
+def test_a_chunk_text_that_repeats_is_embedded_once(null_server):
+    """A chunk's text that repeats (a document given twice, a sentence repeated in one) goes to the
+    server once, and every chunk still gets its own text's vector, in both clients."""
+    texts = [LONG_TEXTS[0], "short", LONG_TEXTS[0]]
+    with embedtext.Client(null_server.target) as client:
+        sent: list[int] = []
+        embed = client.embed
+
+        def counted(texts, **options):
+            sent.append(len(texts))
+            return embed(texts, **options)
+
+        with mock.patch.object(client, "embed", counted):
+            chunks = client.embed_chunks(texts, max_tokens=16)
+        assert sent == [len(set(chunks.text))] and len(chunks) > sent[0]
+        np.testing.assert_array_equal(chunks.vectors, client.embed(chunks.text))
+    same(chunks, both(null_server.target, "embed_chunks", texts, max_tokens=16)[1])
 
 
 def test_split_requests_keep_to_their_byte_budget():
