@@ -15,6 +15,7 @@ SUITES = (
     *DEFAULT_SUITES,
     "mixed",
     "engine-overhead",
+    "compile",
     "extension",
     "chunks",
     "startup",
@@ -69,8 +70,8 @@ def make_plan(
 
     >>> make_plan(False, workdir=".", device="cpu", flags=frozenset({"avx2", "avx512f"})).engines
     'compiled (enforce_eager=auto on this CPU: compiled)'
-    >>> make_plan(False, workdir=".", device="cpu", flags=frozenset({"amx_bf16"})).engines
-    'eager (enforce_eager=auto on a CPU with amx_bf16)'
+    >>> make_plan(False, workdir=".", device="cpu", flags=frozenset({"avx2"})).engines
+    'eager (enforce_eager=auto on a CPU with avx2 and no avx512f)'
     >>> make_plan(True, workdir=".", device="cuda").engines, make_plan(False, workdir=".", device="cuda").engines
     ('eager (enforce_eager=on)', 'compiled (enforce_eager=auto on a GPU: compiled)')
     >>> make_plan(True, workdir=".", enforce_eager="off", device="cpu", flags=frozenset({"amx_bf16"})).engine_flags

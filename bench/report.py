@@ -52,6 +52,9 @@ TARGETS: dict[str, tuple[str, float | tuple[float, float]]] = {
     "gpu_udf_vs_http_json_50tok": (">=", 20.0),  # DuckDB embed_text against vLLM's HTTP/JSON server
 }
 
+# Suites whose variants set the compile setting themselves: the run's is not theirs.
+OWN_SETTING = {"compile", "startup"}
+
 NAME_WIDTH = 52  # the case and ratio name column: the longest ratio keys fit
 
 _CHECKS: dict[str, Callable[[float, object], bool]] = {
@@ -111,12 +114,13 @@ def make_report(cases: list[dict], *, plan, suites: Sequence[str], command: str,
     running when a partial report was written (a run cut short leaves that one)."""
     from embedtext.bench.hardware import hardware_info
 
+    own_setting = sorted(OWN_SETTING & {*suites})
     fields = {
         "hardware": hardware_info(),
         "command": command,
         "quick": plan.quick,
         "suites": list(suites),
-        "engines": plan.engines + ("; the startup suite sets its own per variant" if "startup" in suites else ""),
+        "engines": plan.engines + "".join(f"; the {s} suite sets its own per variant" for s in own_setting),
         "started": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
         "seconds": round(time.time() - started, 1),
     }

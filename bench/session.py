@@ -120,6 +120,18 @@ def _engine_overhead(run: Run) -> list[dict]:
     return run_engine_overhead(models, rounds=run.sized(2, 3), args=run.plan.engine_flags, progress=run.progress)
 
 
+def _compile(run: Run) -> list[dict]:
+    from embedtext.bench.compile import COMPILE_FAMILY_SHAPE, CompileModel, run_compile
+    from embedtext.bench.engine_overhead import OVERHEAD_FAMILIES, family_label
+
+    spec = _default_corpus()[1]
+    models = [CompileModel("default", "default", spec.path, spec.max_tokens)]
+    for family in OVERHEAD_FAMILIES:
+        path = run.models.get(f"{family}-wide", arch=family, **COMPILE_FAMILY_SHAPE)
+        models.append(CompileModel(family_label(family), f"{family}={path}", path, COMPILE_FAMILY_SHAPE["max_tokens"]))
+    return run_compile(models, run.sized(512, 2048), rounds=run.sized(2, 3), progress=run.progress)
+
+
 def _extension(run: Run) -> list[dict]:
     from embedtext.bench.extension import run_extension
 
@@ -209,6 +221,7 @@ STEPS: tuple[tuple[tuple[str, ...], Callable[[Run], list[dict]]], ...] = (
     (("scaling",), _client_scaling),
     (("cpu", "cpu-peers"), _cpu_peers),
     (("engine-overhead",), _engine_overhead),
+    (("compile",), _compile),
     (("extension",), _extension),
     (("chunks",), _chunks),
     (("mixed",), _mixed),

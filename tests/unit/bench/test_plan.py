@@ -7,6 +7,7 @@ from embedtext.bench.plan import make_plan
 
 AMX = frozenset({"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
 AVX512 = frozenset({"avx2", "avx512f", "avx512_bf16"})
+AVX2 = frozenset({"avx2", "fma"})
 
 
 def flags_of(tmp_path, quick, device="cpu", cpu=AVX512, **setting):
@@ -17,8 +18,9 @@ def test_a_quick_run_is_eager_and_a_full_one_runs_as_a_servers_default(tmp_path)
     assert flags_of(tmp_path, True) == ["--set", "enforce_eager=on"]
     assert flags_of(tmp_path, True, enforce_eager="off") == ["--set", "enforce_eager=off"]
     # A full run resolves auto as the server would on this device and CPU, once for every engine.
-    assert flags_of(tmp_path, False, cpu=AMX) == ["--set", "enforce_eager=on"]
+    assert flags_of(tmp_path, False, cpu=AVX2) == ["--set", "enforce_eager=on"]
     assert flags_of(tmp_path, False, cpu=AVX512) == ["--set", "enforce_eager=off"]
+    assert flags_of(tmp_path, False, cpu=AMX, enforce_eager="on") == ["--set", "enforce_eager=on"]
     assert flags_of(tmp_path, False, device="cuda", cpu=AMX) == ["--set", "enforce_eager=off"]
     assert flags_of(tmp_path, False, cpu=AMX, enforce_eager="off") == ["--set", "enforce_eager=off"]
 

@@ -164,7 +164,7 @@ AVX2 = frozenset({"avx2", "fma"})
 @pytest.mark.parametrize(
     ("setting", "device", "flags", "eager"),
     [
-        ("auto", "cpu", AMX, True),  # the compiled model ran slower there (the compile suite's results)
+        ("auto", "cpu", AMX, False),  # Qwen3 and Gemma3 ran much faster compiled there (the compile suite)
         ("auto", "cpu", AVX2, True),  # as fast as compiled there, and it starts sooner
         ("auto", "cpu", AVX512_BF16, False),
         ("auto", "cpu", frozenset(), False),  # flags unknown: vLLM's default
@@ -174,7 +174,7 @@ AVX2 = frozenset({"avx2", "fma"})
         ("on", "cpu", AVX512_BF16, True),
     ],
 )
-def test_enforce_eager_auto_runs_eagerly_on_a_cpu_with_amx_or_without_avx512(setting, device, flags, eager):
+def test_enforce_eager_auto_runs_eagerly_only_on_a_cpu_without_avx512(setting, device, flags, eager):
     resolved = resolve(ServerConfig(enforce_eager=setting), device, flags)
     assert resolved.enforce_eager is eager and f"enforce_eager={setting}" in resolved.eager_reason
 
