@@ -66,6 +66,16 @@ def _wait_until_whole(server: MetricsServer, restarts_before: float) -> None:
     wait_for_metrics(server.metrics, whole, "the killed engine back and every replica healthy", timeout_s=300)
 
 
+def _ended_late(samples: dict[str, float]) -> float:
+    """The tiny model's calls the server ended past their deadline (or on the caller's going away)."""
+    codes = ('code="DEADLINE_EXCEEDED"', 'code="CANCELLED"')
+    return sum(
+        v
+        for k, v in samples.items()
+        if k.startswith("embedtext_requests_total{") and 'model="tiny"' in k and any(c in k for c in codes)
+    )
+
+
 def _restarts(server: MetricsServer) -> float:
     return sum(per_replica(server.metrics(), "embedtext_replica_restarts_total").values())
 
@@ -170,10 +180,19 @@ def test_a_call_past_its_deadline_starts_no_more_of_its_batches(default_path):
     for engine in engines:
         engine.suspend()
     try:
-        with embedtext.Client(default_path.target, timeout=1.2 * need_s + 2, latency_class="bulk") as client:
+        # One request (no client sub-batches), whose end on the server's side the metrics count.
+        options = dict(timeout=1.2 * need_s + 2, latency_class="bulk", max_batch_rows=len(texts))
+        with embedtext.Client(default_path.target, **options) as client:
             with pytest.raises(DeadlineExceededError, match="(?i)deadline") as caught:
                 client.embed(texts)
         assert "refused at once" not in str(caught.value) and "overloaded" not in str(caught.value), caught.value
+        # The event: the server's own deadline for the call has passed too, and it ended the call
+        # (the client's deadline passes a little sooner): from then on none of its batches may start.
+        wait_for_metrics(
+            default_path.metrics,
+            lambda m: _ended_late(m) >= _ended_late(before) + 1,
+            "the server ended the late call",
+        )
     finally:
         for engine in engines:
             engine.resume()
