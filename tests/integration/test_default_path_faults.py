@@ -21,7 +21,7 @@ import psutil
 import pyarrow as pa
 import pytest
 from duckdb_scans import extension_connection, scan_under_way
-from server_metrics import MetricsServer, per_replica, wait_for_metrics
+from server_metrics import MetricsServer, per_replica, summed, wait_for_metrics
 
 import embedtext
 from embedtext.bench.servers import free_port
@@ -68,12 +68,8 @@ def _wait_until_whole(server: MetricsServer, restarts_before: float) -> None:
 
 def _ended_late(samples: dict[str, float]) -> float:
     """The tiny model's calls the server ended past their deadline (or on the caller's going away)."""
-    codes = ('code="DEADLINE_EXCEEDED"', 'code="CANCELLED"')
-    return sum(
-        v
-        for k, v in samples.items()
-        if k.startswith("embedtext_requests_total{") and 'model="tiny"' in k and any(c in k for c in codes)
-    )
+    codes = ("DEADLINE_EXCEEDED", "CANCELLED")  # Prometheus writes the labels sorted: code, then model
+    return sum(summed(samples, f'embedtext_requests_total{{code="{code}",model="tiny"}}') for code in codes)
 
 
 def _restarts(server: MetricsServer) -> float:
