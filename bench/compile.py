@@ -5,13 +5,10 @@ CPU (server/host/cpu_features.py); each variant sets its own compile setting, no
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from embedtext.bench.corpus import BenchCorpus
-from embedtext.bench.rounds import Ratio, Workload
-from embedtext.bench.variants import Variant, VariantComparison, run_variants
+from embedtext.bench.rounds import Workload
+from embedtext.bench.variants import Variant, VariantComparison, VariantModel, model_comparison, run_per_model
 
 SUITE = "compile"
 PREFIX = "compile"
@@ -25,31 +22,23 @@ COMPILE_FAMILY_SHAPE = dict(layers=4, hidden=768, heads=12, max_tokens=512)
 LONG_TOKENS = 512
 
 
-def compile_comparison(label: str) -> VariantComparison:
-    """Compiled over eager rows/s for one model (``label``: its name in case and ratio names).
+def compile_model(label: str, source: str, directory: Path, max_tokens: int, rows: int) -> VariantModel:
+    """One model's eager and compiled servers: ``rows`` rows of 50 tokens and a tenth as many of 512
+    (or the model's most)."""
+    workloads = (Workload(50, rows), Workload(min(LONG_TOKENS, max_tokens), rows // 10))
+    return VariantModel(label, source, directory, workloads, (EAGER, COMPILED))
 
-    >>> [r.key for r in compile_comparison("gemma3").ratios]
-    ['compile_rows_per_s_gemma3_compiled_vs_eager{suffix}']
+
+def compile_comparison(model: VariantModel) -> VariantComparison:
+    """Compiled over eager rows/s for one model.
+
+    >>> model = compile_model("gemma3", "gemma3=/m", Path("/m"), 512, 2048)
+    >>> [r.key for r in compile_comparison(model).ratios], model.workloads[1].rows
+    (['compile_rows_per_s_gemma3_compiled_vs_eager{suffix}'], 204)
     """
-    ratio = Ratio(f"{PREFIX}_rows_per_s_{label}_compiled_vs_eager{{suffix}}", COMPILED.name, EAGER.name)
-    return VariantComparison(SUITE, f"{PREFIX}_{label}", (EAGER, COMPILED), ratios=(ratio,), flags=ONE_ENGINE)
+    return model_comparison(SUITE, PREFIX, model, [(COMPILED.name, EAGER.name, "compiled_vs_eager")], ONE_ENGINE)
 
 
-@dataclass(frozen=True)
-class CompileModel:
-    label: str  # in case and ratio names
-    source: str  # the server's --model SOURCE
-    directory: Path
-    max_tokens: int
-
-
-def run_compile(models: Sequence[CompileModel], rows: int, *, rounds: int, progress=print) -> list[dict]:
-    """Each model's two servers up side by side; ``rows`` rows of 50 tokens and a tenth as many of
-    512 (or the model's most) timed on each in rotating rounds."""
-    cases: list[dict] = []
-    for model in models:
-        workloads = [Workload(50, rows), Workload(min(LONG_TOKENS, model.max_tokens), rows // 10)]
-        options = dict(rounds=rounds, progress=progress)
-        comparison = compile_comparison(model.label)
-        cases += run_variants(comparison, [model.source], workloads, BenchCorpus(model.directory), **options)
-    return cases
+def run_compile(models: list[VariantModel], *, rounds: int, progress=print) -> list[dict]:
+    """Each model's two servers up side by side, its workloads timed on each in rotating rounds."""
+    return run_per_model(models, compile_comparison, rounds=rounds, progress=progress)

@@ -6,12 +6,10 @@ docs/benchmarks.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from embedtext.bench.corpus import BenchCorpus
-from embedtext.bench.rounds import Ratio, Workload
-from embedtext.bench.variants import Variant, VariantComparison, run_variants
+from embedtext.bench.rounds import Workload
+from embedtext.bench.variants import Variant, VariantComparison, VariantModel, model_comparison, run_per_model
 
 SUITE = "engine-overhead"
 LONG_TOKENS = 512
@@ -44,27 +42,13 @@ METRICS = {
 }
 
 
-@dataclass(frozen=True)
-class OverheadModel:
-    """A model the suite runs its paths on, and the rows per run at (50, 512) tokens."""
-
-    label: str  # in case and ratio names
-    source: str  # the server's --model SOURCE
-    corpus_dir: Path
-    rows: tuple[tuple[int, int], ...]  # (tokens, rows)
-    variants: tuple[Variant, ...]
+# Packed against vLLM's request per row, and each host path's two engines against one.
+PAIRS = [("packed", "stepped", "packed_vs_stepped")]
+PAIRS += [(f"{path}_2", path, f"{path}_2_replicas_vs_1") for path in ("packed", "null")]
 
 
-def comparison(model: OverheadModel) -> VariantComparison:
-    names = {v.name for v in model.variants}
-    pairs = [("packed", "stepped", "packed_vs_stepped")]
-    pairs += [(f"{path}_2", path, f"{path}_2_replicas_vs_1") for path in ("packed", "null")]
-    ratios = tuple(
-        Ratio(f"{PREFIX}_rows_per_s_{model.label}_{key}{{suffix}}", numerator, denominator)
-        for numerator, denominator, key in pairs
-        if {numerator, denominator} <= names
-    )
-    return VariantComparison(SUITE, f"{PREFIX}_{model.label}", model.variants, ratios=ratios, flags=ONE_ENGINE)
+def comparison(model: VariantModel) -> VariantComparison:
+    return model_comparison(SUITE, PREFIX, model, PAIRS, ONE_ENGINE)
 
 
 def family_label(family: str) -> str:
@@ -78,7 +62,7 @@ def overhead_models(
     default_dir: Path,
     default_max_tokens: int = 512,
     families: dict[str, Path] | None = None,
-) -> list[OverheadModel]:
+) -> list[VariantModel]:
     """The overhead model runs thousands of rows a second; the default model about a tenth of that;
     the families' models (``families``: family -> directory), 2 layers of its width, about half.
     Long rows are 512 tokens, or as many as the model takes (all-MiniLM-L6-v2: 256). A run is long
@@ -86,32 +70,23 @@ def overhead_models(
     scale = 1 if quick else 4
     long = min(LONG_TOKENS, default_max_tokens)
     family_models = [
-        OverheadModel(family_label(f), f"{f}={path}", path, ((50, 8192 * scale),), (PACKED, STEPPED))
+        VariantModel(family_label(f), f"{f}={path}", path, (Workload(50, 8192 * scale),), (PACKED, STEPPED))
         for f, path in (families or {}).items()
     ]
+    overhead_work = (Workload(50, 8192 * scale), Workload(LONG_TOKENS, 2048 * scale))
+    default_work = (Workload(50, 512 * scale), Workload(long, 64 * scale))
+    every_path = (PACKED, STEPPED, NULL, PACKED_2, NULL_2)
     return [
-        OverheadModel(
-            "overhead",
-            f"overhead={overhead_dir}",
-            overhead_dir,
-            ((50, 8192 * scale), (LONG_TOKENS, 2048 * scale)),
-            (PACKED, STEPPED, NULL, PACKED_2, NULL_2),
-        ),
-        OverheadModel("default", "default", default_dir, ((50, 512 * scale), (long, 64 * scale)), (PACKED, STEPPED)),
+        VariantModel("overhead", f"overhead={overhead_dir}", overhead_dir, overhead_work, every_path),
+        VariantModel("default", "default", default_dir, default_work, (PACKED, STEPPED)),
         *family_models,
     ]
 
 
 def run_engine_overhead(
-    models: Sequence[OverheadModel], *, rounds: int, args: Sequence[str] = (), progress=print
+    models: Sequence[VariantModel], *, rounds: int, args: Sequence[str] = (), progress=print
 ) -> list[dict]:
-    cases: list[dict] = []
-    for model in models:
-        workloads = [Workload(tokens, rows) for tokens, rows in model.rows]
-        corpus = BenchCorpus(model.corpus_dir)
-        options = dict(rounds=rounds, args=args, progress=progress)
-        cases += run_variants(comparison(model), [model.source], workloads, corpus, **options)
-    return cases
+    return run_per_model(models, comparison, rounds=rounds, args=args, progress=progress)
 
 
 def engine_overhead_ratios(cases: Sequence[dict]) -> dict[str, float]:

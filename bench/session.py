@@ -121,15 +121,17 @@ def _engine_overhead(run: Run) -> list[dict]:
 
 
 def _compile(run: Run) -> list[dict]:
-    from embedtext.bench.compile import COMPILE_FAMILY_SHAPE, CompileModel, run_compile
+    from embedtext.bench.compile import COMPILE_FAMILY_SHAPE, compile_model, run_compile
     from embedtext.bench.engine_overhead import OVERHEAD_FAMILIES, family_label
 
     spec = _default_corpus()[1]
-    models = [CompileModel("default", "default", spec.path, spec.max_tokens)]
+    rows = run.sized(512, 2048)
+    models = [compile_model("default", "default", spec.path, spec.max_tokens, rows)]
     for family in OVERHEAD_FAMILIES:
         path = run.models.get(f"{family}-wide", arch=family, **COMPILE_FAMILY_SHAPE)
-        models.append(CompileModel(family_label(family), f"{family}={path}", path, COMPILE_FAMILY_SHAPE["max_tokens"]))
-    return run_compile(models, run.sized(512, 2048), rounds=run.sized(2, 3), progress=run.progress)
+        max_tokens = COMPILE_FAMILY_SHAPE["max_tokens"]
+        models.append(compile_model(family_label(family), f"{family}={path}", path, max_tokens, rows))
+    return run_compile(models, rounds=run.sized(2, 3), progress=run.progress)
 
 
 def _extension(run: Run) -> list[dict]:

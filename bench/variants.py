@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass
+from pathlib import Path
 
 import duckdb
 
@@ -30,6 +31,54 @@ class VariantComparison:
     variants: tuple[Variant, ...]
     ratios: tuple[Ratio, ...] = ()
     flags: tuple[str, ...] = ()  # every variant's
+
+
+@dataclass(frozen=True)
+class VariantModel:
+    """A model a suite compares its variants on, one model after another (``run_per_model``)."""
+
+    label: str  # in case and ratio names
+    source: str  # the server's --model SOURCE
+    corpus_dir: Path
+    workloads: tuple[Workload, ...]
+    variants: tuple[Variant, ...]
+
+
+def model_comparison(
+    suite: str, prefix: str, model: VariantModel, pairs: Sequence[tuple[str, str, str]], flags: tuple[str, ...]
+) -> VariantComparison:
+    """``model``'s variants under ``flags``, with a rows/s ratio for each (numerator, denominator, key)
+    of ``pairs`` whose two variants it runs.
+
+    >>> model = VariantModel("gemma3", "gemma3=/m", Path("/m"), (), (Variant("eager"), Variant("compiled")))
+    >>> [r.key for r in model_comparison("s", "p", model, [("compiled", "eager", "c_vs_e")], ()).ratios]
+    ['p_rows_per_s_gemma3_c_vs_e{suffix}']
+    """
+    names = {v.name for v in model.variants}
+    ratios = tuple(
+        Ratio(f"{prefix}_rows_per_s_{model.label}_{key}{{suffix}}", numerator, denominator)
+        for numerator, denominator, key in pairs
+        if {numerator, denominator} <= names
+    )
+    return VariantComparison(suite, f"{prefix}_{model.label}", model.variants, ratios=ratios, flags=flags)
+
+
+def run_per_model(
+    models: Sequence[VariantModel],
+    comparison: Callable[[VariantModel], VariantComparison],
+    *,
+    rounds: int,
+    args: Sequence[str] = (),
+    progress=print,
+) -> list[dict]:
+    """Each model's variants up side by side and timed on its workloads (``run_variants``), one model
+    after another: only one model's servers hold the machine at a time."""
+    cases: list[dict] = []
+    for model in models:
+        options = dict(rounds=rounds, args=args, progress=progress)
+        corpus = BenchCorpus(model.corpus_dir)
+        cases += run_variants(comparison(model), [model.source], model.workloads, corpus, **options)
+    return cases
 
 
 def run_variants(

@@ -85,11 +85,12 @@ def test_the_engine_overhead_suite_runs_one_bulk_engine_per_path(monkeypatch):
     from pathlib import Path
 
     from embedtext.bench.engine_overhead import comparison, overhead_models
+    from embedtext.bench.rounds import Workload
 
     families = {"xlm-roberta": Path("/models/xlm-roberta"), "qwen3": Path("/models/qwen3")}
     models = overhead_models(True, Path("/models/overhead"), Path("/models/default"), families=families)
     assert [m.label for m in models] == ["overhead", "default", "xlm_roberta", "qwen3"]
-    assert models[-1].source == "qwen3=/models/qwen3" and models[-1].rows == ((50, 8192),)
+    assert models[-1].source == "qwen3=/models/qwen3" and models[-1].workloads == (Workload(50, 8192),)
     for model in models:
         suite = comparison(model)
         servers = {v.name: _server((*suite.flags, *v.flags), monkeypatch) for v in suite.variants}
