@@ -196,6 +196,8 @@ class EmbeddingServer:
         if self.config.metrics_port is not None:
             self.metrics.serve_http(self.config.metrics_port)
             log.info("metrics on http://127.0.0.1:%d/metrics", self.config.metrics_port)
+        # Every model's first workers load their code at once; their engines start one after another.
+        await asyncio.gather(*(runtime.supervisor.spawn_workers() for runtime in self.runtimes))
         for runtime in self.runtimes:
             await runtime.start()
         await self._set_health(True)

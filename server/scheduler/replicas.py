@@ -1,13 +1,15 @@
 """Start and supervise a model's N engines on one device.
 
-Engines start one after another (each checks free device memory at start-up, so they
-must not race). A watchdog takes a dead engine out of rotation at once and restarts it
-in the background; the router sends its retried batches elsewhere meanwhile.
+Engines start one after another (each checks free device memory at start-up, so they must not
+race), each worker loading its code (vLLM's imports) before its turn. A watchdog takes a dead
+engine out of rotation at once and restarts it in the background; the router sends its retried
+batches elsewhere meanwhile.
 
 On a CPU the server is ready once one bulk engine is up (``rest_after_ready``): the others start
-behind it, the interactive replica first, then the other bulk engines, one after another. Their
-workers' vLLM imports beside the first's would slow its start on a few cores (bench: --only
-startup). Until its engine is up, queries run on the bulk engines, as while it restarts.
+behind it, the interactive replica first, then the other bulk engines, one after another, each
+one's worker loading its code while the engine before it starts. Their workers' vLLM imports
+beside the first's would slow its start on a few cores (bench: --only startup). Until its engine
+is up, queries run on the bulk engines, as while it restarts.
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ class ReplicaSupervisor:
         self._closed = False
         self._rest_after_ready = rest_after_ready
         self._never_up: set[int] = set()  # replicas whose engine has not been up yet
+        self._first: list[Replica] | None = None  # what start() brings up (spawn_workers), and after it
+        self._later: list[Replica] = []
         self.every_engine_up = asyncio.Event()
 
     def _export(self, replica: Replica) -> None:
@@ -70,9 +74,13 @@ class ReplicaSupervisor:
         task.add_done_callback(done)
         return task
 
-    async def start(self) -> None:
-        """Start the engines; with ``rest_after_ready``, return once the first bulk engine is up,
-        and start the others in the background (``every_engine_up`` is set once all have been up)."""
+    async def spawn_workers(self) -> None:
+        """Each replica's backend, and the workers of the engines ``start`` brings up first, spawned:
+        they load their code side by side (server/engine/process_backend.py). A server of several
+        models spawns every model's before it starts any engine, so that a model's worker loads its
+        code while an earlier model's engine starts."""
+        if self._first is not None:
+            return
         for replica in self.replicas:
             replica.backend = self._factory(replica.index)  # not healthy (routed to) until started
         self._never_up = {r.index for r in self.replicas}
@@ -82,14 +90,19 @@ class ReplicaSupervisor:
             first = bulk[:1]
             # The queries' engine first: until it is up, queries wait behind unpaced bulk steps.
             later = [r for r in self.replicas if r.interactive_only] + bulk[1:]
-        # Replicas in worker processes load their code side by side (server/engine/process_backend.py) ...
+        self._first, self._later = first, later
         await asyncio.gather(*(r.backend.spawn() for r in first))
-        # ... but engines start one after another.
-        for replica in first:
+
+    async def start(self) -> None:
+        """Start the engines; with ``rest_after_ready``, return once the first bulk engine is up,
+        and start the others in the background (``every_engine_up`` is set once all have been up)."""
+        await self.spawn_workers()
+        # Engines start one after another.
+        for replica in self._first:
             await self._start(replica)
         self._spawn(self._watch())
-        if later:
-            self._spawn(self._start_later(later))
+        if self._later:
+            self._spawn(self._start_later(self._later))
 
     def _up(self, replica: Replica) -> None:
         replica.healthy = True
@@ -104,9 +117,16 @@ class ReplicaSupervisor:
         self._up(replica)
 
     async def _start_later(self, replicas: list[Replica]) -> None:
-        for replica in replicas:
+        # One worker ahead: the next engine's worker loads its code while this one's engine starts
+        # (a task of the supervisor's: stop() cancels it with the others).
+        ahead = self._spawn(replicas[0].backend.spawn())
+        for index, replica in enumerate(replicas):
             what = "interactive requests" if replica.interactive_only else "bulk work"
             log.info("model %s: starting replica %d (%s) after the server is ready", self.model, replica.index, what)
+            if not ahead.done():
+                await asyncio.wait([ahead])  # a failed spawn fails the start below
+            if index + 1 < len(replicas):
+                ahead = self._spawn(replicas[index + 1].backend.spawn())
             try:
                 await self._start(replica)
             except Exception as exc:

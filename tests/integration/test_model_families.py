@@ -9,6 +9,8 @@ one server with one engine each: the start-up of an engine per family is what th
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -44,7 +46,12 @@ def family_dirs(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def family_client(family_dirs, tmp_path_factory):
+def family_log(tmp_path_factory):
+    return tmp_path_factory.mktemp("logs") / "families.log"
+
+
+@pytest.fixture(scope="module")
+def family_client(family_dirs, family_log):
     import embedtext
     from embedtext.connectors.local_server import LocalServer
 
@@ -52,7 +59,7 @@ def family_client(family_dirs, tmp_path_factory):
         [f"{f}={d}" for f, d in family_dirs.items()],
         replicas=1,  # an engine per family; eager, as the tiny model's (conftest.py)
         args=["--dtype", "float32", "--set", "interactive_replica=off", "--set", "enforce_eager=on"],
-        log_path=tmp_path_factory.mktemp("logs") / "families.log",
+        log_path=family_log,
     )
     with server, embedtext.Client(server.target) as client:
         client.wait_ready(900, every_engine=True)
@@ -90,6 +97,16 @@ def test_each_family_runs_packed_steps(family_client, family):
     info = family_client.info(refresh=True).model(family)
     assert info.engine_loop == "packed"
     assert info.dim == 128 and info.max_tokens == 128
+
+
+def test_every_models_worker_loads_its_code_before_the_first_engine_starts(family_client, family_log):
+    """A server of several models spawns each model's first worker at once: a worker's vLLM imports
+    (seconds) run while the models before it start their engines, not after them."""
+    lines = family_log.read_text().splitlines()
+    loads = [i for i, line in enumerate(lines) if "loads the engine's code" in line]
+    starts = [i for i, line in enumerate(lines) if re.search(r"starting \S+/0 for model \S+ in a worker process", line)]
+    assert len(loads) == len(starts) == len(FAMILY_MODELS), (loads, starts)
+    assert max(loads) < min(starts)
 
 
 def test_the_pooling_each_family_declares(family_client):

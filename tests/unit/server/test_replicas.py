@@ -155,3 +155,56 @@ def test_a_server_that_starts_every_engine_first_has_none_left_to_start(tiny_mod
     got, started = asyncio.run(scenario())
     assert got == ([True, True, True], 0, True)
     assert started == [0, 1, 2]
+
+
+class LoggedStartBackend(NullBackend):
+    """Logs its spawn, and its start's beginning and end; the start waits for its gate (test
+    stand-in: a worker loading its code, then an engine taking its time to start)."""
+
+    def __init__(self, spec, index: int, log: list[str], gates: dict[int, asyncio.Event]) -> None:
+        super().__init__(spec, name=f"logged/{index}")
+        self.index, self.log, self.gate = index, log, gates[index]
+
+    async def spawn(self) -> None:
+        self.log.append(f"spawn {self.index}")
+
+    async def start(self) -> None:
+        self.log.append(f"start {self.index}")
+        await self.gate.wait()
+        await super().start()
+        self.log.append(f"up {self.index}")
+
+
+def test_the_next_engines_worker_loads_its_code_while_an_engine_starts(tiny_model_dir):
+    """Behind a ready server each later engine's worker is spawned while the engine before it
+    starts, not after it is up; the engines themselves still start one after another. And
+    ``spawn_workers`` (what a server of several models calls for each before starting any) spawns
+    the first engine's worker without starting it."""
+    spec = load_model_spec(str(tiny_model_dir), name="tiny")
+
+    async def scenario():
+        log: list[str] = []
+        gates = {i: asyncio.Event() for i in range(3)}  # 0, 1: bulk; 2: interactive
+        gates[0].set(), gates[1].set()
+        router = LeastInFlightTokensPolicy.of_count(2, max_batches_per_replica=2, interactive_replicas=1)
+        supervisor = ReplicaSupervisor(
+            "tiny",
+            router,
+            lambda i: LoggedStartBackend(spec, i, log, gates),
+            metrics=ServerMetrics(),
+            rest_after_ready=True,
+        )
+        await supervisor.spawn_workers()
+        spawned = list(log)
+        await asyncio.wait_for(supervisor.start(), 10)
+        await settle()  # the interactive engine's start waits at its gate: what can run meanwhile has run
+        held = list(log)
+        gates[2].set()
+        await asyncio.wait_for(supervisor.every_engine_up.wait(), 10)
+        await supervisor.stop()
+        return spawned, held, log
+
+    spawned, held, log = asyncio.run(scenario())
+    assert spawned == ["spawn 0"]
+    assert held == ["spawn 0", "start 0", "up 0", "spawn 2", "start 2", "spawn 1"]
+    assert log[len(held) :] == ["up 2", "start 1", "up 1"]
