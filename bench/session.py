@@ -126,11 +126,11 @@ def _compile(run: Run) -> list[dict]:
 
     spec = _default_corpus()[1]
     rows = run.sized(512, 2048)
+    family_max_tokens = COMPILE_FAMILY_SHAPE["max_tokens"]
     models = [compile_model("default", "default", spec.path, spec.max_tokens, rows)]
     for family in OVERHEAD_FAMILIES:
         path = run.models.get(f"{family}-wide", arch=family, **COMPILE_FAMILY_SHAPE)
-        max_tokens = COMPILE_FAMILY_SHAPE["max_tokens"]
-        models.append(compile_model(family_label(family), f"{family}={path}", path, max_tokens, rows))
+        models.append(compile_model(family_label(family), f"{family}={path}", path, family_max_tokens, rows))
     return run_compile(models, rounds=run.sized(2, 3), progress=run.progress)
 
 

@@ -73,9 +73,9 @@ def run_per_model(
 ) -> list[dict]:
     """Each model's variants up side by side and timed on its workloads (``run_variants``), one model
     after another: only one model's servers hold the machine at a time."""
+    options = dict(rounds=rounds, args=args, progress=progress)
     cases: list[dict] = []
     for model in models:
-        options = dict(rounds=rounds, args=args, progress=progress)
         corpus = BenchCorpus(model.corpus_dir)
         cases += run_variants(comparison(model), [model.source], model.workloads, corpus, **options)
     return cases
